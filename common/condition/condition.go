@@ -1,0 +1,75 @@
+// Package condition holds the two conditions every Trustplane object carries:
+// Processing (what the controller is doing) and Ready (whether the object is
+// in its desired state). Both are metav1.Condition and follow kstatus, so
+// `kubectl wait --for=condition=Ready` works.
+package condition
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/common/object"
+)
+
+const (
+	// TypeProcessing says what the controller is doing with the object.
+	TypeProcessing = "Processing"
+	// TypeReady says whether the object is in its desired state.
+	TypeReady = "Ready"
+)
+
+const (
+	// ReasonProcessing: the controller is working towards the desired state.
+	ReasonProcessing = "Processing"
+	// ReasonBlocked: progress waits on something outside the object.
+	ReasonBlocked = "Blocked"
+	// ReasonDone: the last pass finished without error.
+	ReasonDone = "Done"
+	// ReasonReady: the object is in its desired state.
+	ReasonReady = "Ready"
+	// ReasonNotReady: the object is not in its desired state (generic reason;
+	// handlers should prefer a specific one).
+	ReasonNotReady = "NotReady"
+	// ReasonMissingEnvironment: the object has no environment label and no
+	// default environment is configured.
+	ReasonMissingEnvironment = "MissingEnvironmentLabel"
+	// ReasonError: the last pass failed with an unclassified error.
+	ReasonError = "ReconcileError"
+)
+
+// NewProcessing returns a Processing condition with the given reason
+// (ReasonProcessing, ReasonBlocked or ReasonDone). Processing is True while
+// work is in progress or blocked and False when done, as kstatus expects of
+// an "in progress" condition.
+func NewProcessing(reason, message string) metav1.Condition {
+	status := metav1.ConditionTrue
+	if reason == ReasonDone {
+		status = metav1.ConditionFalse
+	}
+	return metav1.Condition{Type: TypeProcessing, Status: status, Reason: reason, Message: message}
+}
+
+// NewReady returns Ready=True.
+func NewReady(message string) metav1.Condition {
+	return metav1.Condition{Type: TypeReady, Status: metav1.ConditionTrue, Reason: ReasonReady, Message: message}
+}
+
+// NewNotReady returns Ready=False with a reason a user can act on.
+func NewNotReady(reason, message string) metav1.Condition {
+	if reason == "" {
+		reason = ReasonNotReady
+	}
+	return metav1.Condition{Type: TypeReady, Status: metav1.ConditionFalse, Reason: reason, Message: message}
+}
+
+// Find returns the condition of type t, or nil.
+func Find(obj object.Object, t string) *metav1.Condition {
+	conds := obj.GetConditions()
+	return meta.FindStatusCondition(conds, t)
+}
+
+// IsReady reports whether obj is Ready=True for its current generation.
+func IsReady(obj object.Object) bool {
+	c := Find(obj, TypeReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.GetGeneration()
+}

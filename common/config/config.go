@@ -1,0 +1,147 @@
+// Package config loads the framework's settings with viper: defaults, then
+// environment variables (REQUEUE_AFTER, JITTER_FACTOR, ...), then flags
+// (--requeue-after, --jitter-factor, ...). The result is a plain struct that
+// is validated once at startup and passed to the Controller; nothing is kept
+// in package-level variables.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Keys of the framework settings, as flags; the environment variable of each
+// is the key upper-cased with dashes turned into underscores.
+const (
+	KeyRequeueAfter            = "requeue-after"
+	KeyRequeueAfterOnError     = "requeue-after-on-error"
+	KeyJitterFactor            = "jitter-factor"
+	KeyMaxConcurrentReconciles = "max-concurrent-reconciles"
+	KeyDefaultEnvironment      = "default-environment"
+	KeyMaxBackoff              = "max-backoff"
+)
+
+// Config holds the framework settings of one operator process.
+type Config struct {
+	// RequeueAfter is the resync interval of a healthy object (before jitter).
+	RequeueAfter time.Duration
+	// RequeueAfterOnError is the first retry delay after an error; it doubles
+	// per failure up to MaxBackoff.
+	RequeueAfterOnError time.Duration
+	// JitterFactor lengthens each requeue by a random share in [0, JitterFactor].
+	JitterFactor float64
+	// MaxConcurrentReconciles is the number of workers per controller.
+	MaxConcurrentReconciles int
+	// DefaultEnvironment is used for objects without the environment label.
+	// Empty means strict: such objects are Blocked until labelled.
+	DefaultEnvironment string
+	// MaxBackoff caps the per-object exponential retry delay.
+	MaxBackoff time.Duration
+}
+
+// Default returns the documented defaults.
+func Default() Config {
+	return Config{
+		RequeueAfter:            30 * time.Minute,
+		RequeueAfterOnError:     time.Second,
+		JitterFactor:            0.7,
+		MaxConcurrentReconciles: 10,
+		DefaultEnvironment:      "",
+		MaxBackoff:              5 * time.Minute,
+	}
+}
+
+// Validate reports every invalid setting at once.
+func (c Config) Validate() error {
+	var errs []error
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", key, d))
+		}
+	}
+	positive(KeyRequeueAfter, c.RequeueAfter)
+	positive(KeyRequeueAfterOnError, c.RequeueAfterOnError)
+	positive(KeyMaxBackoff, c.MaxBackoff)
+	if c.JitterFactor < 0 || c.JitterFactor > 1 {
+		errs = append(errs, fmt.Errorf("%s must be within [0,1], got %v", KeyJitterFactor, c.JitterFactor))
+	}
+	if c.MaxConcurrentReconciles < 1 {
+		errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", KeyMaxConcurrentReconciles, c.MaxConcurrentReconciles))
+	}
+	if c.MaxBackoff > 0 && c.RequeueAfterOnError > c.MaxBackoff {
+		errs = append(errs, fmt.Errorf("%s (%s) must not exceed %s (%s)", KeyRequeueAfterOnError, c.RequeueAfterOnError, KeyMaxBackoff, c.MaxBackoff))
+	}
+	return errors.Join(errs...)
+}
+
+// AddFlags registers the framework flags, with their defaults, on fs.
+func AddFlags(fs *pflag.FlagSet) {
+	d := Default()
+	fs.Duration(KeyRequeueAfter, d.RequeueAfter, "resync interval of a healthy object, before jitter (env REQUEUE_AFTER)")
+	fs.Duration(KeyRequeueAfterOnError, d.RequeueAfterOnError, "first retry delay after an error (env REQUEUE_AFTER_ON_ERROR)")
+	fs.Float64(KeyJitterFactor, d.JitterFactor, "requeues are lengthened by a random share in [0, factor] (env JITTER_FACTOR)")
+	fs.Int(KeyMaxConcurrentReconciles, d.MaxConcurrentReconciles, "workers per controller (env MAX_CONCURRENT_RECONCILES)")
+	fs.String(KeyDefaultEnvironment, d.DefaultEnvironment, "environment of objects without the trustplane.dev/environment label; empty blocks them (env DEFAULT_ENVIRONMENT)")
+	fs.Duration(KeyMaxBackoff, d.MaxBackoff, "cap of the per-object retry backoff (env MAX_BACKOFF)")
+}
+
+// NewViper returns a viper that reads environment variables named after the
+// keys (REQUEUE_AFTER for requeue-after) and the flags of fs, flags winning
+// when set explicitly. Operators read their own settings from it too.
+func NewViper(fs *pflag.FlagSet) (*viper.Viper, error) {
+	v := viper.New()
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if fs != nil {
+		if err := v.BindPFlags(fs); err != nil {
+			return nil, fmt.Errorf("bind flags: %w", err)
+		}
+	}
+	return v, nil
+}
+
+// Load reads the framework settings from v, applying defaults for keys v
+// does not know, and validates them.
+func Load(v *viper.Viper) (Config, error) {
+	d := Default()
+	v.SetDefault(KeyRequeueAfter, d.RequeueAfter)
+	v.SetDefault(KeyRequeueAfterOnError, d.RequeueAfterOnError)
+	v.SetDefault(KeyJitterFactor, d.JitterFactor)
+	v.SetDefault(KeyMaxConcurrentReconciles, d.MaxConcurrentReconciles)
+	v.SetDefault(KeyDefaultEnvironment, d.DefaultEnvironment)
+	v.SetDefault(KeyMaxBackoff, d.MaxBackoff)
+
+	var c Config
+	var errs []error
+	dur := func(key string) time.Duration {
+		s := v.GetString(key)
+		out, err := time.ParseDuration(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a duration: %w", key, s, err))
+		}
+		return out
+	}
+	c.RequeueAfter = dur(KeyRequeueAfter)
+	c.RequeueAfterOnError = dur(KeyRequeueAfterOnError)
+	c.MaxBackoff = dur(KeyMaxBackoff)
+	var err error
+	if c.JitterFactor, err = parseFloat(v.GetString(KeyJitterFactor)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyJitterFactor, err))
+	}
+	if c.MaxConcurrentReconciles, err = parseInt(v.GetString(KeyMaxConcurrentReconciles)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyMaxConcurrentReconciles, err))
+	}
+	c.DefaultEnvironment = v.GetString(KeyDefaultEnvironment)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return c, nil
+}

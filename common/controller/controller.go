@@ -1,0 +1,291 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trustplane/trustplane/common/condition"
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/common/handler"
+	"github.com/trustplane/trustplane/common/janitor"
+	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/object"
+	"github.com/trustplane/trustplane/common/scoped"
+)
+
+// Options configure a Controller.
+type Options struct {
+	// Config holds the framework settings (requeue, jitter, environment).
+	Config config.Config
+	// Recorder emits events; nil disables events.
+	Recorder events.EventRecorder
+	// Metrics records reconcile metrics; nil disables metrics.
+	Metrics *Metrics
+	// Random returns a value in [0,1) for jitter; nil means math/rand/v2.
+	Random func() float64
+}
+
+// Controller runs the reconcile lifecycle of kind T around a Handler.
+type Controller[T object.Object] struct {
+	name    string
+	client  client.Client
+	handler handler.Handler[T]
+	opts    Options
+}
+
+// New returns a Controller named name (used in logs, events and metrics)
+// that reads and writes through c and delegates business logic to h.
+func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
+	return &Controller[T]{name: name, client: c, handler: h, opts: opts}
+}
+
+// Name returns the controller name.
+func (c *Controller[T]) Name() string { return c.name }
+
+// Reconcile runs one pass of the lifecycle for req, using obj (a fresh, empty
+// object of kind T) as the buffer to read into.
+func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) (ctrl.Result, error) {
+	start := time.Now()
+	log := logf.FromContext(ctx).WithValues("controller", c.name, "object", req.NamespacedName)
+	ctx = logf.IntoContext(ctx, log)
+
+	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
+	}
+
+	var (
+		res    ctrl.Result
+		err    error
+		result string
+	)
+	if obj.GetDeletionTimestamp() != nil {
+		res, result, err = c.finalize(ctx, obj)
+	} else {
+		res, result, err = c.reconcile(ctx, obj)
+	}
+	c.opts.Metrics.observe(c.name, result, time.Since(start).Seconds())
+	if err != nil {
+		log.Error(err, "reconcile failed", "result", result)
+	}
+	return res, err
+}
+
+func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, string, error) {
+	orig := obj.DeepCopyObject().(T)
+
+	env, ok := c.environment(obj)
+	if !ok {
+		msg := fmt.Sprintf("add the label %s=<environment> to reconcile this object, or start the operator with --%s",
+			labels.Environment, config.KeyDefaultEnvironment)
+		hErr := ctrlerrors.WithReason(condition.ReasonMissingEnvironment, ctrlerrors.BlockedErrorf("%s", msg))
+		// No requeue: adding the label is an update event that reconciles at once.
+		_, result, err := c.finish(ctx, obj, orig, hErr)
+		return ctrl.Result{}, result, err
+	}
+
+	if err := c.updateFinalizer(ctx, obj, true); err != nil {
+		return ctrl.Result{}, ResultError, fmt.Errorf("add finalizer: %w", err)
+	}
+	orig = obj.DeepCopyObject().(T)
+
+	j, err := janitor.New(scoped.New(c.client, env), obj)
+	if err != nil {
+		return ctrl.Result{}, ResultError, err
+	}
+	hErr := c.handler.CreateOrUpdate(janitor.IntoContext(ctx, j), obj)
+	return c.finish(ctx, obj, orig, hErr)
+}
+
+// finalize runs Handler.Delete and removes the finalizer once it succeeded.
+// It needs no environment label: deletion must never get stuck.
+func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, string, error) {
+	defer c.opts.Metrics.setReady(c.name, client.ObjectKeyFromObject(obj), "")
+	if !controllerutil.ContainsFinalizer(obj, labels.Finalizer) {
+		return ctrl.Result{}, ResultDeleted, nil
+	}
+	orig := obj.DeepCopyObject().(T)
+	env, _ := c.environment(obj)
+	j, err := janitor.New(scoped.New(c.client, env), obj)
+	if err != nil {
+		return ctrl.Result{}, ResultError, err
+	}
+	if hErr := c.handler.Delete(janitor.IntoContext(ctx, j), obj); hErr != nil {
+		hErr = fmt.Errorf("delete: %w", hErr)
+		return c.finish(ctx, obj, orig, hErr)
+	}
+	if err := c.updateFinalizer(ctx, obj, false); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, ResultDeleted, nil
+		}
+		return ctrl.Result{}, ResultError, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, ResultDeleted, nil
+}
+
+// environment returns the object's environment: its label, else the
+// configured default. ok is false when neither is set.
+func (c *Controller[T]) environment(obj T) (string, bool) {
+	if env, ok := obj.GetLabels()[labels.Environment]; ok && env != "" {
+		return env, true
+	}
+	if d := c.opts.Config.DefaultEnvironment; d != "" {
+		return d, true
+	}
+	return "", false
+}
+
+// finish maps the handler's error to conditions and a requeue, writes the
+// status if it changed and emits transition events.
+func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ctrl.Result, string, error) {
+	res, result, retErr := c.classify(hErr)
+	switch result {
+	case ResultSuccess:
+		obj.SetCondition(condition.NewProcessing(condition.ReasonDone, ""))
+		obj.SetCondition(condition.NewReady(""))
+	case ResultBlocked:
+		obj.SetCondition(condition.NewProcessing(condition.ReasonBlocked, hErr.Error()))
+		obj.SetCondition(condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonBlocked), hErr.Error()))
+	default:
+		obj.SetCondition(condition.NewProcessing(condition.ReasonProcessing, hErr.Error()))
+		obj.SetCondition(condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonError), hErr.Error()))
+	}
+	stampGeneration(obj)
+
+	if err := c.writeStatus(ctx, obj, orig); err != nil {
+		// Never lose the handler's error behind the status error.
+		return ctrl.Result{}, ResultError, errors.Join(hErr, fmt.Errorf("write status: %w", err))
+	}
+	c.emitTransitions(orig, obj)
+	ready := "Unknown"
+	if r := condition.Find(obj, condition.TypeReady); r != nil {
+		ready = string(r.Status)
+	}
+	c.opts.Metrics.setReady(c.name, client.ObjectKeyFromObject(obj), ready)
+	return res, result, retErr
+}
+
+// classify decides the requeue for a handler error.
+func (c *Controller[T]) classify(hErr error) (ctrl.Result, string, error) {
+	cfg := c.opts.Config
+	resync := ctrl.Result{RequeueAfter: Jitter(cfg.RequeueAfter, cfg.JitterFactor, c.opts.Random)}
+	switch {
+	case hErr == nil:
+		return resync, ResultSuccess, nil
+	case ctrlerrors.IsBlocked(hErr):
+		return resync, ResultBlocked, nil
+	}
+	if r, ok := ctrlerrors.AsRetryable(hErr); ok {
+		if r.Delay > 0 {
+			return ctrl.Result{RequeueAfter: Jitter(r.Delay, cfg.JitterFactor, c.opts.Random)}, ResultRetryable, nil
+		}
+		// Returning the error hands the retry to the per-item rate limiter.
+		return ctrl.Result{}, ResultRetryable, hErr
+	}
+	return ctrl.Result{}, ResultError, hErr
+}
+
+func stampGeneration(obj object.Object) {
+	gen := obj.GetGeneration()
+	for _, cond := range obj.GetConditions() {
+		if cond.ObservedGeneration != gen {
+			cond.ObservedGeneration = gen
+			obj.SetCondition(cond)
+		}
+	}
+	if s, ok := obj.(object.ObservedGenerationSetter); ok {
+		s.SetObservedGeneration(gen)
+	}
+}
+
+// writeStatus patches the status subresource when the status differs from
+// orig. The merge patch carries only the changed status fields, so it never
+// overwrites the spec or metadata of a newer object; conflicts are retried.
+func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
+	if equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj)) {
+		return nil
+	}
+	patch := client.MergeFrom(orig)
+	return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
+		return c.client.Status().Patch(ctx, obj, patch)
+	})
+}
+
+func statusOf(obj client.Object) any {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return obj
+	}
+	return u["status"]
+}
+
+// updateFinalizer adds or removes the finalizer with a patch guarded by the
+// resourceVersion, re-reading the object on conflict, so that finalizers
+// added by others at the same time are never dropped.
+func (c *Controller[T]) updateFinalizer(ctx context.Context, obj T, add bool) error {
+	key := client.ObjectKeyFromObject(obj)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		before := obj.DeepCopyObject().(client.Object)
+		var changed bool
+		if add {
+			changed = controllerutil.AddFinalizer(obj, labels.Finalizer)
+		} else {
+			changed = controllerutil.RemoveFinalizer(obj, labels.Finalizer)
+		}
+		if !changed {
+			return nil
+		}
+		err := c.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			if gErr := c.client.Get(ctx, key, obj); gErr != nil {
+				return gErr
+			}
+		}
+		return err
+	})
+}
+
+// emitTransitions emits an event when Ready flips or the object becomes
+// Blocked; steady passes emit nothing.
+func (c *Controller[T]) emitTransitions(orig, obj T) {
+	if c.opts.Recorder == nil {
+		return
+	}
+	before, after := condition.Find(orig, condition.TypeReady), condition.Find(obj, condition.TypeReady)
+	if after != nil && (before == nil || before.Status != after.Status) {
+		if after.Status == metav1.ConditionTrue {
+			c.opts.Recorder.Eventf(obj, nil, "Normal", condition.ReasonReady, "Reconcile", "%s is ready", obj.GetName())
+		} else if !isBlocked(obj) {
+			c.opts.Recorder.Eventf(obj, nil, "Warning", after.Reason, "Reconcile", "%s", after.Message)
+		}
+	}
+	if isBlocked(obj) && !isBlocked(orig) {
+		reason := condition.ReasonBlocked
+		if after != nil {
+			reason = after.Reason
+		}
+		c.opts.Recorder.Eventf(obj, nil, "Warning", reason, "Reconcile", "%s", condition.Find(obj, condition.TypeProcessing).Message)
+	}
+}
+
+func isBlocked(obj object.Object) bool {
+	p := condition.Find(obj, condition.TypeProcessing)
+	return p != nil && p.Reason == condition.ReasonBlocked
+}

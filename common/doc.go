@@ -1,0 +1,14 @@
+// Package common is the root of Trustplane's Handler-pattern operator framework.
+//
+// The framework lives in sub-packages, each with one purpose:
+//
+//   - object: the Object interface every reconciled kind implements.
+//   - handler: the Handler interface an operator implements.
+//   - condition: the Processing and Ready conditions.
+//   - ctrlerrors: Blocked, Retryable and RetryableWithDelay errors.
+//   - config: viper-backed configuration, passed in rather than read from globals.
+//   - scoped: an environment-scoped client.
+//   - janitor: a client that deletes owned children a reconcile did not touch.
+//   - controller: the generic Controller that runs the reconcile lifecycle.
+//   - testenv: a test harness with a real kube-apiserver, etcd and spire-server.
+package common

@@ -1,0 +1,25 @@
+// Package handler defines the interface an operator implements: the business
+// logic of one kind, free of the reconcile lifecycle that the common
+// Controller runs around it.
+package handler
+
+import (
+	"context"
+
+	"github.com/trustplane/trustplane/common/object"
+)
+
+// Handler holds the business logic of one kind. It sets status (and any
+// conditions of its own) on obj; the Controller persists them and owns the
+// Processing and Ready conditions.
+//
+// Return nil when the object is in its desired state, a ctrlerrors Blocked
+// error when an outside dependency is missing, a Retryable error for a quick
+// retry, or any other error for a rate-limited retry.
+type Handler[T object.Object] interface {
+	// CreateOrUpdate drives the world towards obj's spec.
+	CreateOrUpdate(ctx context.Context, obj T) error
+	// Delete removes what CreateOrUpdate made. The finalizer is removed only
+	// after it returns nil.
+	Delete(ctx context.Context, obj T) error
+}

@@ -1,0 +1,242 @@
+// Package janitor provides a client that remembers which children a
+// reconcile created or updated and, on Cleanup, deletes the owned children of
+// the declared types that it did not touch: outputs that were withdrawn or
+// renamed since the last pass.
+//
+// Two rules keep it safe. Only types declared in this reconcile are cleaned,
+// so a handler that returns early never loses children of types it did not
+// get to. And only objects that carry the owner's controller reference or
+// owner-uid label are ever deleted, so foreign objects survive.
+package janitor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/scoped"
+)
+
+// Client is a scoped.Client that records the children it writes for one
+// owner during one reconcile.
+type Client struct {
+	*scoped.Client
+	owner    client.Object
+	ownerGVK schema.GroupVersionKind
+
+	mu       sync.Mutex
+	touched  map[childKey]struct{}
+	declared map[schema.GroupVersionKind]client.ObjectList
+}
+
+type childKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+}
+
+// New returns a Client writing children of owner through sc.
+func New(sc *scoped.Client, owner client.Object) (*Client, error) {
+	gvk, err := apiutil.GVKForObject(owner, sc.Scheme())
+	if err != nil {
+		return nil, fmt.Errorf("kind of owner %s: %w", owner.GetName(), err)
+	}
+	return &Client{
+		Client:   sc,
+		owner:    owner,
+		ownerGVK: gvk,
+		touched:  map[childKey]struct{}{},
+		declared: map[schema.GroupVersionKind]client.ObjectList{},
+	}, nil
+}
+
+// Declare names the child types this reconcile owns in full: Cleanup deletes
+// untouched owned children of these types only. Call it once the handler
+// knows the complete desired set of a type, not before an early return.
+func (j *Client) Declare(lists ...client.ObjectList) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, l := range lists {
+		gvk, err := apiutil.GVKForObject(l, j.Scheme())
+		if err != nil {
+			return fmt.Errorf("declare cleanup type: %w", err)
+		}
+		gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+		j.declared[gvk] = l
+	}
+	return nil
+}
+
+// SetOwnership marks obj as a child of the owner: a controller reference
+// where Kubernetes allows one (same namespace, or a cluster-scoped owner) and
+// the owner labels always, which Cleanup lists by.
+func (j *Client) SetOwnership(obj client.Object) error {
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[labels.OwnerUID] = string(j.owner.GetUID())
+	l[labels.OwnerKind] = j.ownerGVK.Kind
+	if len(validation.IsValidLabelValue(j.owner.GetName())) == 0 {
+		l[labels.OwnerName] = j.owner.GetName()
+	}
+	if ns := j.owner.GetNamespace(); ns != "" {
+		l[labels.OwnerNamespace] = ns
+	}
+	obj.SetLabels(l)
+	if j.canReference(obj) {
+		if err := controllerutil.SetControllerReference(j.owner, obj, j.Scheme()); err != nil {
+			return fmt.Errorf("owner reference on %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// canReference reports whether Kubernetes accepts an owner reference from
+// obj to the owner: a namespaced owner can only own children in its namespace.
+func (j *Client) canReference(obj client.Object) bool {
+	if j.owner.GetNamespace() == "" {
+		return true
+	}
+	return obj.GetNamespace() == j.owner.GetNamespace()
+}
+
+// Owns reports whether obj is a child of the owner: its controller reference
+// or its owner-uid label names the owner's UID.
+func (j *Client) Owns(obj client.Object) bool {
+	uid := j.owner.GetUID()
+	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == uid {
+		return true
+	}
+	return types.UID(obj.GetLabels()[labels.OwnerUID]) == uid
+}
+
+// CreateOrUpdate creates or updates obj as an owned child and records it.
+func (j *Client) CreateOrUpdate(ctx context.Context, obj client.Object, mutate controllerutil.MutateFn) (controllerutil.OperationResult, error) {
+	res, err := j.Client.CreateOrUpdate(ctx, obj, func() error {
+		if err := mutate(); err != nil {
+			return err
+		}
+		return j.SetOwnership(obj)
+	})
+	if err == nil {
+		j.record(obj)
+	}
+	return res, err
+}
+
+// Create creates obj as an owned child and records it.
+func (j *Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if err := j.SetOwnership(obj); err != nil {
+		return err
+	}
+	if err := j.Client.Create(ctx, obj, opts...); err != nil {
+		return err
+	}
+	j.record(obj)
+	return nil
+}
+
+// Update updates obj as an owned child and records it.
+func (j *Client) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if err := j.SetOwnership(obj); err != nil {
+		return err
+	}
+	if err := j.Client.Update(ctx, obj, opts...); err != nil {
+		return err
+	}
+	j.record(obj)
+	return nil
+}
+
+// Patch patches obj as an owned child and records it.
+func (j *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if err := j.SetOwnership(obj); err != nil {
+		return err
+	}
+	if err := j.Client.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	j.record(obj)
+	return nil
+}
+
+// Keep records obj as touched without writing it: use it for children that
+// are already in their desired state.
+func (j *Client) Keep(obj client.Object) { j.record(obj) }
+
+func (j *Client) record(obj client.Object) {
+	gvk, err := apiutil.GVKForObject(obj, j.Scheme())
+	if err != nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.touched[childKey{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}] = struct{}{}
+}
+
+// Cleanup deletes the owned children of the declared types that this
+// reconcile did not touch, and returns how many it deleted.
+func (j *Client) Cleanup(ctx context.Context) (int, error) {
+	j.mu.Lock()
+	declared := make(map[schema.GroupVersionKind]client.ObjectList, len(j.declared))
+	for k, v := range j.declared {
+		declared[k] = v
+	}
+	j.mu.Unlock()
+
+	deleted := 0
+	for gvk, list := range declared {
+		list = list.DeepCopyObject().(client.ObjectList)
+		if err := j.List(ctx, list, client.MatchingLabels{labels.OwnerUID: string(j.owner.GetUID())}); err != nil {
+			return deleted, fmt.Errorf("list %s owned by %s: %w", gvk.Kind, j.owner.GetName(), err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return deleted, fmt.Errorf("extract %s list: %w", gvk.Kind, err)
+		}
+		for _, item := range items {
+			child, ok := item.(client.Object)
+			if !ok || !j.Owns(child) || j.wasTouched(gvk, child) || child.GetDeletionTimestamp() != nil {
+				continue
+			}
+			if err := j.Delete(ctx, child); client.IgnoreNotFound(err) != nil {
+				return deleted, fmt.Errorf("delete stale %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(child), err)
+			}
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
+func (j *Client) wasTouched(gvk schema.GroupVersionKind, obj client.Object) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, ok := j.touched[childKey{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}]
+	return ok
+}
+
+type contextKey struct{}
+
+// IntoContext returns a context carrying j; the Controller does this before
+// it calls the Handler.
+func IntoContext(ctx context.Context, j *Client) context.Context {
+	return context.WithValue(ctx, contextKey{}, j)
+}
+
+// FromContext returns the Client the Controller put into ctx, or nil.
+func FromContext(ctx context.Context) *Client {
+	j, _ := ctx.Value(contextKey{}).(*Client)
+	return j
+}

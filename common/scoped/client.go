@@ -1,0 +1,164 @@
+// Package scoped provides a client.Client confined to one environment: every
+// object it writes carries the environment label, and Get, List and Delete
+// see only objects of that environment. Objects of other environments look
+// as if they did not exist, so one environment's reconcile can never read,
+// adopt or delete another's.
+package scoped
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	klabels "k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/trustplane/trustplane/common/labels"
+)
+
+// Client is a client.Client confined to one environment.
+type Client struct {
+	client.Client
+	env string
+}
+
+var _ client.Client = &Client{}
+
+// New returns a Client for environment env on top of c.
+func New(c client.Client, env string) *Client {
+	return &Client{Client: c, env: env}
+}
+
+// Environment returns the environment this client is confined to.
+func (c *Client) Environment() string { return c.env }
+
+// InScope reports whether obj carries this client's environment label.
+func (c *Client) InScope(obj client.Object) bool {
+	return obj.GetLabels()[labels.Environment] == c.env
+}
+
+// Label puts the environment label on obj.
+func (c *Client) Label(obj client.Object) {
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[labels.Environment] = c.env
+	obj.SetLabels(l)
+}
+
+// Get reads obj and returns NotFound when it belongs to another environment.
+func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if !c.InScope(obj) {
+		return c.notFound(obj, key.Name)
+	}
+	return nil
+}
+
+// List lists only objects of this environment, on top of any selector in opts.
+func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	lo := &client.ListOptions{}
+	lo.ApplyOptions(opts)
+	req, err := klabels.NewRequirement(labels.Environment, selection.Equals, []string{c.env})
+	if err != nil {
+		return fmt.Errorf("environment selector for %q: %w", c.env, err)
+	}
+	if lo.LabelSelector == nil {
+		lo.LabelSelector = klabels.NewSelector()
+	}
+	lo.LabelSelector = lo.LabelSelector.Add(*req)
+	return c.Client.List(ctx, list, lo)
+}
+
+// Create labels obj with the environment and creates it.
+func (c *Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.Label(obj)
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// Update labels obj with the environment and updates it.
+func (c *Client) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	c.Label(obj)
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+// Patch labels obj with the environment and patches it.
+func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.Label(obj)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// Delete deletes obj only if it belongs to this environment; otherwise it
+// returns NotFound. The label is checked on the live object, not on obj, and
+// the delete is preconditioned on the live UID so a replaced object is safe.
+func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	live, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("delete %s: object is not a client.Object", obj.GetName())
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return err
+	}
+	uid := live.GetUID()
+	opts = append(opts, client.Preconditions{UID: &uid})
+	return c.Client.Delete(ctx, live, opts...)
+}
+
+// DeleteAllOf deletes only objects of this environment.
+func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	opts = append(opts, client.MatchingLabels{labels.Environment: c.env})
+	return c.Client.DeleteAllOf(ctx, obj, opts...)
+}
+
+// CreateOrUpdate fetches obj within the environment, applies mutate, and
+// creates or updates it. An object of the same name in another environment
+// is never adopted: Create then fails with AlreadyExists.
+func (c *Client) CreateOrUpdate(ctx context.Context, obj client.Object, mutate controllerutil.MutateFn) (controllerutil.OperationResult, error) {
+	return controllerutil.CreateOrUpdate(ctx, c, obj, func() error {
+		if err := mutate(); err != nil {
+			return err
+		}
+		c.Label(obj)
+		return nil
+	})
+}
+
+// Apply server-side applies ac (a typed apply configuration or
+// client.ApplyConfigurationFromUnstructured) with the environment label added. Pass
+// client.FieldOwner and, for shared objects, client.ForceOwnership.
+func (c *Client) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	u, err := toUnstructured(ac)
+	if err != nil {
+		return err
+	}
+	c.Label(u)
+	return c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
+}
+
+func toUnstructured(ac runtime.ApplyConfiguration) (*unstructured.Unstructured, error) {
+	if u, ok := ac.(interface{ UnstructuredContent() map[string]any }); ok {
+		return (&unstructured.Unstructured{Object: u.UnstructuredContent()}).DeepCopy(), nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ac)
+	if err != nil {
+		return nil, fmt.Errorf("convert apply configuration: %w", err)
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func (c *Client) notFound(obj client.Object, name string) error {
+	gr := schema.GroupResource{}
+	if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
+		gr = schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}
+	}
+	return apierrors.NewNotFound(gr, name)
+}
