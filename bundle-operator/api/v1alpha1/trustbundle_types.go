@@ -1,0 +1,257 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// InjectAnnotation names the TrustBundle whose PEM bundle is injected into the
+// caBundle fields of an annotated ValidatingWebhookConfiguration,
+// MutatingWebhookConfiguration, APIService or CustomResourceDefinition.
+const InjectAnnotation = "bundle.trustplane.dev/inject"
+
+// TrustBundleSpec is the desired state of a TrustBundle: where the CA
+// certificates come from, where they go, and how they are filtered.
+type TrustBundleSpec struct {
+	// Sources are merged into one bundle. Every source must pass validation;
+	// one that does not stops all writes, so targets keep their last good bundle.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Sources []Source `json:"sources"`
+
+	// Target says where the bundle is written.
+	// +optional
+	Target Target `json:"target,omitempty"`
+
+	// TrustDomain names the trust domain of the SPIFFE bundle format. Empty
+	// means the trust domain of the SPIRE server of a spire source.
+	// +optional
+	TrustDomain string `json:"trustDomain,omitempty"`
+
+	// Options filter and stabilise the merged bundle.
+	// +optional
+	Options Options `json:"options,omitempty"`
+}
+
+// Source is one origin of CA certificates. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="(has(self.spire) ? 1 : 0) + (has(self.configMap) ? 1 : 0) + (has(self.secret) ? 1 : 0) + (has(self.inline) ? 1 : 0) == 1",message="set exactly one of spire, configMap, secret, inline"
+type Source struct {
+	// SPIRE reads the SPIRE server's own bundle through its Bundle API and,
+	// on request, the bundles of federated trust domains.
+	// +optional
+	SPIRE *SPIRESource `json:"spire,omitempty"`
+
+	// ConfigMap reads a PEM bundle from a key of a ConfigMap.
+	// +optional
+	ConfigMap *KeySelector `json:"configMap,omitempty"`
+
+	// Secret reads a PEM bundle from a key of a Secret. The operator must be
+	// started with --allow-secret-sources.
+	// +optional
+	Secret *KeySelector `json:"secret,omitempty"`
+
+	// Inline is a PEM bundle given in place.
+	// +optional
+	Inline string `json:"inline,omitempty"`
+}
+
+// SPIRESource selects bundles of the SPIRE server the operator is connected to.
+type SPIRESource struct {
+	// FederatedTrustDomains adds the bundles SPIRE holds for these federated
+	// trust domains (names without the spiffe:// prefix). The server's own
+	// bundle is always included.
+	// +optional
+	// +listType=set
+	FederatedTrustDomains []string `json:"federatedTrustDomains,omitempty"`
+}
+
+// KeySelector names one key of a ConfigMap or Secret.
+type KeySelector struct {
+	// Namespace of the object.
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Key holding a PEM bundle.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
+// Target says where the bundle goes. Injection into annotated webhooks,
+// APIServices and CRDs needs no target: it follows InjectAnnotation.
+type Target struct {
+	// ConfigMap is written in every namespace that NamespaceSelector picks.
+	// +optional
+	ConfigMap *ObjectTarget `json:"configMap,omitempty"`
+
+	// Secret is written, like ConfigMap, in every selected namespace.
+	// +optional
+	Secret *ObjectTarget `json:"secret,omitempty"`
+
+	// NamespaceSelector picks the namespaces of the ConfigMap and Secret
+	// targets. Unset means every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+}
+
+// ObjectTarget is a ConfigMap or Secret of a given name, with a key per format.
+type ObjectTarget struct {
+	// Name of the object in each selected namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Keys names the key of each format. Only the keys set are written.
+	// +optional
+	Keys Keys `json:"keys,omitempty"`
+}
+
+// Keys names the data key of each output format; an empty name skips that format.
+type Keys struct {
+	// PEM is the key of the concatenated PEM certificates.
+	// +kubebuilder:default="ca.crt"
+	// +optional
+	PEM string `json:"pem,omitempty"`
+	// SPIFFE is the key of the SPIFFE bundle (JSON, JWKS with x509-svid and
+	// jwt-svid keys) of TrustDomain.
+	// +optional
+	SPIFFE string `json:"spiffe,omitempty"`
+	// JWKS is the key of a JSON Web Key Set of the JWT authorities.
+	// +optional
+	JWKS string `json:"jwks,omitempty"`
+}
+
+// Options filter and stabilise the merged bundle.
+type Options struct {
+	// DropExpired removes certificates whose NotAfter has passed.
+	// +optional
+	DropExpired bool `json:"dropExpired,omitempty"`
+
+	// RetainRemovedFor keeps a CA that left every source for this long, so
+	// that during a rotation peers holding the old CA keep being trusted.
+	// +optional
+	RetainRemovedFor *metav1.Duration `json:"retainRemovedFor,omitempty"`
+}
+
+// PublishedCertificate is one CA of the last published bundle.
+type PublishedCertificate struct {
+	// SHA256 is the hex SHA-256 of the DER certificate.
+	SHA256 string `json:"sha256"`
+	// Subject is the certificate's subject.
+	Subject string `json:"subject"`
+	// NotAfter is the certificate's expiry.
+	NotAfter metav1.Time `json:"notAfter"`
+	// LeftSourceAt is when the CA was first missing from the sources; set
+	// only while it is retained for options.retainRemovedFor.
+	// +optional
+	LeftSourceAt *metav1.Time `json:"leftSourceAt,omitempty"`
+	// PEM is the certificate, kept so that it can be retained after it left
+	// the sources.
+	PEM string `json:"pem"`
+}
+
+// TrustBundleStatus is the observed state of a TrustBundle.
+type TrustBundleStatus struct {
+	// Conditions: Ready and Processing (set by the framework), SourcesValid
+	// and TargetsInSync (set by the handler).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Fingerprint is "sha256:" and the hex SHA-256 of the PEM bundle.
+	// +optional
+	Fingerprint string `json:"fingerprint,omitempty"`
+
+	// CACount is the number of CA certificates in the bundle.
+	// +optional
+	CACount int32 `json:"caCount,omitempty"`
+
+	// EarliestExpiry is the earliest NotAfter among the bundle's CAs.
+	// +optional
+	EarliestExpiry *metav1.Time `json:"earliestExpiry,omitempty"`
+
+	// TargetsInSync counts targets holding the current bundle.
+	// +optional
+	TargetsInSync int32 `json:"targetsInSync,omitempty"`
+
+	// TargetsFailed counts targets the last pass could not write.
+	// +optional
+	TargetsFailed int32 `json:"targetsFailed,omitempty"`
+
+	// FailedTargets names the first failed targets with their error.
+	// +optional
+	// +listType=atomic
+	FailedTargets []string `json:"failedTargets,omitempty"`
+
+	// LastChangeTime is when the bundle content last changed.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+
+	// Certificates are the CAs of the last published bundle.
+	// +optional
+	// +listType=atomic
+	Certificates []PublishedCertificate `json:"certificates,omitempty"`
+}
+
+// TrustBundle validates CA certificates from SPIRE, ConfigMaps, Secrets or
+// inline PEM and distributes them to ConfigMaps, Secrets and the caBundle of
+// annotated webhooks, APIServices and CRDs.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=tb
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="CAs",type=integer,JSONPath=`.status.caCount`
+// +kubebuilder:printcolumn:name="In sync",type=integer,JSONPath=`.status.targetsInSync`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.targetsFailed`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TrustBundle struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec TrustBundleSpec `json:"spec,omitempty"`
+	// Status is the observed state.
+	Status TrustBundleStatus `json:"status,omitempty"`
+}
+
+// GetConditions implements object.Object.
+func (t *TrustBundle) GetConditions() []metav1.Condition { return t.Status.Conditions }
+
+// SetCondition implements object.Object.
+func (t *TrustBundle) SetCondition(c metav1.Condition) {
+	meta.SetStatusCondition(&t.Status.Conditions, c)
+}
+
+// SetObservedGeneration implements object.ObservedGenerationSetter.
+func (t *TrustBundle) SetObservedGeneration(g int64) { t.Status.ObservedGeneration = g }
+
+// +kubebuilder:object:root=true
+
+// TrustBundleList is a list of TrustBundles.
+type TrustBundleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the TrustBundles.
+	Items []TrustBundle `json:"items"`
+}
+
+// GetItems implements object.List.
+func (l *TrustBundleList) GetItems() []*TrustBundle {
+	out := make([]*TrustBundle, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out
+}
+
+func init() {
+	SchemeBuilder.Register(&TrustBundle{}, &TrustBundleList{})
+}

@@ -1,0 +1,3 @@
+// Package testpki makes throw-away CA certificates and keys for tests and
+// benchmarks. It is never used by the operator itself.
+package testpki

@@ -1,0 +1,78 @@
+package testpki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"time"
+)
+
+// CA is a self-signed CA certificate with its key.
+type CA struct {
+	// Cert is the parsed certificate.
+	Cert *x509.Certificate
+	// Key is the private key.
+	Key *ecdsa.PrivateKey
+}
+
+// PEM returns the certificate as one CERTIFICATE block.
+func (c CA) PEM() string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Cert.Raw}))
+}
+
+// KeyPEM returns the private key as an EC PRIVATE KEY block.
+func (c CA) KeyPEM() string {
+	der, err := x509.MarshalECPrivateKey(c.Key)
+	if err != nil {
+		panic(fmt.Sprintf("marshal key: %v", err))
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
+}
+
+// NewCA returns a CA named cn valid from notBefore to notAfter. It panics on
+// failure: it is for tests only.
+func NewCA(cn string, notBefore, notAfter time.Time) CA {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(fmt.Sprintf("generate key: %v", err))
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		panic(fmt.Sprintf("serial: %v", err))
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(fmt.Sprintf("create certificate: %v", err))
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		panic(fmt.Sprintf("parse certificate: %v", err))
+	}
+	return CA{Cert: cert, Key: key}
+}
+
+// ValidCA returns a CA named cn valid from an hour ago for a day.
+func ValidCA(cn string) CA {
+	now := time.Now()
+	return NewCA(cn, now.Add(-time.Hour), now.Add(24*time.Hour))
+}
+
+// ExpiredCA returns a CA named cn that expired an hour ago.
+func ExpiredCA(cn string) CA {
+	now := time.Now()
+	return NewCA(cn, now.Add(-48*time.Hour), now.Add(-time.Hour))
+}

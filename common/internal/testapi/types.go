@@ -1,0 +1,88 @@
+package testapi
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// GroupVersion is the group and version of Widget.
+var GroupVersion = schema.GroupVersion{Group: "test.trustplane.dev", Version: "v1"}
+
+// SchemeBuilder registers Widget with a scheme.
+var SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+// AddToScheme adds Widget to a scheme.
+var AddToScheme = SchemeBuilder.AddToScheme
+
+// WidgetSpec is the desired state of a Widget: ConfigMap children to create.
+type WidgetSpec struct {
+	// Children are the names of ConfigMaps to create in the Widget's namespace.
+	// +optional
+	Children []string `json:"children,omitempty"`
+	// Data is copied into every child.
+	// +optional
+	Data map[string]string `json:"data,omitempty"`
+	// Fail makes the test handler return an error of this kind: "blocked",
+	// "retryable", "delay" or "terminal".
+	// +optional
+	Fail string `json:"fail,omitempty"`
+}
+
+// WidgetStatus is the observed state of a Widget.
+type WidgetStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions are Processing and Ready.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ChildCount is the number of children the last pass ensured.
+	// +optional
+	ChildCount int `json:"childCount,omitempty"`
+}
+
+// Widget is the test kind of the common framework.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+type Widget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WidgetSpec   `json:"spec,omitempty"`
+	Status WidgetStatus `json:"status,omitempty"`
+}
+
+// GetConditions implements object.Object.
+func (w *Widget) GetConditions() []metav1.Condition { return w.Status.Conditions }
+
+// SetCondition implements object.Object.
+func (w *Widget) SetCondition(c metav1.Condition) { meta.SetStatusCondition(&w.Status.Conditions, c) }
+
+// SetObservedGeneration implements object.ObservedGenerationSetter.
+func (w *Widget) SetObservedGeneration(g int64) { w.Status.ObservedGeneration = g }
+
+// WidgetList is a list of Widgets.
+//
+// +kubebuilder:object:root=true
+type WidgetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Widget `json:"items"`
+}
+
+// GetItems implements object.List.
+func (l *WidgetList) GetItems() []*Widget {
+	out := make([]*Widget, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out
+}
+
+func init() {
+	SchemeBuilder.Register(&Widget{}, &WidgetList{})
+}

@@ -1,0 +1,74 @@
+package testenv_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/internal/testapi"
+	"github.com/trustplane/trustplane/common/testenv"
+)
+
+var _ = Describe("ControlPlane", Ordered, func() {
+	var cp *testenv.ControlPlane
+
+	BeforeAll(func() {
+		scheme := runtime.NewScheme()
+		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+		Expect(testapi.AddToScheme(scheme)).To(Succeed())
+		var err error
+		cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
+			CRDDirectoryPaths: []string{filepath.Join("..", "testdata", "crd")},
+			Scheme:            scheme,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() {
+			if CurrentSpecReport().Failed() {
+				GinkgoWriter.Println(cp.Logs())
+			}
+			Expect(cp.Stop()).To(Succeed())
+		})
+	})
+
+	It("serves the installed CRD and stores a custom resource", func(ctx context.Context) {
+		w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "default"},
+			Spec: testapi.WidgetSpec{Children: []string{"a"}}}
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		got := &testapi.Widget{}
+		Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), got)).To(Succeed())
+		Expect(got.Spec.Children).To(Equal([]string{"a"}))
+		Expect(got.UID).NotTo(BeEmpty())
+	})
+
+	It("gives another process a working kubeconfig", func(ctx context.Context) {
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "from-test", Namespace: "default"}})).To(Succeed())
+		kubectl, err := testenv.Binary("kubectl")
+		Expect(err).NotTo(HaveOccurred())
+		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath,
+			"get", "configmap", "from-test", "-n", "default", "-o", "jsonpath={.metadata.name}").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(Equal("from-test"))
+
+		out, err = exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath, "version", "-o", "json").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring(`"gitVersion": "` + testenv.KubernetesVersion + `"`))
+	})
+
+	It("authenticates other users for RBAC tests", func(ctx context.Context) {
+		cfg, err := cp.UserConfig("system:serviceaccount:default:nobody", nil)
+		Expect(err).NotTo(HaveOccurred())
+		c, err := client.New(cfg, client.Options{Scheme: cp.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		err = c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default"))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("forbidden"))
+	})
+})

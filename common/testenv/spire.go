@@ -1,0 +1,240 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// SpireOptions configure StartSpire.
+type SpireOptions struct {
+	// TrustDomain defaults to "example.org".
+	TrustDomain string
+	// AdminIDs are SPIFFE IDs the server treats as admins over mTLS.
+	AdminIDs []string
+	// DefaultX509SVIDTTL defaults to 1h.
+	DefaultX509SVIDTTL time.Duration
+}
+
+// Spire is a running spire-server on 127.0.0.1 with a sqlite file datastore,
+// a disk key manager, the join_token node attestor and its admin API on a
+// Unix socket.
+type Spire struct {
+	// TrustDomain is the server's trust domain.
+	TrustDomain string
+	// Dir holds the configuration, data, socket and logs. It is short, so the
+	// socket path stays far below the 108-byte limit.
+	Dir string
+	// SocketPath is the admin API Unix socket.
+	SocketPath string
+	// Address is the TCP address (host:port) of the server API, for mTLS.
+	Address string
+	// ServerID is the server's SPIFFE ID.
+	ServerID string
+
+	bin    string
+	config string
+	proc   *process
+}
+
+// StartSpire starts a spire-server and waits until it is healthy.
+func StartSpire(opts SpireOptions) (*Spire, error) {
+	bin, err := Binary("spire-server")
+	if err != nil {
+		return nil, err
+	}
+	if opts.TrustDomain == "" {
+		opts.TrustDomain = "example.org"
+	}
+	if opts.DefaultX509SVIDTTL == 0 {
+		opts.DefaultX509SVIDTTL = time.Hour
+	}
+	// A socket path over 108 bytes makes spire-server hang: keep it short.
+	dir, err := os.MkdirTemp("/tmp", "tps")
+	if err != nil {
+		return nil, fmt.Errorf("spire dir: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Spire{
+		TrustDomain: opts.TrustDomain,
+		Dir:         dir,
+		SocketPath:  filepath.Join(dir, "api.sock"),
+		Address:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		ServerID:    "spiffe://" + opts.TrustDomain + "/spire/server",
+		bin:         bin,
+		config:      filepath.Join(dir, "server.conf"),
+	}
+	var admins []string
+	for _, id := range opts.AdminIDs {
+		admins = append(admins, strconv.Quote(id))
+	}
+	conf := fmt.Sprintf(`server {
+    bind_address = "127.0.0.1"
+    bind_port = "%d"
+    socket_path = %q
+    trust_domain = %q
+    data_dir = %q
+    log_level = "DEBUG"
+    default_x509_svid_ttl = %q
+    admin_ids = [%s]
+}
+plugins {
+    DataStore "sql" {
+        plugin_data {
+            database_type = "sqlite3"
+            connection_string = %q
+        }
+    }
+    NodeAttestor "join_token" {
+        plugin_data {}
+    }
+    KeyManager "disk" {
+        plugin_data {
+            keys_path = %q
+        }
+    }
+}
+`, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.DefaultX509SVIDTTL.String(),
+		strings.Join(admins, ", "), filepath.Join(dir, "datastore.sqlite3"), filepath.Join(dir, "keys.json"))
+	if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
+		return nil, fmt.Errorf("write spire-server config: %w", err)
+	}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Spire) start() error {
+	p, err := startProcess("spire-server", filepath.Join(s.Dir, "server.log"), s.bin, "run", "-config", s.config)
+	if err != nil {
+		return err
+	}
+	s.proc = p
+	if err := s.waitHealthy(90 * time.Second); err != nil {
+		_ = p.stop(10 * time.Second)
+		return fmt.Errorf("%w\n--- spire-server log ---\n%s", err, lastLines(p.logs(), 40))
+	}
+	return nil
+}
+
+func (s *Spire) waitHealthy(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		out, err := exec.CommandContext(ctx, s.bin, "healthcheck", "-socketPath", s.SocketPath).CombinedOutput()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if s.proc.exited() {
+			return fmt.Errorf("spire-server exited before it was healthy: %v", s.proc.err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("spire-server not healthy after %s: %s", timeout, strings.TrimSpace(string(out)))
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval of a readiness wait, not test synchronisation
+	}
+}
+
+// Dial returns a gRPC connection to the admin API over the Unix socket.
+func (s *Spire) Dial(_ context.Context) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("unix://"+s.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial spire-server at %s: %w", s.SocketPath, err)
+	}
+	return conn, nil
+}
+
+// CLI runs `spire-server <args> -socketPath <socket>` and returns its output.
+func (s *Spire) CLI(ctx context.Context, args ...string) (string, error) {
+	args = append(args, "-socketPath", s.SocketPath)
+	out, err := exec.CommandContext(ctx, s.bin, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("spire-server %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// MintX509SVID mints an X509-SVID for spiffeID and writes svid.pem, key.pem
+// and bundle.pem into a new directory, which it returns.
+func (s *Spire) MintX509SVID(ctx context.Context, spiffeID string) (string, error) {
+	dir, err := os.MkdirTemp(s.Dir, "svid")
+	if err != nil {
+		return "", fmt.Errorf("svid dir: %w", err)
+	}
+	if _, err := s.CLI(ctx, "x509", "mint", "-spiffeID", spiffeID, "-write", dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// BundlePEM returns the server's X.509 bundle in PEM form.
+func (s *Spire) BundlePEM(ctx context.Context) (string, error) {
+	return s.CLI(ctx, "bundle", "show")
+}
+
+// Stop stops the server (SIGTERM, SIGKILL after 15s). The directory stays
+// for Restart and for the logs.
+func (s *Spire) Stop() error {
+	if s == nil || s.proc == nil {
+		return nil
+	}
+	return s.proc.stop(15 * time.Second)
+}
+
+// Restart stops the server and starts it again on the same data, keys and
+// socket, as after a crash or an upgrade.
+func (s *Spire) Restart() error {
+	if err := s.Stop(); err != nil {
+		return err
+	}
+	return s.start()
+}
+
+// Running reports whether the server process is alive.
+func (s *Spire) Running() bool { return s.proc != nil && !s.proc.exited() }
+
+// Logs returns the server's log.
+func (s *Spire) Logs() string {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "server.log"))
+	return string(b)
+}
+
+// Cleanup stops the server and removes its directory.
+func (s *Spire) Cleanup() error {
+	err := s.Stop()
+	if rmErr := os.RemoveAll(s.Dir); rmErr != nil && err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,244 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Pool kinds an IdentityBinding may reference.
+const (
+	// InferencePoolGroup is the API group of the Gateway API Inference
+	// Extension InferencePool, the default pool kind.
+	InferencePoolGroup = "inference.networking.k8s.io"
+	// InferencePoolKind is the default pool kind.
+	InferencePoolKind = "InferencePool"
+	// AppsGroup is the API group of Deployment and StatefulSet.
+	AppsGroup = "apps"
+	// DeploymentKind selects a Deployment as the pool; its spec.selector is
+	// the pool selector.
+	DeploymentKind = "Deployment"
+	// StatefulSetKind selects a StatefulSet as the pool; its spec.selector is
+	// the pool selector.
+	StatefulSetKind = "StatefulSet"
+)
+
+// BoundaryLabel is the pod label that carries the identity boundary. The
+// platform sets it on pods at creation; an admission policy keeps it
+// immutable (config/policy).
+const BoundaryLabel = "identity.trustplane.dev/variant"
+
+// Failure condition types. At most one of them is present at a time, and
+// only while the binding is not Ready.
+const (
+	// ConditionInvalidRef reports a pool reference that cannot be resolved.
+	ConditionInvalidRef = "InvalidRef"
+	// ConditionUnsafeSelector reports input that would render a selector set
+	// broader than, or different from, the pods the binding names.
+	ConditionUnsafeSelector = "UnsafeSelector"
+	// ConditionConflict reports a binding that overlaps a peer; conflict
+	// members keep no output.
+	ConditionConflict = "Conflict"
+	// ConditionRenderFailure reports a SPIFFE ID or output that could not be
+	// rendered or written.
+	ConditionRenderFailure = "RenderFailure"
+)
+
+// Reasons of the failure conditions (and of Ready=False).
+const (
+	// ReasonTargetPoolNotFound (InvalidRef): the referenced pool does not exist.
+	ReasonTargetPoolNotFound = "TargetPoolNotFound"
+	// ReasonInferencePoolCRDMissing (InvalidRef): the InferencePool CRD is
+	// not installed; retried slowly.
+	ReasonInferencePoolCRDMissing = "InferencePoolCRDMissing"
+	// ReasonUnsupportedPoolKind (InvalidRef): poolRef names a kind other than
+	// InferencePool, Deployment or StatefulSet.
+	ReasonUnsupportedPoolKind = "UnsupportedPoolKind"
+	// ReasonInvalidPoolSelector (UnsafeSelector): the pool selector is empty,
+	// malformed, uses matchExpressions or cannot be decoded to a stable map.
+	ReasonInvalidPoolSelector = "InvalidPoolSelector"
+	// ReasonInvalidIdentityBoundary (UnsafeSelector): the variant is missing,
+	// is not a valid label value, or the pool selects a different variant.
+	ReasonInvalidIdentityBoundary = "InvalidIdentityBoundary"
+	// ReasonInvalidServiceAccount (UnsafeSelector): serviceAccountName is
+	// missing or not a valid service account name.
+	ReasonInvalidServiceAccount = "InvalidServiceAccount"
+	// ReasonSelectorInvariantViolated (UnsafeSelector): the rendered set
+	// lacks the binding's namespace selector (a guard that should never fire).
+	ReasonSelectorInvariantViolated = "SelectorInvariantViolated"
+	// ReasonVariantConflict (Conflict): a peer with the same namespace,
+	// service account and variant has a different SPIFFE ID.
+	ReasonVariantConflict = "VariantConflict"
+	// ReasonDuplicateSPIFFEID (Conflict): a peer renders the same SPIFFE ID.
+	ReasonDuplicateSPIFFEID = "DuplicateSPIFFEID"
+	// ReasonInvalidSPIFFEIDTemplate (RenderFailure): the path template does
+	// not render a valid SPIFFE ID path.
+	ReasonInvalidSPIFFEIDTemplate = "InvalidSPIFFEIDTemplate"
+	// ReasonManagedOutputApplyFailed (RenderFailure): the output could not be
+	// written, for example because an object of the same name that the
+	// operator did not create is in the way.
+	ReasonManagedOutputApplyFailed = "ManagedOutputApplyFailed"
+	// ReasonPeerOutputPending (Ready=False only): a former conflict peer's
+	// output still exists; output is recreated once it is gone.
+	ReasonPeerOutputPending = "PeerOutputPending"
+)
+
+// PoolReference names the pool, in the binding's namespace, whose pods the
+// binding gives an identity.
+type PoolReference struct {
+	// Group is the API group of the pool.
+	// +kubebuilder:default=inference.networking.k8s.io
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+	// Kind is the kind of the pool: InferencePool (default), Deployment or
+	// StatefulSet.
+	// +kubebuilder:default=InferencePool
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Name is the name of the pool.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// IdentityBoundary separates workloads that share a namespace and service
+// account.
+type IdentityBoundary struct {
+	// Variant is the value of the pod label identity.trustplane.dev/variant
+	// that the rendered identity requires. It must be a valid label value;
+	// an empty or invalid variant is reported as UnsafeSelector.
+	// +optional
+	Variant string `json:"variant,omitempty"`
+}
+
+// IdentityBindingSpec is the desired identity.
+type IdentityBindingSpec struct {
+	// PoolRef names the pool whose selector the identity is limited to.
+	PoolRef PoolReference `json:"poolRef"`
+	// ServiceAccountName is the service account the pods run as.
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName"`
+	// IdentityBoundary holds the variant that separates this workload from
+	// others of the same namespace and service account.
+	IdentityBoundary IdentityBoundary `json:"identityBoundary"`
+	// SPIFFEIDPathTemplate is the path of the SPIFFE ID within the operator's
+	// trust domain. Placeholders: {namespace}, {serviceAccount}, {pool},
+	// {variant}. Default: ns/{namespace}/sa/{serviceAccount}/pool/{pool}/variant/{variant}.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	SPIFFEIDPathTemplate string `json:"spiffeIDPathTemplate,omitempty"`
+	// X509SVIDTTL is the lifetime of X509-SVIDs; empty uses SPIRE's default.
+	// +optional
+	X509SVIDTTL *metav1.Duration `json:"x509SVIDTTL,omitempty"`
+	// JWTSVIDTTL is the lifetime of JWT-SVIDs; empty uses SPIRE's default.
+	// +optional
+	JWTSVIDTTL *metav1.Duration `json:"jwtSVIDTTL,omitempty"`
+	// Hint is passed to the entry so workloads with several identities can
+	// tell them apart.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Hint string `json:"hint,omitempty"`
+}
+
+// Conflict names a peer binding this binding overlaps with.
+type Conflict struct {
+	// Peer is the peer binding as namespace/name.
+	Peer string `json:"peer"`
+	// Cause is VariantConflict or DuplicateSPIFFEID.
+	Cause string `json:"cause"`
+}
+
+// OutputReference names an object the operator wrote for the binding.
+type OutputReference struct {
+	// APIVersion of the output.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the output.
+	Kind string `json:"kind"`
+	// Name of the output (cluster-scoped).
+	Name string `json:"name"`
+}
+
+// IdentityBindingStatus is the observed state.
+type IdentityBindingStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Processing, Ready and at most one of InvalidRef,
+	// UnsafeSelector, Conflict and RenderFailure.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// SPIFFEID is the computed SPIFFE ID.
+	// +optional
+	SPIFFEID string `json:"spiffeID,omitempty"`
+	// Selectors is the rendered, sorted selector set.
+	// +optional
+	Selectors []string `json:"selectors,omitempty"`
+	// Conflicts lists the peers this binding conflicts with.
+	// +optional
+	Conflicts []Conflict `json:"conflicts,omitempty"`
+	// Outputs are the objects the operator keeps for this binding; empty
+	// while it is not Ready.
+	// +optional
+	Outputs []OutputReference `json:"outputs,omitempty"`
+}
+
+// IdentityBinding asks for a SPIFFE identity for the pods of one pool,
+// service account and variant in its namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ib
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolRef.name`
+// +kubebuilder:printcolumn:name="Variant",type=string,JSONPath=`.spec.identityBoundary.variant`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="SPIFFE ID",type=string,JSONPath=`.status.spiffeID`
+type IdentityBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   IdentityBindingSpec   `json:"spec,omitempty"`
+	Status IdentityBindingStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (b *IdentityBinding) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetCondition adds or replaces a condition, keeping its transition time when
+// the status did not change.
+func (b *IdentityBinding) SetCondition(c metav1.Condition) {
+	meta.SetStatusCondition(&b.Status.Conditions, c)
+}
+
+// RemoveCondition drops the condition of type t.
+func (b *IdentityBinding) RemoveCondition(t string) {
+	meta.RemoveStatusCondition(&b.Status.Conditions, t)
+}
+
+// SetObservedGeneration records the generation the status describes.
+func (b *IdentityBinding) SetObservedGeneration(g int64) { b.Status.ObservedGeneration = g }
+
+// +kubebuilder:object:root=true
+
+// IdentityBindingList is a list of IdentityBindings.
+type IdentityBindingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []IdentityBinding `json:"items"`
+}
+
+// GetItems returns pointers to the items.
+func (l *IdentityBindingList) GetItems() []*IdentityBinding {
+	out := make([]*IdentityBinding, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out
+}
+
+func init() {
+	SchemeBuilder.Register(&IdentityBinding{}, &IdentityBindingList{})
+}

@@ -1,0 +1,120 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SpiffeEntrySpec is one explicit SPIRE registration entry.
+// +kubebuilder:validation:XValidation:rule="self.spiffeID.split('/')[2] == self.parentID.split('/')[2]",message="spiffeID and parentID must be in the same trust domain"
+type SpiffeEntrySpec struct {
+	// SpiffeID is the identity the entry issues.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^spiffe://[a-z0-9._-]+(/[A-Za-z0-9._-]+)+$`
+	// +required
+	SpiffeID string `json:"spiffeID"`
+
+	// ParentID is the SPIFFE ID of the agent or node alias that may issue it.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^spiffe://[a-z0-9._-]+(/[A-Za-z0-9._-]+)+$`
+	// +required
+	ParentID string `json:"parentID"`
+
+	// Selectors are "type:value" selectors, e.g. "k8s:ns:prod"; all must match.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9_-]+:.+$`
+	// +listType=set
+	// +required
+	Selectors []string `json:"selectors"`
+
+	// DNSNames are DNS SANs of the X509-SVIDs.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9*._-]+$`
+	// +listType=set
+	// +optional
+	DNSNames []string `json:"dnsNames,omitempty"`
+
+	EntryOptions `json:",inline"`
+}
+
+// SpiffeEntryStatus reports the SPIRE entry.
+type SpiffeEntryStatus struct {
+	// Conditions: Processing and Ready, owned by the controller, and Masked
+	// when an older object or a foreign entry already holds this entry.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// EntryID is the ID of the SPIRE entry this object holds.
+	// +optional
+	EntryID string `json:"entryID,omitempty"`
+}
+
+// SpiffeEntry is one explicit SPIRE registration entry: for workloads
+// outside the cluster, node aliases, and the output of identity-operator.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=sent,categories=trustplane
+// +kubebuilder:printcolumn:name="SPIFFE ID",type=string,JSONPath=`.spec.spiffeID`
+// +kubebuilder:printcolumn:name="Entry ID",type=string,JSONPath=`.status.entryID`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SpiffeEntry struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the entry.
+	// +required
+	Spec SpiffeEntrySpec `json:"spec"`
+	// Status reports the SPIRE entry.
+	// +optional
+	Status SpiffeEntryStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (e *SpiffeEntry) GetConditions() []metav1.Condition { return e.Status.Conditions }
+
+// SetCondition adds or replaces a status condition.
+func (e *SpiffeEntry) SetCondition(c metav1.Condition) { setCondition(&e.Status.Conditions, c) }
+
+// RemoveCondition removes the condition of type t.
+func (e *SpiffeEntry) RemoveCondition(t string) { meta.RemoveStatusCondition(&e.Status.Conditions, t) }
+
+// SetObservedGeneration stamps status.observedGeneration.
+func (e *SpiffeEntry) SetObservedGeneration(g int64) { e.Status.ObservedGeneration = g }
+
+// SpiffeEntryList is a list of SpiffeEntries.
+//
+// +kubebuilder:object:root=true
+type SpiffeEntryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the SpiffeEntries.
+	Items []SpiffeEntry `json:"items"`
+}
+
+// GetItems returns pointers to the items.
+func (l *SpiffeEntryList) GetItems() []*SpiffeEntry {
+	out := make([]*SpiffeEntry, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out
+}
+
+func setCondition(conds *[]metav1.Condition, c metav1.Condition) {
+	meta.SetStatusCondition(conds, c)
+}
+
+func init() {
+	SchemeBuilder.Register(&SpiffeEntry{}, &SpiffeEntryList{})
+}

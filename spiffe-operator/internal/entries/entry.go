@@ -1,0 +1,206 @@
+package entries
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+)
+
+// Selector is one SPIRE selector, e.g. {Type: "k8s", Value: "ns:prod"}.
+type Selector struct {
+	// Type is the selector type, e.g. k8s.
+	Type string
+	// Value is the selector value, e.g. ns:prod.
+	Value string
+}
+
+// String returns "type:value".
+func (s Selector) String() string { return s.Type + ":" + s.Value }
+
+// ParseSelector parses "type:value".
+func ParseSelector(s string) (Selector, error) {
+	t, v, ok := strings.Cut(s, ":")
+	if !ok || t == "" || v == "" {
+		return Selector{}, fmt.Errorf("selector %q is not of the form type:value", s)
+	}
+	return Selector{Type: t, Value: v}, nil
+}
+
+// Entry is a SPIRE entry as the operator wants it. Build it with Normalize
+// so that slices are sorted and free of duplicates.
+type Entry struct {
+	// SpiffeID is the identity issued.
+	SpiffeID spiffeid.ID
+	// ParentID is the agent or node alias that may issue it.
+	ParentID spiffeid.ID
+	// Selectors must all match a workload.
+	Selectors []Selector
+	// X509SVIDTTL in seconds; 0 is the server default.
+	X509SVIDTTL int32
+	// JWTSVIDTTL in seconds; 0 is the server default.
+	JWTSVIDTTL int32
+	// DNSNames are DNS SANs.
+	DNSNames []string
+	// FederatesWith are trust domain names.
+	FederatesWith []string
+	// Hint tells SVIDs apart.
+	Hint string
+	// Admin grants admin access to the server APIs.
+	Admin bool
+	// Downstream makes the workload a downstream server.
+	Downstream bool
+}
+
+// Normalize sorts and de-duplicates the slices of e.
+func (e *Entry) Normalize() {
+	slices.SortFunc(e.Selectors, func(a, b Selector) int { return strings.Compare(a.String(), b.String()) })
+	e.Selectors = slices.Compact(e.Selectors)
+	e.DNSNames = sortedSet(e.DNSNames)
+	e.FederatesWith = sortedSet(e.FederatesWith)
+}
+
+func sortedSet(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// Key identifies an entry the way SPIRE does when it refuses a "similar
+// entry": parent ID, SPIFFE ID and selector set. It is a canonical string.
+type Key string
+
+// Key returns the identity of e; e must be normalized.
+func (e *Entry) Key() Key {
+	var b strings.Builder
+	b.WriteString(e.ParentID.String())
+	b.WriteByte(0)
+	b.WriteString(e.SpiffeID.String())
+	for _, s := range e.Selectors {
+		b.WriteByte(0)
+		b.WriteString(s.String())
+	}
+	return Key(b.String())
+}
+
+// Hash returns a short, stable digest of k for use in entry IDs.
+func (k Key) Hash() string {
+	sum := sha256.Sum256([]byte(k))
+	return hex.EncodeToString(sum[:10])
+}
+
+// Proto returns e as a SPIRE entry with the given ID.
+func (e *Entry) Proto(id string) *types.Entry {
+	sels := make([]*types.Selector, len(e.Selectors))
+	for i, s := range e.Selectors {
+		sels[i] = &types.Selector{Type: s.Type, Value: s.Value}
+	}
+	return &types.Entry{
+		Id:            id,
+		SpiffeId:      idProto(e.SpiffeID),
+		ParentId:      idProto(e.ParentID),
+		Selectors:     sels,
+		X509SvidTtl:   e.X509SVIDTTL,
+		JwtSvidTtl:    e.JWTSVIDTTL,
+		DnsNames:      slices.Clone(e.DNSNames),
+		FederatesWith: slices.Clone(e.FederatesWith),
+		Hint:          e.Hint,
+		Admin:         e.Admin,
+		Downstream:    e.Downstream,
+	}
+}
+
+func idProto(id spiffeid.ID) *types.SPIFFEID {
+	return &types.SPIFFEID{TrustDomain: id.TrustDomain().Name(), Path: id.Path()}
+}
+
+// FromProto converts a SPIRE entry, normalized.
+func FromProto(p *types.Entry) (Entry, error) {
+	spiffeID, err := idFromProto(p.GetSpiffeId())
+	if err != nil {
+		return Entry{}, fmt.Errorf("entry %s: spiffe ID: %w", p.GetId(), err)
+	}
+	parentID, err := idFromProto(p.GetParentId())
+	if err != nil {
+		return Entry{}, fmt.Errorf("entry %s: parent ID: %w", p.GetId(), err)
+	}
+	e := Entry{
+		SpiffeID:      spiffeID,
+		ParentID:      parentID,
+		X509SVIDTTL:   p.GetX509SvidTtl(),
+		JWTSVIDTTL:    p.GetJwtSvidTtl(),
+		DNSNames:      slices.Clone(p.GetDnsNames()),
+		FederatesWith: slices.Clone(p.GetFederatesWith()),
+		Hint:          p.GetHint(),
+		Admin:         p.GetAdmin(),
+		Downstream:    p.GetDownstream(),
+	}
+	for _, s := range p.GetSelectors() {
+		e.Selectors = append(e.Selectors, Selector{Type: s.GetType(), Value: s.GetValue()})
+	}
+	e.Normalize()
+	return e, nil
+}
+
+func idFromProto(p *types.SPIFFEID) (spiffeid.ID, error) {
+	if p == nil {
+		return spiffeid.ID{}, fmt.Errorf("missing")
+	}
+	td, err := spiffeid.TrustDomainFromString(p.GetTrustDomain())
+	if err != nil {
+		return spiffeid.ID{}, err
+	}
+	return spiffeid.FromPath(td, p.GetPath())
+}
+
+// UpdateMask compares the wanted entry with the actual one and returns the
+// mask of the fields that differ, or nil when they are equal. Both must be
+// normalized. Only fields set in the mask are sent, so fields the operator
+// does not manage (expiry, storeSvid) are never cleared.
+func UpdateMask(want, have *Entry) *types.EntryMask {
+	m := &types.EntryMask{
+		SpiffeId:      want.SpiffeID != have.SpiffeID,
+		ParentId:      want.ParentID != have.ParentID,
+		Selectors:     !slices.Equal(want.Selectors, have.Selectors),
+		X509SvidTtl:   want.X509SVIDTTL != have.X509SVIDTTL,
+		JwtSvidTtl:    want.JWTSVIDTTL != have.JWTSVIDTTL,
+		DnsNames:      !slices.Equal(want.DNSNames, have.DNSNames),
+		FederatesWith: !slices.Equal(want.FederatesWith, have.FederatesWith),
+		Hint:          want.Hint != have.Hint,
+		Admin:         want.Admin != have.Admin,
+		Downstream:    want.Downstream != have.Downstream,
+	}
+	if !(m.SpiffeId || m.ParentId || m.Selectors || m.X509SvidTtl || m.JwtSvidTtl ||
+		m.DnsNames || m.FederatesWith || m.Hint || m.Admin || m.Downstream) {
+		return nil
+	}
+	return m
+}
+
+// MaskString names the fields of m, for logs and grouping.
+func MaskString(m *types.EntryMask) string {
+	var f []string
+	add := func(set bool, name string) {
+		if set {
+			f = append(f, name)
+		}
+	}
+	add(m.SpiffeId, "spiffeId")
+	add(m.ParentId, "parentId")
+	add(m.Selectors, "selectors")
+	add(m.X509SvidTtl, "x509SvidTtl")
+	add(m.JwtSvidTtl, "jwtSvidTtl")
+	add(m.DnsNames, "dnsNames")
+	add(m.FederatesWith, "federatesWith")
+	add(m.Hint, "hint")
+	add(m.Admin, "admin")
+	add(m.Downstream, "downstream")
+	return strings.Join(f, ",")
+}

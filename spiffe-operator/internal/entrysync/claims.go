@@ -1,0 +1,134 @@
+package entrysync
+
+import (
+	"strings"
+	"time"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+)
+
+// Owner is an object that wants entries: a SpiffeRegistration or a SpiffeEntry.
+type Owner struct {
+	// Kind of the object.
+	Kind string
+	// Name of the object (both kinds are cluster-scoped).
+	Name string
+	// UID of the object.
+	UID k8stypes.UID
+	// Created is the object's creation time; the oldest claimant wins.
+	Created time.Time
+}
+
+// String names the owner for status messages.
+func (o Owner) String() string { return o.Kind + "/" + o.Name }
+
+// Tag is the owner's tag in entry IDs.
+func (o Owner) Tag() string { return entries.OwnerTag(o.UID) }
+
+// olderThan orders claimants: creation time, then UID, so every replica and
+// every pass picks the same winner.
+func (o Owner) olderThan(p Owner) bool {
+	if !o.Created.Equal(p.Created) {
+		return o.Created.Before(p.Created)
+	}
+	return strings.Compare(string(o.UID), string(p.UID)) < 0
+}
+
+// claims records which owners want which keys. The oldest claimant of a key
+// wins it; the others are masked.
+type claims struct {
+	byKey   map[entries.Key][]Owner
+	byOwner map[k8stypes.UID]map[entries.Key]struct{}
+}
+
+func newClaims() *claims {
+	return &claims{byKey: map[entries.Key][]Owner{}, byOwner: map[k8stypes.UID]map[entries.Key]struct{}{}}
+}
+
+func winner(cs []Owner) Owner {
+	w := cs[0]
+	for _, c := range cs[1:] {
+		if c.olderThan(w) {
+			w = c
+		}
+	}
+	return w
+}
+
+// set replaces the keys o claims. It returns the winner of each of o's keys
+// and the other owners whose winner changed (they must reconcile again).
+func (c *claims) set(o Owner, keys []entries.Key) (map[entries.Key]Owner, []Owner) {
+	notify := map[k8stypes.UID]Owner{}
+	want := make(map[entries.Key]struct{}, len(keys))
+	for _, k := range keys {
+		want[k] = struct{}{}
+	}
+	old := c.byOwner[o.UID]
+	for k := range old {
+		if _, ok := want[k]; !ok {
+			c.drop(o, k, notify)
+		}
+	}
+	winners := make(map[entries.Key]Owner, len(keys))
+	for k := range want {
+		if _, ok := old[k]; !ok {
+			c.add(o, k, notify)
+		}
+		winners[k] = winner(c.byKey[k])
+	}
+	c.byOwner[o.UID] = want
+	return winners, flatten(notify, o)
+}
+
+// release drops every claim of o and returns the owners whose winner changed.
+func (c *claims) release(o Owner) []Owner {
+	notify := map[k8stypes.UID]Owner{}
+	for k := range c.byOwner[o.UID] {
+		c.drop(o, k, notify)
+	}
+	delete(c.byOwner, o.UID)
+	return flatten(notify, o)
+}
+
+func (c *claims) add(o Owner, k entries.Key, notify map[k8stypes.UID]Owner) {
+	cs := c.byKey[k]
+	if len(cs) > 0 && o.olderThan(winner(cs)) {
+		for _, x := range cs {
+			notify[x.UID] = x
+		}
+	}
+	c.byKey[k] = append(cs, o)
+}
+
+func (c *claims) drop(o Owner, k entries.Key, notify map[k8stypes.UID]Owner) {
+	cs := c.byKey[k]
+	wasWinner := len(cs) > 0 && winner(cs).UID == o.UID
+	out := cs[:0]
+	for _, x := range cs {
+		if x.UID != o.UID {
+			out = append(out, x)
+		}
+	}
+	if len(out) == 0 {
+		delete(c.byKey, k)
+		return
+	}
+	c.byKey[k] = out
+	if wasWinner {
+		for _, x := range out {
+			notify[x.UID] = x
+		}
+	}
+}
+
+func flatten(m map[k8stypes.UID]Owner, self Owner) []Owner {
+	out := make([]Owner, 0, len(m))
+	for uid, o := range m {
+		if uid != self.UID {
+			out = append(out, o)
+		}
+	}
+	return out
+}

@@ -1,0 +1,20 @@
+// Package entrysync keeps SPIRE's entries in line with what the operator's
+// objects want, with as few SPIRE calls as it can.
+//
+// A Syncer holds the operator's in-memory view of its own entries, per parent
+// ID (view.go). It reads SPIRE (ListEntries filtered by parent ID, paged) only
+// when a parent was never read, after a failed write, or when the view is
+// older than the resync interval; every other pass diffs against the view
+// and sends only the writes needed, batched.
+//
+// Ownership (ownership rules in claims.go): entries the operator creates
+// carry an ID made of a prefix, the owner's UID tag and the key hash; it
+// never updates or deletes any other entry. When two objects want the same
+// entry (same parent, SPIFFE ID and selectors) the oldest object wins and
+// the others report it masked; when the winner lets go, the next one is
+// notified and takes over.
+//
+// Writes go in make-before-break order (sync.go): creates before the deletes
+// of entries that are no longer wanted, so a change of SPIFFE ID or selectors
+// never leaves a workload without an entry.
+package entrysync

@@ -1,0 +1,521 @@
+package entrysync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc/codes"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
+)
+
+// ErrStale reports that SPIRE changed under a pass (an entry vanished
+// between the read and the write); the view is re-read on the next pass.
+var ErrStale = errors.New("SPIRE changed during the pass")
+
+// Options configure a Syncer.
+type Options struct {
+	// IDs makes and reads the IDs of the operator's entries.
+	IDs entries.IDScheme
+	// ResyncInterval is how old the view of a parent may grow before a pass
+	// reads SPIRE again.
+	ResyncInterval time.Duration
+	// Notify asks for another pass of an owner whose claims changed because
+	// of another owner (it won or lost an entry). It must not block.
+	Notify func(Owner)
+	// Alive returns the tags of every owner that still exists; entries of
+	// other owners (an object removed while the operator was down) are
+	// deleted after each read of SPIRE. Nil disables this collection.
+	Alive func(ctx context.Context) (map[string]bool, error)
+	// Now returns the time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Syncer converges SPIRE's entries towards what owners want. It is safe for
+// concurrent passes of different owners.
+type Syncer struct {
+	api  spire.EntryAPI
+	opts Options
+
+	mu     sync.Mutex
+	views  map[string]*parentView
+	claims *claims
+	// listing serialises reads of one parent.
+	listing map[string]*sync.Mutex
+}
+
+// New returns a Syncer writing through api.
+func New(api spire.EntryAPI, opts Options) *Syncer {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Notify == nil {
+		opts.Notify = func(Owner) {}
+	}
+	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{}}
+}
+
+// Masked is a wanted entry that another holder has.
+type Masked struct {
+	// Entry is the wanted entry.
+	Entry entries.Entry
+	// By names the holder: an owner ("SpiffeRegistration/a") or a foreign entry ID.
+	By string
+}
+
+// Failed is a wanted entry SPIRE refused.
+type Failed struct {
+	// Entry is the wanted entry.
+	Entry entries.Entry
+	// Reason is the gRPC code name, e.g. InvalidArgument.
+	Reason string
+	// Message is SPIRE's message.
+	Message string
+}
+
+// Outcome is what one pass achieved for one owner.
+type Outcome struct {
+	// Registered maps the key of each wanted entry the owner holds to its entry ID.
+	Registered map[entries.Key]string
+	// Masked are wanted entries held by an older owner or a foreign entry.
+	Masked []Masked
+	// Failed are wanted entries SPIRE refused.
+	Failed []Failed
+	// Talked is true when the pass called SPIRE.
+	Talked bool
+}
+
+// Sync makes SPIRE hold want for owner: want must be normalized and free of
+// duplicate keys. parents are the parent IDs owner may have entries under
+// besides those of want (e.g. a parent the spec used before). It returns an
+// error when SPIRE could not be read or written; nothing is lost then, the
+// next pass re-reads SPIRE and resumes.
+func (s *Syncer) Sync(ctx context.Context, owner Owner, want []entries.Entry) (Outcome, error) {
+	out := Outcome{Registered: map[entries.Key]string{}}
+	parents := map[string]spiffeid.ID{}
+	for _, e := range want {
+		parents[e.ParentID.String()] = e.ParentID
+	}
+	for _, p := range s.parentsOf(owner) {
+		parents[p.String()] = p
+	}
+	for _, p := range parents {
+		listed, err := s.ensureListed(ctx, p, false)
+		out.Talked = out.Talked || listed
+		if err != nil {
+			return out, err
+		}
+	}
+
+	keys := make([]entries.Key, len(want))
+	for i := range want {
+		keys[i] = want[i].Key()
+	}
+	s.mu.Lock()
+	winners, notify := s.claims.set(owner, keys)
+	p := s.plan(owner, want, keys, winners, &out)
+	s.mu.Unlock()
+	for _, o := range notify {
+		s.opts.Notify(o)
+	}
+	if p.empty() {
+		return out, nil
+	}
+	out.Talked = true
+	return out, s.execute(ctx, owner, p, &out)
+}
+
+// Release deletes every entry owner holds, under the given parents and any
+// other parent the view knows, and hands its claims to the next owners.
+func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID) error {
+	all := map[string]spiffeid.ID{}
+	for _, p := range parents {
+		all[p.String()] = p
+	}
+	for _, p := range s.parentsOf(owner) {
+		all[p.String()] = p
+	}
+	for _, p := range all {
+		if _, err := s.ensureListed(ctx, p, false); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	var del []deletion
+	tag := owner.Tag()
+	for parent, v := range s.views {
+		for id, o := range v.ours {
+			if o.owner == tag {
+				del = append(del, deletion{parent: parent, id: id})
+			}
+		}
+	}
+	s.mu.Unlock()
+	if err := s.deleteAll(ctx, del, nil); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	notify := s.claims.release(owner)
+	s.mu.Unlock()
+	for _, o := range notify {
+		s.opts.Notify(o)
+	}
+	return nil
+}
+
+// Forget drops owner's claims without touching SPIRE (the object went
+// without a finalizer, e.g. it was never reconciled).
+func (s *Syncer) Forget(owner Owner) {
+	s.mu.Lock()
+	notify := s.claims.release(owner)
+	s.mu.Unlock()
+	for _, o := range notify {
+		s.opts.Notify(o)
+	}
+}
+
+// Invalidate forces the next pass touching parent to read SPIRE again.
+func (s *Syncer) Invalidate(parent spiffeid.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.views[parent.String()]; v != nil {
+		v.valid = false
+	}
+}
+
+// parentsOf returns the parents under which the view holds owner's entries.
+func (s *Syncer) parentsOf(owner Owner) []spiffeid.ID {
+	tag := owner.Tag()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []spiffeid.ID
+	for parent, v := range s.views {
+		for _, o := range v.ours {
+			if o.owner == tag {
+				if id, err := spiffeid.FromString(parent); err == nil {
+					out = append(out, id)
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ensureListed reads the entries under parent from SPIRE when the view is
+// missing, invalid or older than the resync interval (or force is set). It
+// reports whether it called SPIRE.
+func (s *Syncer) ensureListed(ctx context.Context, parent spiffeid.ID, force bool) (bool, error) {
+	key := parent.String()
+	s.mu.Lock()
+	l := s.listing[key]
+	if l == nil {
+		l = &sync.Mutex{}
+		s.listing[key] = l
+	}
+	s.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
+
+	s.mu.Lock()
+	v := s.views[key]
+	fresh := v != nil && v.valid && s.opts.Now().Sub(v.listedAt) < s.opts.ResyncInterval
+	s.mu.Unlock()
+	if fresh && !force {
+		return false, nil
+	}
+	started := s.opts.Now()
+	list, err := s.api.ListByParent(ctx, parent)
+	if err != nil {
+		return true, err
+	}
+	nv := newParentView()
+	for _, e := range list {
+		nv.put(s.opts.IDs, e)
+	}
+	nv.valid, nv.listedAt = true, started
+	s.mu.Lock()
+	s.views[key] = nv
+	s.mu.Unlock()
+	logf.FromContext(ctx).V(1).Info("read SPIRE entries", "parentID", key, "entries", len(list), "ours", len(nv.ours))
+	return true, s.collect(ctx, key)
+}
+
+// collect deletes entries under parent whose owner no longer exists.
+func (s *Syncer) collect(ctx context.Context, parent string) error {
+	if s.opts.Alive == nil {
+		return nil
+	}
+	alive, err := s.opts.Alive(ctx)
+	if err != nil {
+		return fmt.Errorf("list owners for garbage collection: %w", err)
+	}
+	var del []deletion
+	s.mu.Lock()
+	for id, o := range s.views[parent].ours {
+		if !alive[o.owner] {
+			del = append(del, deletion{parent: parent, id: id})
+		}
+	}
+	s.mu.Unlock()
+	if len(del) > 0 {
+		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist", "parentID", parent, "entries", len(del))
+	}
+	return s.deleteAll(ctx, del, nil)
+}
+
+type deletion struct {
+	parent string
+	id     string
+}
+
+type update struct {
+	entry *entries.Entry
+	id    string
+	mask  *types.EntryMask
+}
+
+type plan struct {
+	takeovers []deletion
+	creates   []*entries.Entry
+	updates   []update
+	stale     []deletion
+}
+
+func (p *plan) empty() bool {
+	return len(p.takeovers)+len(p.creates)+len(p.updates)+len(p.stale) == 0
+}
+
+// plan compares want with the view; s.mu is held.
+func (s *Syncer) plan(owner Owner, want []entries.Entry, keys []entries.Key, winners map[entries.Key]Owner, out *Outcome) *plan {
+	p := &plan{}
+	tag := owner.Tag()
+	keep := map[string]bool{}
+	for i := range want {
+		e, k := &want[i], keys[i]
+		v := s.views[e.ParentID.String()]
+		myID := s.opts.IDs.EntryID(tag, k)
+		if w := winners[k]; w.UID != owner.UID {
+			out.Masked = append(out.Masked, Masked{Entry: *e, By: w.String()})
+			// Keep an entry we still hold until the winner takes it over.
+			if id, ok := v.byKey[k]; ok && v.ours[id].owner == tag {
+				keep[id] = true
+			}
+			continue
+		}
+		if fid, ok := v.foreign[k]; ok {
+			out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + fid})
+			continue
+		}
+		keep[myID] = true
+		if have, ok := v.ours[myID]; ok {
+			if m := entries.UpdateMask(e, &have.entry); m != nil {
+				p.updates = append(p.updates, update{entry: e, id: myID, mask: m})
+			} else {
+				out.Registered[k] = myID
+			}
+			continue
+		}
+		if id, ok := v.byKey[k]; ok && id != myID {
+			// Another of our owners holds it, but this one is older: take over.
+			p.takeovers = append(p.takeovers, deletion{parent: e.ParentID.String(), id: id})
+		}
+		p.creates = append(p.creates, e)
+	}
+	for parent, v := range s.views {
+		for id, o := range v.ours {
+			if o.owner == tag && !keep[id] {
+				p.stale = append(p.stale, deletion{parent: parent, id: id})
+			}
+		}
+	}
+	slices.SortFunc(p.stale, func(a, b deletion) int { return compare(a.id, b.id) })
+	return p
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// execute runs the plan: takeovers, creates, updates, and only then the
+// deletes of stale entries, so a workload never goes without an entry.
+func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome) error {
+	if err := s.deleteAll(ctx, p.takeovers, out); err != nil {
+		return err
+	}
+	tag := owner.Tag()
+	if len(p.creates) > 0 {
+		in := make([]*types.Entry, len(p.creates))
+		for i, e := range p.creates {
+			in[i] = e.Proto(s.opts.IDs.EntryID(tag, e.Key()))
+		}
+		res, err := s.api.Create(ctx, in)
+		s.mu.Lock()
+		for i, r := range res {
+			e := p.creates[i]
+			v := s.views[e.ParentID.String()]
+			switch r.Code {
+			case codes.OK:
+				v.put(s.opts.IDs, r.Entry)
+				out.Registered[e.Key()] = r.Entry.GetId()
+			case codes.AlreadyExists:
+				if r.Entry == nil {
+					v.valid = false
+					continue
+				}
+				v.put(s.opts.IDs, r.Entry)
+				if r.Entry.GetId() == in[i].Id {
+					out.Registered[e.Key()] = r.Entry.GetId()
+				} else {
+					out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + r.Entry.GetId()})
+				}
+			default:
+				if err != nil && isTransport(r.Code) {
+					v.valid = false
+					continue
+				}
+				out.Failed = append(out.Failed, Failed{Entry: *e, Reason: r.Code.String(), Message: r.Message})
+			}
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("create %d entries: %w", len(in), err)
+		}
+	}
+	if err := s.updateAll(ctx, p.updates, out); err != nil {
+		return err
+	}
+	return s.deleteAll(ctx, p.stale, out)
+}
+
+func isTransport(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// updateAll sends updates grouped by mask, since BatchUpdateEntry takes one
+// mask per call.
+func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) error {
+	groups := map[string][]update{}
+	var order []string
+	for _, u := range ups {
+		m := entries.MaskString(u.mask)
+		if _, ok := groups[m]; !ok {
+			order = append(order, m)
+		}
+		groups[m] = append(groups[m], u)
+	}
+	var stale bool
+	for _, m := range order {
+		g := groups[m]
+		in := make([]*types.Entry, len(g))
+		for i, u := range g {
+			in[i] = u.entry.Proto(u.id)
+		}
+		res, err := s.api.Update(ctx, in, g[0].mask)
+		s.mu.Lock()
+		for i, r := range res {
+			u := g[i]
+			v := s.views[u.entry.ParentID.String()]
+			switch {
+			case r.Code == codes.OK:
+				// The response only carries the masked fields; record what we sent.
+				v.put(s.opts.IDs, in[i])
+				out.Registered[u.entry.Key()] = u.id
+			case r.Code == codes.NotFound:
+				v.remove(u.id)
+				v.valid = false
+				stale = true
+			case err != nil && isTransport(r.Code):
+				v.valid = false
+			default:
+				out.Failed = append(out.Failed, Failed{Entry: *u.entry, Reason: r.Code.String(), Message: r.Message})
+			}
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("update %d entries (%s): %w", len(in), m, err)
+		}
+	}
+	if stale {
+		return fmt.Errorf("update entries: %w", ErrStale)
+	}
+	return nil
+}
+
+// deleteAll deletes entries by ID; NotFound counts as deleted.
+func (s *Syncer) deleteAll(ctx context.Context, del []deletion, out *Outcome) error {
+	if len(del) == 0 {
+		return nil
+	}
+	ids := make([]string, len(del))
+	for i, d := range del {
+		ids[i] = d.id
+	}
+	res, err := s.api.Delete(ctx, ids)
+	var failed []string
+	s.mu.Lock()
+	for i, r := range res {
+		v := s.views[del[i].parent]
+		switch {
+		case r.Code == codes.OK || r.Code == codes.NotFound:
+			if v != nil {
+				v.remove(del[i].id)
+			}
+		case err != nil && isTransport(r.Code):
+			if v != nil {
+				v.valid = false
+			}
+		default:
+			failed = append(failed, fmt.Sprintf("%s: %s %s", del[i].id, r.Code, r.Message))
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("delete %d entries: %w", len(ids), err)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("SPIRE refused to delete %d entries: %v", len(failed), failed)
+	}
+	_ = out
+	return nil
+}
+
+// Stats counts the view, for tests and benchmarks.
+func (s *Syncer) Stats() (parents, ours int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.views {
+		ours += len(v.ours)
+	}
+	return len(s.views), ours
+}
+
+// ownerUIDs is used by tests.
+func (s *Syncer) claimants(k entries.Key) []k8stypes.UID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []k8stypes.UID
+	for _, o := range s.claims.byKey[k] {
+		out = append(out, o.UID)
+	}
+	return out
+}

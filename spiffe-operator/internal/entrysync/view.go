@@ -1,0 +1,64 @@
+package entrysync
+
+import (
+	"time"
+
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+)
+
+// ours is one of the operator's entries as last seen in SPIRE.
+type ours struct {
+	entry entries.Entry
+	owner string // owner tag from the entry ID
+}
+
+// parentView is the in-memory view of the entries under one parent ID.
+type parentView struct {
+	// valid is false until the first successful list, and again after a
+	// write whose outcome is unknown.
+	valid    bool
+	listedAt time.Time
+	// ours holds the operator's entries by entry ID.
+	ours map[string]*ours
+	// byKey maps the key of each of our entries to its ID.
+	byKey map[entries.Key]string
+	// foreign maps the key of each entry the operator did not create to its ID.
+	foreign map[entries.Key]string
+}
+
+func newParentView() *parentView {
+	return &parentView{ours: map[string]*ours{}, byKey: map[entries.Key]string{}, foreign: map[entries.Key]string{}}
+}
+
+// put records an entry SPIRE returned; it returns false when the entry is
+// not one of ours.
+func (v *parentView) put(ids entries.IDScheme, p *types.Entry) {
+	e, err := entries.FromProto(p)
+	if err != nil {
+		return
+	}
+	k := e.Key()
+	tag, mine := ids.Owner(p.GetId())
+	if !mine {
+		v.foreign[k] = p.GetId()
+		return
+	}
+	if old, ok := v.ours[p.GetId()]; ok {
+		if oldKey := old.entry.Key(); v.byKey[oldKey] == p.GetId() {
+			delete(v.byKey, oldKey)
+		}
+	}
+	v.ours[p.GetId()] = &ours{entry: e, owner: tag}
+	v.byKey[k] = p.GetId()
+}
+
+func (v *parentView) remove(id string) {
+	if o, ok := v.ours[id]; ok {
+		if k := o.entry.Key(); v.byKey[k] == id {
+			delete(v.byKey, k)
+		}
+		delete(v.ours, id)
+	}
+}

@@ -1,0 +1,159 @@
+package template
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Variables a template may use.
+const (
+	VarNamespace      = "namespace"
+	VarServiceAccount = "serviceAccount"
+	VarKind           = "kind"
+	VarName           = "name"
+	// VarLabelPrefix starts a label variable: {label:app.kubernetes.io/name}.
+	VarLabelPrefix = "label:"
+)
+
+// Values are what a template is rendered with: one workload.
+type Values struct {
+	// Namespace of the workload.
+	Namespace string
+	// ServiceAccount of the workload's pods.
+	ServiceAccount string
+	// Kind of the workload, e.g. Deployment.
+	Kind string
+	// Name of the workload.
+	Name string
+	// Labels of the workload.
+	Labels map[string]string
+}
+
+// Template is a parsed template.
+type Template struct {
+	source string
+	parts  []part
+	// perWorkload is true when the template names something a single
+	// workload has (name, kind or a label) rather than its service account.
+	perWorkload bool
+}
+
+type part struct {
+	literal string
+	// variable is set for a variable part: one of the Var constants, or a
+	// label key when label is true.
+	variable string
+	label    bool
+}
+
+// Parse parses source. It fails on an unknown variable, an unclosed brace,
+// an invalid label key or a character outside [A-Za-z0-9._-/*].
+func Parse(source string) (*Template, error) {
+	t := &Template{source: source}
+	rest := source
+	for rest != "" {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			if err := t.addLiteral(rest); err != nil {
+				return nil, err
+			}
+			break
+		}
+		if open > 0 {
+			if err := t.addLiteral(rest[:open]); err != nil {
+				return nil, err
+			}
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return nil, fmt.Errorf("unclosed '{' at %q", rest[open:])
+		}
+		if err := t.addVariable(rest[open+1 : open+end]); err != nil {
+			return nil, err
+		}
+		rest = rest[open+end+1:]
+	}
+	if len(t.parts) == 0 {
+		return nil, fmt.Errorf("empty template")
+	}
+	return t, nil
+}
+
+func (t *Template) addLiteral(s string) error {
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '.' || r == '-' || r == '_' || r == '/' || r == '*'
+		if !ok {
+			return fmt.Errorf("character %q is not allowed", r)
+		}
+	}
+	t.parts = append(t.parts, part{literal: s})
+	return nil
+}
+
+func (t *Template) addVariable(v string) error {
+	switch v {
+	case VarNamespace, VarServiceAccount:
+	case VarKind, VarName:
+		t.perWorkload = true
+	default:
+		key, ok := strings.CutPrefix(v, VarLabelPrefix)
+		if !ok {
+			return fmt.Errorf("unknown variable {%s}: use namespace, serviceAccount, kind, name or label:<key>", v)
+		}
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			return fmt.Errorf("invalid label key in {%s}: %s", v, strings.Join(errs, "; "))
+		}
+		t.perWorkload = true
+		t.parts = append(t.parts, part{variable: key, label: true})
+		return nil
+	}
+	t.parts = append(t.parts, part{variable: v})
+	return nil
+}
+
+// String returns the source of the template.
+func (t *Template) String() string { return t.source }
+
+// PerWorkload reports whether the template names something only one
+// workload has ({name}, {kind} or a label). Entries rendered from such a
+// template must also select the workload's own pods.
+func (t *Template) PerWorkload() bool { return t.perWorkload }
+
+// Render renders the template for v. It fails when a variable has no value:
+// a missing label or an empty service account is never rendered as "".
+func (t *Template) Render(v Values) (string, error) {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.literal != "" {
+			b.WriteString(p.literal)
+			continue
+		}
+		val, name := "", "{"+p.variable+"}"
+		if p.label {
+			name = "{" + VarLabelPrefix + p.variable + "}"
+			var ok bool
+			if val, ok = v.Labels[p.variable]; !ok {
+				return "", fmt.Errorf("%s: the workload has no label %q", name, p.variable)
+			}
+		} else {
+			switch p.variable {
+			case VarNamespace:
+				val = v.Namespace
+			case VarServiceAccount:
+				val = v.ServiceAccount
+			case VarKind:
+				val = v.Kind
+			case VarName:
+				val = v.Name
+			}
+		}
+		if val == "" {
+			return "", fmt.Errorf("%s: empty value", name)
+		}
+		b.WriteString(val)
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,57 @@
+package template
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseRejectsBadTemplates(t *testing.T) {
+	for _, src := range []string{"", "ns/{namespace", "ns/{pod}", "ns/{label:}", "ns/{label:a b}", "ns/$x", "ns/{namespace}?"} {
+		if _, err := Parse(src); err == nil {
+			t.Errorf("Parse(%q) succeeded, want an error", src)
+		}
+	}
+}
+
+func TestRenderDefaultTemplate(t *testing.T) {
+	tpl, err := Parse("ns/{namespace}/sa/{serviceAccount}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tpl.Render(Values{Namespace: "prod", ServiceAccount: "checkout", Name: "web", Kind: "Deployment"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "ns/prod/sa/checkout" {
+		t.Errorf("Render = %q", got)
+	}
+	if tpl.PerWorkload() {
+		t.Error("service-account template reported as per-workload")
+	}
+}
+
+func TestPerWorkloadVariables(t *testing.T) {
+	for _, src := range []string{"w/{name}", "k/{kind}", "app/{label:app.kubernetes.io/name}"} {
+		tpl, err := Parse(src)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", src, err)
+		}
+		if !tpl.PerWorkload() {
+			t.Errorf("%q not reported as per-workload", src)
+		}
+	}
+}
+
+func TestRenderFailsOnMissingOrEmptyValue(t *testing.T) {
+	tpl, _ := Parse("app/{label:app}/{serviceAccount}")
+	if _, err := tpl.Render(Values{ServiceAccount: "sa"}); err == nil || !strings.Contains(err.Error(), "no label") {
+		t.Errorf("missing label: err = %v", err)
+	}
+	if _, err := tpl.Render(Values{Labels: map[string]string{"app": "a"}}); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("empty service account: err = %v", err)
+	}
+	got, err := tpl.Render(Values{ServiceAccount: "sa", Labels: map[string]string{"app": "a"}})
+	if err != nil || got != "app/a/sa" {
+		t.Errorf("Render = %q, %v", got, err)
+	}
+}
