@@ -122,8 +122,11 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 		return ctrl.Result{}, ResultDeleted, nil
 	}
 	orig := obj.DeepCopyObject().(T)
-	env, _ := c.environment(obj)
-	j, err := janitor.New(scoped.New(c.client, env), obj)
+	sc := scoped.AnyEnvironment(c.client)
+	if env, ok := c.environment(obj); ok {
+		sc = scoped.New(c.client, env)
+	}
+	j, err := janitor.New(sc, obj)
 	if err != nil {
 		return ctrl.Result{}, ResultError, err
 	}

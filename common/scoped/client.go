@@ -26,6 +26,8 @@ import (
 type Client struct {
 	client.Client
 	env string
+	// any disables the environment filter (see AnyEnvironment).
+	any bool
 }
 
 var _ client.Client = &Client{}
@@ -35,16 +37,27 @@ func New(c client.Client, env string) *Client {
 	return &Client{Client: c, env: env}
 }
 
+// AnyEnvironment returns a Client that reads objects of every environment.
+// The Controller uses it only on the deletion path of an object whose
+// environment label was removed, where the owner's UID alone identifies its
+// children, so that deletion can never get stuck.
+func AnyEnvironment(c client.Client) *Client {
+	return &Client{Client: c, any: true}
+}
+
 // Environment returns the environment this client is confined to.
 func (c *Client) Environment() string { return c.env }
 
 // InScope reports whether obj carries this client's environment label.
 func (c *Client) InScope(obj client.Object) bool {
-	return obj.GetLabels()[labels.Environment] == c.env
+	return c.any || obj.GetLabels()[labels.Environment] == c.env
 }
 
 // Label puts the environment label on obj.
 func (c *Client) Label(obj client.Object) {
+	if c.any {
+		return
+	}
 	l := obj.GetLabels()
 	if l == nil {
 		l = map[string]string{}
@@ -66,6 +79,9 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 
 // List lists only objects of this environment, on top of any selector in opts.
 func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if c.any {
+		return c.Client.List(ctx, list, opts...)
+	}
 	lo := &client.ListOptions{}
 	lo.ApplyOptions(opts)
 	req, err := klabels.NewRequirement(labels.Environment, selection.Equals, []string{c.env})
@@ -115,7 +131,9 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 
 // DeleteAllOf deletes only objects of this environment.
 func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	opts = append(opts, client.MatchingLabels{labels.Environment: c.env})
+	if !c.any {
+		opts = append(opts, client.MatchingLabels{labels.Environment: c.env})
+	}
 	return c.Client.DeleteAllOf(ctx, obj, opts...)
 }
 

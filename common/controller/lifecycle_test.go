@@ -1,0 +1,452 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/common/condition"
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/internal/testapi"
+)
+
+const env = "test"
+
+var nsCounter atomic.Int64
+
+// newNamespace creates a namespace of its own for one spec.
+func newNamespace(ctx context.Context) string {
+	name := fmt.Sprintf("ns-%d", nsCounter.Add(1))
+	Expect(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	return name
+}
+
+func newWidget(ns, name string, withEnv bool, children ...string) *testapi.Widget {
+	w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: testapi.WidgetSpec{Children: children, Data: map[string]string{"k": "v"}}}
+	if withEnv {
+		w.Labels = map[string]string{labels.Environment: env}
+	}
+	return w
+}
+
+// writeCounter counts API writes made through the client it wraps.
+type writeCounter struct{ n atomic.Int64 }
+
+func (w *writeCounter) wrap(c client.Client) client.Client {
+	return interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			w.n.Add(1)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			w.n.Add(1)
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			w.n.Add(1)
+			return c.Patch(ctx, obj, p, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			w.n.Add(1)
+			return c.Delete(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			w.n.Add(1)
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
+}
+
+func watchClient() client.WithWatch {
+	c, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+func reconcileOnce(ctx context.Context, c *controller.Controller[*testapi.Widget], obj client.Object) (ctrl.Result, error) {
+	return c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, &testapi.Widget{})
+}
+
+func get(ctx context.Context, obj client.Object) client.Object {
+	Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	return obj
+}
+
+func cond(w *testapi.Widget, t string) *metav1.Condition {
+	return meta.FindStatusCondition(w.Status.Conditions, t)
+}
+
+var _ = Describe("Controller lifecycle (direct reconciles against a real API server)", func() {
+	var (
+		ns  string
+		h   *faultyHandler
+		cfg config.Config
+	)
+	BeforeEach(func(ctx context.Context) {
+		ns = newNamespace(ctx)
+		h = &faultyHandler{}
+		cfg = config.Default()
+	})
+	newController := func(c client.Client) *controller.Controller[*testapi.Widget] {
+		return controller.New("widget-direct", c, h, controller.Options{Config: cfg})
+	}
+
+	It("creates children, adds the finalizer and reports Ready for the current generation", func(ctx context.Context) {
+		w := newWidget(ns, "happy", true, "a", "b")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		res, err := reconcileOnce(ctx, newController(cp.Client), w)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.RequeueAfter).To(BeNumerically(">=", cfg.RequeueAfter))
+
+		get(ctx, w)
+		Expect(w.Finalizers).To(ContainElement(labels.Finalizer))
+		Expect(condition.IsReady(w)).To(BeTrue())
+		Expect(cond(w, condition.TypeProcessing).Reason).To(Equal(condition.ReasonDone))
+		Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
+		Expect(w.Status.ChildCount).To(Equal(2))
+		for _, name := range []string{"a", "b"} {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+			get(ctx, cm)
+			Expect(cm.Labels).To(HaveKeyWithValue(labels.Environment, env))
+			Expect(metav1.IsControlledBy(cm, w)).To(BeTrue())
+		}
+	})
+
+	Describe("failure mode 1: stuck deletion", func() {
+		It("deletes an object whose environment label was removed, calling Delete first", func(ctx context.Context) {
+			w := newWidget(ns, "unlabelled", true, "child")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			c := newController(cp.Client)
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+
+			get(ctx, w)
+			delete(w.Labels, labels.Environment)
+			Expect(cp.Client.Update(ctx, w)).To(Succeed())
+			Expect(cp.Client.Delete(ctx, w)).To(Succeed())
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+
+			err = cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &testapi.Widget{})
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the widget must be gone")
+			err = cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "child"}, &corev1.ConfigMap{})
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Delete must have removed the child")
+		})
+
+		It("keeps the finalizer until Delete succeeds", func(ctx context.Context) {
+			w := newWidget(ns, "stubborn", true, "child")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			c := newController(cp.Client)
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+
+			failing := true
+			h.deleteErr = func() error {
+				if failing {
+					return errors.New("backend unreachable")
+				}
+				return nil
+			}
+			Expect(cp.Client.Delete(ctx, w)).To(Succeed())
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).To(MatchError(ContainSubstring("backend unreachable")))
+			get(ctx, w)
+			Expect(w.Finalizers).To(ContainElement(labels.Finalizer))
+			Expect(cond(w, condition.TypeReady).Status).To(Equal(metav1.ConditionFalse))
+			Expect(cond(w, condition.TypeReady).Message).To(ContainSubstring("backend unreachable"))
+
+			failing = false
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &testapi.Widget{}))).To(BeTrue())
+		})
+	})
+
+	Describe("failure mode 2: missing environment label", func() {
+		It("blocks with a message naming the label and does not call the handler", func(ctx context.Context) {
+			w := newWidget(ns, "nolabel", false, "child")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			res, err := reconcileOnce(ctx, newController(cp.Client), w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.RequeueAfter).To(BeZero(), "the label event reconciles; no timer needed")
+			Expect(h.createCalls).To(BeZero())
+			get(ctx, w)
+			ready, processing := cond(w, condition.TypeReady), cond(w, condition.TypeProcessing)
+			Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+			Expect(ready.Reason).To(Equal(condition.ReasonMissingEnvironment))
+			Expect(processing.Reason).To(Equal(condition.ReasonBlocked))
+			Expect(processing.Message).To(ContainSubstring(labels.Environment))
+		})
+
+		It("uses the configured default environment", func(ctx context.Context) {
+			cfg.DefaultEnvironment = env
+			w := newWidget(ns, "defaulted", false, "child")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			_, err := reconcileOnce(ctx, newController(cp.Client), w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(condition.IsReady(get(ctx, w).(*testapi.Widget))).To(BeTrue())
+		})
+	})
+
+	Describe("failure mode 3: write loops", func() {
+		It("makes zero API writes across repeated reconciles of a steady object", func(ctx context.Context) {
+			w := newWidget(ns, "steady", true, "a", "b")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			counter := &writeCounter{}
+			c := newController(counter.wrap(watchClient()))
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			rv := get(ctx, w).GetResourceVersion()
+			childRV := get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}).GetResourceVersion()
+
+			counter.n.Store(0)
+			Consistently(func(g Gomega) {
+				_, err := reconcileOnce(ctx, c, w)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).GetResourceVersion()).To(Equal(rv))
+				g.Expect(get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}).GetResourceVersion()).To(Equal(childRV))
+			}, "2s", "100ms").Should(Succeed())
+			Expect(counter.n.Load()).To(BeZero())
+		})
+	})
+
+	Describe("failure mode 4: status conflicts", func() {
+		It("retries a conflicting status write", func(ctx context.Context) {
+			w := newWidget(ns, "conflict", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			var attempts atomic.Int64
+			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					if attempts.Add(1) == 1 {
+						return apierrors.NewConflict(schema.GroupResource{Resource: "widgets"}, obj.GetName(), errors.New("injected"))
+					}
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}))
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(attempts.Load()).To(BeNumerically(">=", 2))
+			Expect(condition.IsReady(get(ctx, w).(*testapi.Widget))).To(BeTrue())
+		})
+
+		It("never loses the handler's error when the status write fails too", func(ctx context.Context) {
+			w := newWidget(ns, "doublefault", true, "a")
+			w.Spec.Fail = "terminal"
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
+				SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+					return apierrors.NewServiceUnavailable("status storage down")
+				},
+			}))
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).To(MatchError(ContainSubstring("something is broken for good")))
+			Expect(err).To(MatchError(ContainSubstring("status storage down")))
+		})
+	})
+
+	Describe("failure mode 5: no clobbering of concurrent edits", func() {
+		It("keeps a finalizer and labels added by someone else between read and write", func(ctx context.Context) {
+			w := newWidget(ns, "concurrent", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			var injected atomic.Bool
+			concurrentEdit := func(ctx context.Context, key client.ObjectKey) {
+				if injected.Swap(true) {
+					return
+				}
+				other := &testapi.Widget{}
+				Expect(cp.Client.Get(ctx, key, other)).To(Succeed())
+				other.Finalizers = append(other.Finalizers, "example.com/other")
+				other.Labels["edited-by"] = "someone-else"
+				Expect(cp.Client.Update(ctx, other)).To(Succeed())
+			}
+			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+					concurrentEdit(ctx, client.ObjectKeyFromObject(obj))
+					return c.Patch(ctx, obj, p, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}))
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			get(ctx, w)
+			Expect(w.Finalizers).To(ConsistOf(labels.Finalizer, "example.com/other"))
+			Expect(w.Labels).To(HaveKeyWithValue("edited-by", "someone-else"))
+			Expect(condition.IsReady(w)).To(BeTrue())
+		})
+
+		It("writes only the status through the status subresource, leaving a newer spec alone", func(ctx context.Context) {
+			w := newWidget(ns, "newer-spec", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					other := &testapi.Widget{}
+					Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(obj), other)).To(Succeed())
+					if len(other.Spec.Children) == 1 {
+						other.Spec.Children = append(other.Spec.Children, "b")
+						Expect(cp.Client.Update(ctx, other)).To(Succeed())
+					}
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}))
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			get(ctx, w)
+			Expect(w.Spec.Children).To(Equal([]string{"a", "b"}))
+			Expect(w.Status.ObservedGeneration).To(BeNumerically("<", w.Generation), "status describes the generation it saw")
+			Expect(condition.IsReady(w)).To(BeFalse(), "Ready is not current for the newer generation")
+		})
+	})
+
+	Describe("error mapping", func() {
+		DescribeTable("maps handler errors to conditions and requeues",
+			func(ctx context.Context, fail, reason, processing string, wantErr bool, minRequeue time.Duration) {
+				w := newWidget(ns, "err-"+fail, true, "a")
+				w.Spec.Fail = fail
+				Expect(cp.Client.Create(ctx, w)).To(Succeed())
+				res, err := reconcileOnce(ctx, newController(cp.Client), w)
+				if wantErr {
+					Expect(err).To(HaveOccurred())
+				} else {
+					Expect(err).NotTo(HaveOccurred())
+				}
+				Expect(res.RequeueAfter).To(BeNumerically(">=", minRequeue))
+				get(ctx, w)
+				Expect(cond(w, condition.TypeReady).Status).To(Equal(metav1.ConditionFalse))
+				Expect(cond(w, condition.TypeReady).Reason).To(Equal(reason))
+				Expect(cond(w, condition.TypeProcessing).Reason).To(Equal(processing))
+			},
+			Entry("blocked: normal requeue, specific reason", "blocked", "DependencyMissing", condition.ReasonBlocked, false, 30*time.Minute),
+			Entry("retryable: rate-limited retry", "retryable", "Retrying", condition.ReasonProcessing, true, time.Duration(0)),
+			Entry("retryable with delay: retry after the delay", "delay", "Retrying", condition.ReasonProcessing, false, time.Minute),
+			Entry("terminal: rate-limited, error message in Ready", "terminal", condition.ReasonError, condition.ReasonProcessing, true, time.Duration(0)),
+		)
+	})
+})
+
+var _ = Describe("Controller in a manager", Ordered, func() {
+	var (
+		h        *countingHandler
+		cancel   context.CancelFunc
+		registry *prometheus.Registry
+	)
+	BeforeAll(func() {
+		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		Expect(err).NotTo(HaveOccurred())
+		registry = prometheus.NewRegistry()
+		metrics, err := controller.NewMetrics(registry)
+		Expect(err).NotTo(HaveOccurred())
+		h = &countingHandler{}
+		cfg := config.Default()
+		cfg.MaxBackoff = 10 * time.Second
+		c := controller.New("widget-managed", mgr.GetClient(), h, controller.Options{
+			Config: cfg, Metrics: metrics, Recorder: mgr.GetEventRecorder("widget-managed"),
+		})
+		Expect(controller.SetupWithManager(mgr, c, func() *testapi.Widget { return &testapi.Widget{} }, nil)).To(Succeed())
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		go func() {
+			defer GinkgoRecover()
+			Expect(mgr.Start(ctx)).To(Succeed())
+		}()
+		DeferCleanup(func() { cancel() })
+	})
+
+	It("failure mode 2: reconciles as soon as the missing label is added", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		w := newWidget(ns, "late-label", false, "a")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget)
+			g.Expect(cond(got, condition.TypeProcessing)).NotTo(BeNil())
+			g.Expect(cond(got, condition.TypeProcessing).Reason).To(Equal(condition.ReasonBlocked))
+		}).Should(Succeed())
+		get(ctx, w)
+		w.Labels = map[string]string{labels.Environment: env}
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		Eventually(func() bool {
+			return condition.IsReady(get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget))
+		}, "10s").Should(BeTrue())
+	})
+
+	It("failure mode 8: backs off a terminal error instead of hot-looping", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		w := newWidget(ns, "terminal", true, "a")
+		w.Spec.Fail = "terminal"
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		key := client.ObjectKeyFromObject(w)
+		Eventually(func(g Gomega) {
+			got := get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget)
+			g.Expect(cond(got, condition.TypeReady)).NotTo(BeNil())
+			g.Expect(cond(got, condition.TypeReady).Message).To(ContainSubstring("broken for good"))
+		}).Should(Succeed())
+		start := h.calls(key)
+		// With a 1s base delay doubling per failure, 4s hold at most 1+2 retries (3 with timing slack).
+		Consistently(func() int64 { return h.calls(key) - start }, "4s", "200ms").Should(BeNumerically("<=", 3))
+	})
+
+	It("records reconcile metrics and Ready counts", func() {
+		families, err := registry.Gather()
+		Expect(err).NotTo(HaveOccurred())
+		names := map[string]bool{}
+		for _, f := range families {
+			names[f.GetName()] = true
+		}
+		Expect(names).To(HaveKey("trustplane_reconcile_total"))
+		Expect(names).To(HaveKey("trustplane_reconcile_duration_seconds"))
+		Expect(names).To(HaveKey("trustplane_objects"))
+	})
+
+	It("emits events on transitions only", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		w := newWidget(ns, "evented", true, "a")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		readyEvents := func() int {
+			list := &eventsList{}
+			Expect(list.load(ctx, ns)).To(Succeed())
+			return list.count("Ready")
+		}
+		Eventually(readyEvents, "10s").Should(Equal(1))
+		// Touch the object: more passes, no more Ready events.
+		get(ctx, w)
+		w.Annotations = map[string]string{"touched": "yes"}
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		Consistently(readyEvents, "2s", "200ms").Should(Equal(1))
+	})
+})
+
+// countingHandler counts CreateOrUpdate calls per object (safe for
+// concurrent workers).
+type countingHandler struct {
+	faultyHandler
+	counts syncMap
+}
+
+func (h *countingHandler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
+	h.counts.inc(client.ObjectKeyFromObject(w))
+	return h.faultyHandler.CreateOrUpdate(ctx, w)
+}
+
+func (h *countingHandler) calls(key client.ObjectKey) int64 { return h.counts.get(key) }
+

@@ -1,0 +1,78 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/common/examples/widget"
+	"github.com/trustplane/trustplane/common/handler"
+	"github.com/trustplane/trustplane/common/internal/testapi"
+	"github.com/trustplane/trustplane/common/testenv"
+)
+
+var cp *testenv.ControlPlane
+
+func TestController(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "controller")
+}
+
+var _ = BeforeSuite(func() {
+	log.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(testapi.AddToScheme(scheme)).To(Succeed())
+	var err error
+	cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
+		CRDDirectoryPaths: []string{filepath.Join("..", "testdata", "crd")},
+		Scheme:            scheme,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
+})
+
+// faultyHandler is the example widget handler with faults injected from the
+// spec (spec.fail) and from deleteErr, for failure paths a real handler
+// cannot be made to take on demand.
+type faultyHandler struct {
+	widget.Handler
+	deleteErr   func() error
+	createCalls int
+}
+
+var _ handler.Handler[*testapi.Widget] = &faultyHandler{}
+
+func (h *faultyHandler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
+	h.createCalls++
+	switch w.Spec.Fail {
+	case "blocked":
+		return ctrlerrors.WithReason("DependencyMissing", ctrlerrors.BlockedErrorf("waiting for dependency"))
+	case "retryable":
+		return ctrlerrors.RetryableErrorf("transient failure")
+	case "delay":
+		return ctrlerrors.RetryableWithDelayErrorf(time.Minute, "come back later")
+	case "terminal":
+		return errors.New("something is broken for good")
+	}
+	return h.Handler.CreateOrUpdate(ctx, w)
+}
+
+func (h *faultyHandler) Delete(ctx context.Context, w *testapi.Widget) error {
+	if h.deleteErr != nil {
+		if err := h.deleteErr(); err != nil {
+			return err
+		}
+	}
+	return h.Handler.Delete(ctx, w)
+}

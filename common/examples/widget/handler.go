@@ -1,0 +1,65 @@
+// Package widget is the complete example operator of docs/framework.md: a
+// Handler that keeps one ConfigMap per name in a Widget's spec.children and
+// deletes the ones that leave the list. Everything else (finalizer,
+// environment, conditions, status writes, requeue, events, metrics) is the
+// common Controller's job.
+package widget
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/common/handler"
+	"github.com/trustplane/trustplane/common/internal/testapi"
+	"github.com/trustplane/trustplane/common/janitor"
+)
+
+// Handler reconciles Widgets into ConfigMaps.
+type Handler struct{}
+
+var _ handler.Handler[*testapi.Widget] = &Handler{}
+
+// CreateOrUpdate ensures one ConfigMap per child name, then deletes owned
+// ConfigMaps that are no longer listed.
+func (h *Handler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
+	j := janitor.FromContext(ctx)
+	if len(w.Spec.Children) == 0 {
+		return ctrlerrors.BlockedErrorf("spec.children is empty: list at least one ConfigMap name")
+	}
+	for _, name := range w.Spec.Children {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.Namespace}}
+		if _, err := j.CreateOrUpdate(ctx, cm, func() error {
+			cm.Data = maps.Clone(w.Spec.Data)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("ensure configmap %s/%s: %w", w.Namespace, name, err)
+		}
+	}
+	// The full desired set of ConfigMaps is known: let the janitor clean up.
+	if err := j.Declare(&corev1.ConfigMapList{}); err != nil {
+		return err
+	}
+	if _, err := j.Cleanup(ctx); err != nil {
+		return fmt.Errorf("clean up configmaps: %w", err)
+	}
+	w.Status.ChildCount = len(w.Spec.Children)
+	return nil
+}
+
+// Delete removes every owned ConfigMap (the janitor deletes all owned
+// children of a declared type when none was touched).
+func (h *Handler) Delete(ctx context.Context, _ *testapi.Widget) error {
+	j := janitor.FromContext(ctx)
+	if err := j.Declare(&corev1.ConfigMapList{}); err != nil {
+		return err
+	}
+	if _, err := j.Cleanup(ctx); err != nil {
+		return fmt.Errorf("delete configmaps: %w", err)
+	}
+	return nil
+}
