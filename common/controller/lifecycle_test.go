@@ -25,8 +25,8 @@ import (
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
-	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/internal/testapi"
+	"github.com/trustplane/trustplane/common/labels"
 )
 
 const env = "test"
@@ -449,4 +449,3 @@ func (h *countingHandler) CreateOrUpdate(ctx context.Context, w *testapi.Widget)
 }
 
 func (h *countingHandler) calls(key client.ObjectKey) int64 { return h.counts.get(key) }
-

@@ -8,6 +8,7 @@ package scoped
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -67,11 +68,15 @@ func (c *Client) Label(obj client.Object) {
 }
 
 // Get reads obj and returns NotFound when it belongs to another environment.
+// An out-of-scope object leaves obj as it was, so a following Create of obj
+// fails with AlreadyExists instead of carrying the foreign object's fields.
 func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	backup := obj.DeepCopyObject()
 	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
 		return err
 	}
 	if !c.InScope(obj) {
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(backup).Elem())
 		return c.notFound(obj, key.Name)
 	}
 	return nil

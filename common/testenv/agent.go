@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,11 +36,21 @@ func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent dir: %w", err)
 	}
-	out, err := s.CLI(ctx, "token", "generate", "-ttl", "3600")
+	out, err := s.CLI(ctx, "token", "generate", "-ttl", "3600", "-output", "json")
 	if err != nil {
 		return nil, err
 	}
-	token := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Token:"))
+	var generated struct {
+		Value string `json:"value"`
+	}
+	start := strings.Index(out, "{")
+	if start < 0 {
+		return nil, fmt.Errorf("no JSON in token output %q", out)
+	}
+	if err := json.Unmarshal([]byte(out[start:]), &generated); err != nil || generated.Value == "" {
+		return nil, fmt.Errorf("parse join token from %q: %v", out, err)
+	}
+	token := generated.Value
 	bundle, err := s.BundlePEM(ctx)
 	if err != nil {
 		return nil, err

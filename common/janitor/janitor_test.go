@@ -1,0 +1,274 @@
+package janitor_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/internal/testapi"
+	"github.com/trustplane/trustplane/common/janitor"
+	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/scoped"
+	"github.com/trustplane/trustplane/common/testenv"
+)
+
+var cp *testenv.ControlPlane
+
+func TestJanitor(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "janitor")
+}
+
+var _ = BeforeSuite(func() {
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(testapi.AddToScheme(scheme)).To(Succeed())
+	var err error
+	cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
+		CRDDirectoryPaths: []string{filepath.Join("..", "testdata", "crd")},
+		Scheme:            scheme,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
+})
+
+var nsCount atomic.Int64
+
+func namespace(ctx context.Context) string {
+	name := fmt.Sprintf("j-%d", nsCount.Add(1))
+	Expect(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	return name
+}
+
+func owner(ctx context.Context, ns, name string) *testapi.Widget {
+	w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labels.Environment: "dev"}}}
+	Expect(cp.Client.Create(ctx, w)).To(Succeed())
+	return w
+}
+
+func newJanitor(w *testapi.Widget) *janitor.Client {
+	j, err := janitor.New(scoped.New(cp.Client, "dev"), w)
+	Expect(err).NotTo(HaveOccurred())
+	return j
+}
+
+func ensure(ctx context.Context, j *janitor.Client, ns, name string) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	_, err := j.CreateOrUpdate(ctx, cm, func() error { cm.Data = map[string]string{"k": "v"}; return nil })
+	Expect(err).NotTo(HaveOccurred())
+}
+
+func exists(ctx context.Context, ns, name string) bool {
+	err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return true
+}
+
+var _ = Describe("JanitorClient", func() {
+	It("deletes owned children of a declared type that the reconcile did not touch", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		first := newJanitor(w)
+		ensure(ctx, first, ns, "old")
+		ensure(ctx, first, ns, "kept")
+
+		second := newJanitor(w)
+		ensure(ctx, second, ns, "kept")
+		ensure(ctx, second, ns, "new")
+		Expect(second.Declare(&corev1.ConfigMapList{})).To(Succeed())
+		n, err := second.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(Equal(1))
+		Expect(exists(ctx, ns, "old")).To(BeFalse())
+		Expect(exists(ctx, ns, "kept")).To(BeTrue())
+		Expect(exists(ctx, ns, "new")).To(BeTrue())
+	})
+
+	It("failure mode 7: never deletes children of an undeclared type after an early return", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		ensure(ctx, newJanitor(w), ns, "child")
+
+		early := newJanitor(w) // the handler returned before it touched or declared ConfigMaps
+		n, err := early.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(BeZero())
+		Expect(exists(ctx, ns, "child")).To(BeTrue())
+	})
+
+	It("failure mode 7: never deletes a foreign object, even one with a matching name or environment", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns,
+			Labels: map[string]string{labels.Environment: "dev"}}}
+		Expect(cp.Client.Create(ctx, foreign)).To(Succeed())
+		other := owner(ctx, ns, "other")
+		ensure(ctx, newJanitor(other), ns, "others-child")
+
+		j := newJanitor(w)
+		Expect(j.Declare(&corev1.ConfigMapList{})).To(Succeed())
+		n, err := j.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(BeZero())
+		Expect(exists(ctx, ns, "foreign")).To(BeTrue())
+		Expect(exists(ctx, ns, "others-child")).To(BeTrue())
+	})
+
+	It("owns cross-namespace children by owner labels, where no owner reference is allowed", func(ctx context.Context) {
+		ns, elsewhere := namespace(ctx), namespace(ctx)
+		w := owner(ctx, ns, "w")
+		j := newJanitor(w)
+		ensure(ctx, j, elsewhere, "remote")
+		cm := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: elsewhere, Name: "remote"}, cm)).To(Succeed())
+		Expect(cm.OwnerReferences).To(BeEmpty())
+		Expect(cm.Labels).To(HaveKeyWithValue(labels.OwnerUID, string(w.UID)))
+		Expect(cm.Labels).To(HaveKeyWithValue(labels.OwnerKind, "Widget"))
+		Expect(cm.Labels).To(HaveKeyWithValue(labels.OwnerName, "w"))
+		Expect(cm.Labels).To(HaveKeyWithValue(labels.OwnerNamespace, ns))
+		Expect(cm.Labels).To(HaveKeyWithValue(labels.Environment, "dev"))
+		Expect(j.Owns(cm)).To(BeTrue())
+
+		later := newJanitor(w)
+		Expect(later.Declare(&corev1.ConfigMapList{})).To(Succeed())
+		n, err := later.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(Equal(1))
+		Expect(exists(ctx, elsewhere, "remote")).To(BeFalse())
+	})
+
+	It("does not adopt an object of the same name that it did not create", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}})).To(Succeed())
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}}
+		_, err := newJanitor(w).CreateOrUpdate(ctx, cm, func() error { return nil })
+		Expect(apierrors.IsAlreadyExists(err)).To(BeTrue(), "got %v", err)
+	})
+
+	It("travels in the context", func(ctx context.Context) {
+		ns := namespace(ctx)
+		j := newJanitor(owner(ctx, ns, "w"))
+		Expect(janitor.FromContext(janitor.IntoContext(ctx, j))).To(BeIdenticalTo(j))
+		Expect(janitor.FromContext(ctx)).To(BeNil())
+	})
+})
+
+var _ = Describe("ScopedClient", func() {
+	It("labels what it writes and sees only its environment", func(ctx context.Context) {
+		ns := namespace(ctx)
+		dev, prod := scoped.New(cp.Client, "dev"), scoped.New(cp.Client, "prod")
+		Expect(dev.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: ns}})).To(Succeed())
+		Expect(prod.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})).To(Succeed())
+
+		got := &corev1.ConfigMap{}
+		Expect(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "d"}, got)).To(Succeed())
+		Expect(got.Labels).To(HaveKeyWithValue(labels.Environment, "dev"))
+		Expect(apierrors.IsNotFound(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, got))).To(BeTrue())
+
+		list := &corev1.ConfigMapList{}
+		Expect(dev.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(HaveLen(1))
+		Expect(list.Items[0].Name).To(Equal("d"))
+
+		err := dev.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		Expect(exists(ctx, ns, "p")).To(BeTrue())
+	})
+
+	It("keeps a caller's label selector and adds the environment to it", func(ctx context.Context) {
+		ns := namespace(ctx)
+		dev := scoped.New(cp.Client, "dev")
+		for _, name := range []string{"a", "b"} {
+			Expect(dev.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Labels: map[string]string{"app": name}}})).To(Succeed())
+		}
+		list := &corev1.ConfigMapList{}
+		Expect(dev.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "b"})).To(Succeed())
+		Expect(list.Items).To(HaveLen(1))
+		Expect(list.Items[0].Name).To(Equal("b"))
+	})
+
+	It("server-side applies with the environment label", func(ctx context.Context) {
+		ns := namespace(ctx)
+		dev := scoped.New(cp.Client, "dev")
+		u := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "applied", "namespace": ns}, "data": map[string]any{"x": "1"}}
+		Expect(dev.Apply(ctx, client.ApplyConfigurationFromUnstructured(toUnstructured(u)), client.FieldOwner("test"))).To(Succeed())
+		got := &corev1.ConfigMap{}
+		Expect(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "applied"}, got)).To(Succeed())
+		Expect(got.Data).To(HaveKeyWithValue("x", "1"))
+	})
+
+	It("creates or updates within its environment", func(ctx context.Context) {
+		ns := namespace(ctx)
+		dev := scoped.New(cp.Client, "dev")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cu", Namespace: ns}}
+		_, err := dev.CreateOrUpdate(ctx, cm, func() error { cm.Data = map[string]string{"v": "1"}; return nil })
+		Expect(err).NotTo(HaveOccurred())
+		_, err = dev.CreateOrUpdate(ctx, cm, func() error { cm.Data = map[string]string{"v": "2"}; return nil })
+		Expect(err).NotTo(HaveOccurred())
+		got := &corev1.ConfigMap{}
+		Expect(dev.Get(ctx, client.ObjectKeyFromObject(cm), got)).To(Succeed())
+		Expect(got.Data).To(HaveKeyWithValue("v", "2"))
+		Expect(dev.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns))).To(Succeed())
+		Expect(exists(ctx, ns, "cu")).To(BeFalse())
+	})
+})
+
+var _ = Describe("JanitorClient writes", func() {
+	It("records Create, Update, Patch and Keep as touched, so Cleanup spares them", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		seed := newJanitor(w)
+		for _, name := range []string{"updated", "patched", "kept", "stale"} {
+			ensure(ctx, seed, ns, name)
+		}
+
+		j := newJanitor(w)
+		Expect(j.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "created", Namespace: ns}})).To(Succeed())
+		upd := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "updated"}, upd)).To(Succeed())
+		upd.Data = map[string]string{"k": "changed"}
+		Expect(j.Update(ctx, upd)).To(Succeed())
+		pat := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "patched"}, pat)).To(Succeed())
+		before := pat.DeepCopy()
+		pat.Data = map[string]string{"k": "patched"}
+		Expect(j.Patch(ctx, pat, client.MergeFrom(before))).To(Succeed())
+		kept := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, kept)).To(Succeed())
+		j.Keep(kept)
+
+		Expect(j.Declare(&corev1.ConfigMapList{})).To(Succeed())
+		n, err := j.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(Equal(1))
+		Expect(exists(ctx, ns, "stale")).To(BeFalse())
+		for _, name := range []string{"created", "updated", "patched", "kept"} {
+			Expect(exists(ctx, ns, name)).To(BeTrue(), name)
+		}
+		created := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "created"}, created)).To(Succeed())
+		Expect(metav1.IsControlledBy(created, w)).To(BeTrue())
+	})
+
+	It("rejects a type the scheme does not know", func(ctx context.Context) {
+		j := newJanitor(owner(ctx, namespace(ctx), "w"))
+		Expect(j.Declare(&unknownList{})).To(MatchError(ContainSubstring("declare cleanup type")))
+	})
+})
