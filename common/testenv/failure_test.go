@@ -1,0 +1,46 @@
+package testenv_test
+
+import (
+	"context"
+	"os"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/trustplane/trustplane/common/testenv"
+)
+
+var _ = Describe("harness failure reporting", func() {
+	It("names the build command when a tool is missing", func() {
+		GinkgoT().Setenv("TRUSTPLANE_CACHE", GinkgoT().TempDir())
+		_, err := testenv.Binary("spire-server")
+		Expect(err).To(MatchError(ContainSubstring("hack/build-tools.sh")))
+		_, err = testenv.Binary("no-such-tool")
+		Expect(err).To(MatchError(ContainSubstring(`unknown tool "no-such-tool"`)))
+		_, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{})
+		Expect(err).To(MatchError(ContainSubstring("is not built")))
+	})
+
+	It("reports a spire-server that cannot start, with its log", func() {
+		_, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: "Not A Trust Domain"})
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("spire-server exited before it was healthy"))
+		Expect(err.Error()).To(ContainSubstring("--- spire-server log ---"))
+	})
+
+	It("stops, reports and cleans up a running server and agent", func(ctx context.Context) {
+		spire, err := testenv.StartSpire(testenv.SpireOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(spire.Running()).To(BeTrue())
+		Expect(spire.Logs()).To(ContainSubstring("Starting Server APIs"))
+		agent, err := spire.StartAgent(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(agent.Logs()).To(ContainSubstring("Node attestation was successful"))
+		Expect(agent.Cleanup()).To(Succeed())
+		Expect(agent.Stop()).To(Succeed(), "stopping twice is harmless")
+		Expect(spire.Cleanup()).To(Succeed())
+		Expect(spire.Running()).To(BeFalse())
+		_, statErr := os.Stat(spire.Dir)
+		Expect(os.IsNotExist(statErr)).To(BeTrue())
+	})
+})
