@@ -8,6 +8,7 @@ import (
 
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/internal/testapi"
+	"github.com/trustplane/trustplane/common/object"
 )
 
 func TestProcessingStatusFollowsKstatus(t *testing.T) {
@@ -58,5 +59,17 @@ func TestIsReadyNeedsCurrentGeneration(t *testing.T) {
 	}
 	if meta.FindStatusCondition(w.GetConditions(), condition.TypeReady) != condition.Find(w, condition.TypeReady) {
 		t.Fatal("Find must return the condition in place")
+	}
+}
+
+func TestListsExposeTheirItems(t *testing.T) {
+	var list object.List[*testapi.Widget] = &testapi.WidgetList{Items: []testapi.Widget{{}, {}}}
+	items := list.GetItems()
+	if len(items) != 2 {
+		t.Fatalf("GetItems returned %d items, want 2", len(items))
+	}
+	items[0].Name = "changed"
+	if list.(*testapi.WidgetList).Items[0].Name != "changed" {
+		t.Fatal("GetItems must return pointers into the list")
 	}
 }

@@ -319,6 +319,16 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		})
 	})
 
+	It("blocks the example widget without children, naming the field to fill", func(ctx context.Context) {
+		w := newWidget(ns, "empty", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		_, err := reconcileOnce(ctx, newController(cp.Client), w)
+		Expect(err).NotTo(HaveOccurred())
+		get(ctx, w)
+		Expect(cond(w, condition.TypeProcessing).Reason).To(Equal(condition.ReasonBlocked))
+		Expect(cond(w, condition.TypeReady).Message).To(ContainSubstring("spec.children"))
+	})
+
 	Describe("error mapping", func() {
 		DescribeTable("maps handler errors to conditions and requeues",
 			func(ctx context.Context, fail, reason, processing string, wantErr bool, minRequeue time.Duration) {
