@@ -23,7 +23,7 @@ type Agent struct {
 	Dir string
 
 	bin  string
-	proc *process
+	proc *Process
 }
 
 // StartAgent starts a spire-agent against s and waits until it is healthy.
@@ -103,9 +103,9 @@ plugins {
 		if err == nil {
 			return a, nil
 		}
-		if a.proc.exited() || time.Now().After(deadline) {
+		if a.proc.Exited() || time.Now().After(deadline) {
 			_ = a.Stop()
-			return nil, fmt.Errorf("spire-agent not healthy: %s\n--- spire-agent log ---\n%s", strings.TrimSpace(string(out)), lastLines(a.proc.logs(), 40))
+			return nil, fmt.Errorf("spire-agent not healthy: %s\n--- spire-agent log ---\n%s", strings.TrimSpace(string(out)), lastLines(a.proc.Logs(), 40))
 		}
 		time.Sleep(200 * time.Millisecond) // readiness polling interval
 	}
@@ -116,11 +116,11 @@ func (a *Agent) Stop() error {
 	if a == nil || a.proc == nil {
 		return nil
 	}
-	return a.proc.stop(15 * time.Second)
+	return a.proc.Stop(15 * time.Second)
 }
 
 // Logs returns the agent's log.
-func (a *Agent) Logs() string { return a.proc.logs() }
+func (a *Agent) Logs() string { return a.proc.Logs() }
 
 // Cleanup stops the agent and removes its directory.
 func (a *Agent) Cleanup() error {

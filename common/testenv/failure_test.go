@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"os"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -42,5 +43,26 @@ var _ = Describe("harness failure reporting", func() {
 		Expect(spire.Running()).To(BeFalse())
 		_, statErr := os.Stat(spire.Dir)
 		Expect(os.IsNotExist(statErr)).To(BeTrue())
+	})
+})
+
+var _ = Describe("Process", func() {
+	It("kills a process that ignores SIGTERM after the timeout", func() {
+		p, err := testenv.StartProcess(testenv.ProcessOptions{Name: "stubborn", Path: "/bin/sh",
+			Args: []string{"-c", `trap "" TERM; echo started; while true; do sleep 1; done`}, LogPath: GinkgoT().TempDir() + "/log"})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(p.Logs).Should(ContainSubstring("started"))
+		Expect(p.Stop(500 * time.Millisecond)).To(MatchError(ContainSubstring("ignored SIGTERM")))
+		Expect(p.Exited()).To(BeTrue())
+		Expect(p.ExitError()).To(HaveOccurred())
+	})
+
+	It("kills at once like a crash", func() {
+		p, err := testenv.StartProcess(testenv.ProcessOptions{Name: "sleeper", Path: "/bin/sleep", Args: []string{"60"},
+			LogPath: GinkgoT().TempDir() + "/log"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.Pid()).To(BeNumerically(">", 0))
+		Expect(p.Kill()).To(Succeed())
+		Expect(p.Exited()).To(BeTrue())
 	})
 })

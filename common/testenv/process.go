@@ -9,8 +9,22 @@ import (
 	"time"
 )
 
-// process is a started child process whose output goes to a log file.
-type process struct {
+// ProcessOptions describe a child process for StartProcess.
+type ProcessOptions struct {
+	// Name is used in errors.
+	Name string
+	// Path is the binary; Args its arguments.
+	Path string
+	Args []string
+	// Env is added to the current environment.
+	Env []string
+	// LogPath receives stdout and stderr (appended).
+	LogPath string
+}
+
+// Process is a started child process whose output goes to a log file. It
+// runs in its own process group and dies with the test process.
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -18,21 +32,23 @@ type process struct {
 	err     error
 }
 
-func startProcess(name, logPath string, bin string, args ...string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// StartProcess starts a child process.
+func StartProcess(opts ProcessOptions) (*Process, error) {
+	logFile, err := os.OpenFile(opts.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("open log of %s: %w", name, err)
+		return nil, fmt.Errorf("open log of %s: %w", opts.Name, err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(opts.Path, opts.Args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	// Own process group, so that Stop also reaches children.
+	cmd.Env = append(os.Environ(), opts.Env...)
+	// Own process group, so that Stop also reaches children; killed if we die.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", opts.Name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{name: opts.Name, cmd: cmd, logPath: opts.LogPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		_ = logFile.Close()
@@ -41,8 +57,12 @@ func startProcess(name, logPath string, bin string, args ...string) (*process, e
 	return p, nil
 }
 
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
+func startProcess(name, logPath, bin string, args ...string) (*Process, error) {
+	return StartProcess(ProcessOptions{Name: name, Path: bin, Args: args, LogPath: logPath})
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -51,9 +71,20 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM and, after timeout, SIGKILL to the process group.
-func (p *process) stop(timeout time.Duration) error {
-	if p == nil || p.exited() {
+// ExitError is the error the process ended with (nil while it runs).
+func (p *Process) ExitError() error {
+	if !p.Exited() {
+		return nil
+	}
+	return p.err
+}
+
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stop sends SIGTERM to the process group and, after timeout, SIGKILL.
+func (p *Process) Stop(timeout time.Duration) error {
+	if p == nil || p.Exited() {
 		return nil
 	}
 	pgid := -p.cmd.Process.Pid
@@ -72,7 +103,23 @@ func (p *process) stop(timeout time.Duration) error {
 	}
 }
 
-func (p *process) logs() string {
+// Kill ends the process group at once (SIGKILL), as a crash would, and waits
+// for it to exit.
+func (p *Process) Kill() error {
+	if p == nil || p.Exited() {
+		return nil
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New(p.name + " did not exit after SIGKILL")
+	}
+}
+
+// Logs returns everything the process wrote.
+func (p *Process) Logs() string {
 	b, _ := os.ReadFile(p.logPath)
 	return string(b)
 }

@@ -43,7 +43,7 @@ type Spire struct {
 
 	bin    string
 	config string
-	proc   *process
+	proc   *Process
 }
 
 // StartSpire starts a spire-server and waits until it is healthy.
@@ -124,8 +124,8 @@ func (s *Spire) start() error {
 	}
 	s.proc = p
 	if err := s.waitHealthy(90 * time.Second); err != nil {
-		_ = p.stop(10 * time.Second)
-		return fmt.Errorf("%w\n--- spire-server log ---\n%s", err, lastLines(p.logs(), 40))
+		_ = p.Stop(10 * time.Second)
+		return fmt.Errorf("%w\n--- spire-server log ---\n%s", err, lastLines(p.Logs(), 40))
 	}
 	return nil
 }
@@ -139,8 +139,8 @@ func (s *Spire) waitHealthy(timeout time.Duration) error {
 		if err == nil {
 			return nil
 		}
-		if s.proc.exited() {
-			return fmt.Errorf("spire-server exited before it was healthy: %v", s.proc.err)
+		if s.proc.Exited() {
+			return fmt.Errorf("spire-server exited before it was healthy: %v", s.proc.ExitError())
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("spire-server not healthy after %s: %s", timeout, strings.TrimSpace(string(out)))
@@ -192,7 +192,7 @@ func (s *Spire) Stop() error {
 	if s == nil || s.proc == nil {
 		return nil
 	}
-	return s.proc.stop(15 * time.Second)
+	return s.proc.Stop(15 * time.Second)
 }
 
 // Restart stops the server and starts it again on the same data, keys and
@@ -205,7 +205,7 @@ func (s *Spire) Restart() error {
 }
 
 // Running reports whether the server process is alive.
-func (s *Spire) Running() bool { return s.proc != nil && !s.proc.exited() }
+func (s *Spire) Running() bool { return s.proc != nil && !s.proc.Exited() }
 
 // Logs returns the server's log.
 func (s *Spire) Logs() string {
