@@ -1,0 +1,40 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/trustplane/trustplane/e2e/framework"
+)
+
+// cluster is the one the specs run against: a local control plane with the
+// operators as processes (the default, `make e2e`), or a kind cluster
+// (E2E_CLUSTER=kind, `make e2e-kind`).
+var cluster framework.Cluster
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Trustplane end to end")
+}
+
+var _ = BeforeSuite(func(ctx context.Context) {
+	var err error
+	switch os.Getenv("E2E_CLUSTER") {
+	case "kind":
+		cluster, err = framework.ConnectKind(ctx, framework.KindOptions{})
+	default:
+		cluster, err = framework.StartLocal(ctx, framework.LocalOptions{Progress: GinkgoWriter})
+	}
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(cluster.Stop()).To(Succeed()) })
+}, NodeTimeout(10*60e9))
+
+var _ = ReportAfterEach(func(report SpecReport) {
+	if report.Failed() && cluster != nil {
+		AddReportEntry("diagnostics", cluster.Diagnostics())
+	}
+})

@@ -1,0 +1,309 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/testenv"
+)
+
+// LocalOptions configure StartLocal.
+type LocalOptions struct {
+	// Root is the repository root; empty means RepoRoot().
+	Root string
+	// TrustDomain defaults to example.org.
+	TrustDomain string
+	// Operators to run; nil means all three.
+	Operators []string
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+}
+
+// Local is a control plane, a spire-server and the operators as processes,
+// each operator authenticated as its own service account, so that its RBAC
+// (from config/rbac) is enforced.
+type Local struct {
+	root    string
+	dir     string
+	td      string
+	cp      *testenv.ControlPlane
+	spire   *testenv.Spire
+	client  client.Client
+	bins    map[string]string
+	configs map[string]string
+	out     io.Writer
+
+	mu   sync.Mutex
+	proc map[string]*testenv.Process
+}
+
+var _ Cluster = &Local{}
+
+// StartLocal starts everything; on error it stops what it started.
+func StartLocal(ctx context.Context, opts LocalOptions) (_ *Local, err error) {
+	if opts.Root == "" {
+		if opts.Root, err = RepoRoot(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.TrustDomain == "" {
+		opts.TrustDomain = "example.org"
+	}
+	if opts.Operators == nil {
+		opts.Operators = Operators
+	}
+	out := opts.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	l := &Local{root: opts.Root, td: opts.TrustDomain, out: out, bins: map[string]string{},
+		configs: map[string]string{}, proc: map[string]*testenv.Process{}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, l.Stop())
+		}
+	}()
+	if l.dir, err = os.MkdirTemp("", "trustplane-local-"); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+
+	for _, op := range opts.Operators {
+		l.step("building %s", op)
+		bin := filepath.Join(l.dir, op)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd")
+		cmd.Dir = filepath.Join(l.root, op)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build %s: %w\n%s", op, err, out)
+		}
+		l.bins[op] = bin
+	}
+
+	l.step("starting kube-apiserver and etcd")
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	var crds []string
+	for _, op := range opts.Operators {
+		crds = append(crds, filepath.Join(l.root, op, "config", "crd", "bases"))
+	}
+	if l.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: crds, Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	if l.client, err = clientFromKubeconfig(l.cp.KubeconfigPath, scheme); err != nil {
+		return nil, err
+	}
+
+	l.step("starting spire-server")
+	if l.spire, err = testenv.StartSpire(testenv.SpireOptions{TrustDomain: l.td}); err != nil {
+		return nil, err
+	}
+
+	if err := l.ensureNamespace(ctx, Namespace); err != nil {
+		return nil, err
+	}
+	for _, op := range opts.Operators {
+		l.step("installing RBAC of %s", op)
+		if l.configs[op], err = l.installRBAC(ctx, op); err != nil {
+			return nil, err
+		}
+		if err := l.startOperator(op); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *Local) step(format string, args ...any) {
+	fmt.Fprintf(l.out, "[trustplane] "+format+"\n", args...)
+}
+
+// installRBAC applies the operator's generated ClusterRole, binds it to the
+// operator's service account and returns a kubeconfig authenticated as that
+// service account.
+func (l *Local) installRBAC(ctx context.Context, op string) (string, error) {
+	kubectl, err := testenv.Binary("kubectl")
+	if err != nil {
+		return "", err
+	}
+	role := filepath.Join(l.root, op, "config", "rbac", "role.yaml")
+	if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", l.cp.KubeconfigPath, "apply", "--server-side", "-f", role).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("apply %s: %w\n%s", role, err, out)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: op, Namespace: Namespace}}
+	if err := l.client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("service account %s: %w", op, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: op + "-manager-rolebinding"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: op + "-manager-role"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: op, Namespace: Namespace}},
+	}
+	if err := l.client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("role binding %s: %w", op, err)
+	}
+	user := "system:serviceaccount:" + Namespace + ":" + op
+	return l.cp.WriteKubeconfig(user, []string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace, "system:authenticated"})
+}
+
+// operatorArgs are the flags of each operator in the local setup.
+func (l *Local) operatorArgs(op string) []string {
+	common := []string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--requeue-after=10m"}
+	switch op {
+	case "spiffe-operator":
+		return append(common, "--spire-socket="+l.spire.SocketPath, "--trust-domain="+l.td)
+	case "identity-operator":
+		return append(common, "--trust-domain="+l.td, "--parent-id="+l.AgentParentID())
+	case "bundle-operator":
+		return append(common, "--spire-socket="+l.spire.SocketPath, "--trust-domain="+l.td)
+	}
+	return common
+}
+
+func (l *Local) startOperator(op string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, err := testenv.StartProcess(testenv.ProcessOptions{
+		Name: op, Path: l.bins[op], Args: l.operatorArgs(op),
+		Env:     []string{"KUBECONFIG=" + l.configs[op]},
+		LogPath: filepath.Join(l.dir, op+".log"),
+	})
+	if err != nil {
+		return err
+	}
+	l.proc[op] = p
+	// An operator that exits at once (bad flags, missing RBAC at startup) is an error now, not a timeout later.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if p.Exited() {
+			return fmt.Errorf("%s exited at startup: %v\n%s", op, p.ExitError(), tail(p.Logs(), 30))
+		}
+		time.Sleep(100 * time.Millisecond) // startup watch interval
+	}
+	l.step("%s running (pid %d, log %s)", op, p.Pid(), filepath.Join(l.dir, op+".log"))
+	return nil
+}
+
+// Client implements Cluster.
+func (l *Local) Client() client.Client { return l.client }
+
+// KubeconfigPath implements Cluster.
+func (l *Local) KubeconfigPath() string { return l.cp.KubeconfigPath }
+
+// SpireConn implements Cluster: the admin API over the server's Unix socket.
+func (l *Local) SpireConn(ctx context.Context) (*grpc.ClientConn, error) { return l.spire.Dial(ctx) }
+
+// TrustDomain implements Cluster.
+func (l *Local) TrustDomain() string { return l.td }
+
+// AgentParentID implements Cluster.
+func (l *Local) AgentParentID() string { return "spiffe://" + l.td + "/k8s-cluster/local" }
+
+// Spire returns the local spire-server.
+func (l *Local) Spire() *testenv.Spire { return l.spire }
+
+// Dir is the working directory with binaries, logs and kubeconfigs.
+func (l *Local) Dir() string { return l.dir }
+
+// RestartOperator implements Cluster: SIGKILL, then start again.
+func (l *Local) RestartOperator(_ context.Context, op string) error {
+	l.mu.Lock()
+	p := l.proc[op]
+	l.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("operator %s is not running", op)
+	}
+	if err := p.Kill(); err != nil {
+		return err
+	}
+	return l.startOperator(op)
+}
+
+// OperatorLogs returns an operator's log.
+func (l *Local) OperatorLogs(op string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p := l.proc[op]; p != nil {
+		return p.Logs()
+	}
+	return ""
+}
+
+// Diagnostics implements Cluster.
+func (l *Local) Diagnostics() string {
+	var b strings.Builder
+	for _, op := range Operators {
+		fmt.Fprintf(&b, "--- %s (last lines) ---\n%s\n", op, tail(l.OperatorLogs(op), 60))
+	}
+	if l.spire != nil {
+		fmt.Fprintf(&b, "--- spire-server (last lines) ---\n%s\n", tail(l.spire.Logs(), 30))
+	}
+	return b.String()
+}
+
+// Stop implements Cluster.
+func (l *Local) Stop() error {
+	var errs []error
+	l.mu.Lock()
+	for _, p := range l.proc {
+		errs = append(errs, p.Stop(10*time.Second))
+	}
+	l.mu.Unlock()
+	if l.spire != nil {
+		errs = append(errs, l.spire.Cleanup())
+	}
+	if l.cp != nil {
+		errs = append(errs, l.cp.Stop())
+		_ = os.RemoveAll(l.cp.LogDir)
+	}
+	if l.dir != "" {
+		errs = append(errs, os.RemoveAll(l.dir))
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Local) ensureNamespace(ctx context.Context, name string) error {
+	err := l.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+func clientFromKubeconfig(path string, scheme *runtime.Scheme) (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("client from %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
