@@ -195,6 +195,14 @@ func (s *Spire) Stop() error {
 	return s.proc.Stop(15 * time.Second)
 }
 
+// Kill ends the server at once (SIGKILL), as a crash would.
+func (s *Spire) Kill() error {
+	if s == nil || s.proc == nil {
+		return nil
+	}
+	return s.proc.Kill()
+}
+
 // Restart stops the server and starts it again on the same data, keys and
 // socket, as after a crash or an upgrade.
 func (s *Spire) Restart() error {

@@ -280,6 +280,25 @@ func (l *Local) Stop() error {
 	return errors.Join(errs...)
 }
 
+// Kill ends every process at once (SIGKILL) and removes the files; the
+// demo uses it when asked twice to stop.
+func (l *Local) Kill() {
+	l.mu.Lock()
+	for _, p := range l.proc {
+		_ = p.Kill()
+	}
+	l.mu.Unlock()
+	if l.spire != nil {
+		_ = l.spire.Kill()
+		_ = os.RemoveAll(l.spire.Dir)
+	}
+	if l.cp != nil {
+		_ = l.cp.Stop() // envtest's own stop already ends with SIGKILL
+		_ = os.RemoveAll(l.cp.LogDir)
+	}
+	_ = os.RemoveAll(l.dir)
+}
+
 func (l *Local) ensureNamespace(ctx context.Context, name string) error {
 	err := l.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
