@@ -9,7 +9,11 @@ PKGS      := $(foreach m,$(MODULES),./$(m)/...)
 GO_TEST_FLAGS ?= -timeout 20m
 CONTROLLER_GEN := $(CURDIR)/hack/controller-gen.sh
 
-.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind \
+# kubectl (with its built-in kustomize) from the tool cache unless given.
+KUBECTL ?= $(CURDIR)/hack/kubectl.sh
+IMAGE_TAG ?= dev
+
+.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind images \
 	$(foreach o,$(OPERATORS),deploy-$(o) undeploy-$(o))
 
 all: test
@@ -47,3 +51,21 @@ fmt: ## gofmt every module
 
 demo: tools ## start a local control plane, SPIRE and the three operators, apply the samples, show the result
 	hack/demo.sh
+
+e2e: tools ## the end-to-end suite on a local control plane (also part of make test)
+	go test -timeout 20m -v ./e2e/...
+
+e2e-kind: ## the same suite on a kind cluster (needs Docker): images, SPIRE, make deploy-<operator>
+	hack/e2e-kind.sh
+
+images: ## build the operators' container images (needs Docker)
+	@for o in $(OPERATORS); do docker build -t trustplane/$$o:$(IMAGE_TAG) -f $$o/Dockerfile . ; done
+
+define deploy_rules
+deploy-$(1): ## apply $(1)'s config/default (CRDs, RBAC, manager) to the cluster of $$KUBECONFIG
+	$(KUBECTL) kustomize $(1)/config/default | $(KUBECTL) apply --server-side --field-manager=trustplane-deploy -f -
+
+undeploy-$(1): ## remove $(1)'s config/default from the cluster
+	$(KUBECTL) kustomize $(1)/config/default | $(KUBECTL) delete --ignore-not-found -f -
+endef
+$(foreach o,$(OPERATORS),$(eval $(call deploy_rules,$(o))))
