@@ -3,14 +3,11 @@ package controller_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -30,14 +27,8 @@ func TestController(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	log.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(testapi.AddToScheme(scheme)).To(Succeed())
 	var err error
-	cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
-		CRDDirectoryPaths: []string{filepath.Join("..", "testdata", "crd")},
-		Scheme:            scheme,
-	})
+	cp, err = testapi.StartControlPlane()
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
 })

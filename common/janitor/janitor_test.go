@@ -3,7 +3,6 @@ package janitor_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -12,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/internal/testapi"
@@ -31,14 +28,8 @@ func TestJanitor(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(testapi.AddToScheme(scheme)).To(Succeed())
 	var err error
-	cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
-		CRDDirectoryPaths: []string{filepath.Join("..", "testdata", "crd")},
-		Scheme:            scheme,
-	})
+	cp, err = testapi.StartControlPlane()
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
 })

@@ -3,14 +3,11 @@ package testenv_test
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/internal/testapi"
@@ -21,14 +18,8 @@ var _ = Describe("ControlPlane", Ordered, func() {
 	var cp *testenv.ControlPlane
 
 	BeforeAll(func() {
-		scheme := runtime.NewScheme()
-		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-		Expect(testapi.AddToScheme(scheme)).To(Succeed())
 		var err error
-		cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
-			CRDDirectoryPaths: []string{filepath.Join("..", "testdata", "crd")},
-			Scheme:            scheme,
-		})
+		cp, err = testapi.StartControlPlane()
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() {
 			if CurrentSpecReport().Failed() {

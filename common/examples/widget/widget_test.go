@@ -2,7 +2,6 @@ package widget_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -23,7 +20,6 @@ import (
 	"github.com/trustplane/trustplane/common/examples/widget"
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/labels"
-	"github.com/trustplane/trustplane/common/testenv"
 )
 
 func TestWidgetOperator(t *testing.T) {
@@ -35,16 +31,12 @@ var _ = Describe("the example operator", Ordered, func() {
 	var c client.Client
 
 	BeforeAll(func() {
-		scheme := runtime.NewScheme()
-		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-		Expect(testapi.AddToScheme(scheme)).To(Succeed())
-		cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{
-			CRDDirectoryPaths: []string{filepath.Join("..", "..", "testdata", "crd")}, Scheme: scheme})
+		cp, err := testapi.StartControlPlane()
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(cp.Stop)
 		c = cp.Client
 
-		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(widget.Setup(mgr, config.Default(), prometheus.NewRegistry())).To(Succeed())
 		ctx, cancel := context.WithCancel(context.Background())
