@@ -153,7 +153,7 @@ func (l *Local) installRBAC(ctx context.Context, op string) (string, error) {
 		return "", fmt.Errorf("service account %s: %w", op, err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: op + "-manager-rolebinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: op + "-local-process"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: op + "-manager-role"},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: op, Namespace: Namespace}},
 	}
