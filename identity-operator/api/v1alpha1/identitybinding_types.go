@@ -85,8 +85,9 @@ const (
 // PoolReference names the pool, in the binding's namespace, whose pods the
 // binding gives an identity.
 type PoolReference struct {
-	// Group is the API group of the pool.
-	// +kubebuilder:default=inference.networking.k8s.io
+	// Group is the API group of the pool. Empty means the group of Kind:
+	// inference.networking.k8s.io for InferencePool, apps for Deployment and
+	// StatefulSet.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Group string `json:"group,omitempty"`
@@ -100,6 +101,24 @@ type PoolReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+}
+
+// Resolved returns the reference with the defaults applied: Kind
+// InferencePool when empty, and the group that goes with the kind when Group
+// is empty.
+func (r PoolReference) Resolved() PoolReference {
+	if r.Kind == "" {
+		r.Kind = InferencePoolKind
+	}
+	if r.Group == "" {
+		switch r.Kind {
+		case InferencePoolKind:
+			r.Group = InferencePoolGroup
+		case DeploymentKind, StatefulSetKind:
+			r.Group = AppsGroup
+		}
+	}
+	return r
 }
 
 // IdentityBoundary separates workloads that share a namespace and service

@@ -59,8 +59,10 @@ func FuzzDecodeAndRender(f *testing.F) {
 		if count(PrefixNamespace, ns) != 1 || count(PrefixServiceAccount, sa) != 1 || count(PrefixBoundary, variant) != 1 {
 			t.Fatalf("rendered set %v lacks the namespace, service account or boundary selector", got)
 		}
-		if len(got) < 4 {
-			t.Fatalf("rendered set %v holds no pool selector", got)
+		for k, v := range labels {
+			if !slices.Contains(got, PrefixPodLabel+k+":"+v) {
+				t.Fatalf("rendered set %v lacks pool label %s=%s", got, k, v)
+			}
 		}
 	})
 }

@@ -1,0 +1,132 @@
+package controller_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
+)
+
+const setterGroup = "trustplane:identity-boundary-setters"
+
+// impersonating returns a client acting as user in groups.
+func impersonating(user string, groups ...string) client.Client {
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+func applyPolicyManifests(ctx context.Context) {
+	dir := filepath.Join(testsupport.ModuleRoot(), "config", "policy")
+	for _, f := range []string{"identity-boundary-params.yaml", "identity-boundary-policy.yaml", "identity-boundary-binding.yaml"} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{}
+		Expect(yaml.Unmarshal(data, &u.Object)).To(Succeed())
+		Expect(k8s.Create(ctx, u)).To(Succeed(), f)
+	}
+}
+
+func pod(ns, name string, podLabels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: podLabels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.org/app:1"}}},
+	}
+}
+
+func relabel(ctx context.Context, c client.Client, ns, name string, mutate func(map[string]string) map[string]string) error {
+	p := &corev1.Pod{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+		return err
+	}
+	p.Labels = mutate(p.Labels)
+	return c.Update(ctx, p)
+}
+
+var _ = Describe("Admission policy: the boundary label is platform controlled and immutable", Ordered, func() {
+	var ns string
+	var setter, dev client.Client
+
+	BeforeAll(func(ctx context.Context) {
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trustplane-system"}})).To(Succeed())
+		applyPolicyManifests(ctx)
+		ns = newNamespace(ctx)
+		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}))).To(Succeed())
+		Expect(k8s.Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "pod-writer"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "update", "patch"}}},
+		})).To(Succeed())
+		Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "pod-writer"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "pod-writer"},
+			Subjects: []rbacv1.Subject{
+				{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: setterGroup},
+				{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "app-devs"},
+			},
+		})).To(Succeed())
+		setter = impersonating("platform", setterGroup)
+		dev = impersonating("alice", "app-devs")
+
+		By("waiting until the policy is enforced")
+		Eventually(func() bool {
+			probe := pod(ns, "", map[string]string{v1alpha1.BoundaryLabel: "v1"})
+			probe.GenerateName = "probe-"
+			err := dev.Create(ctx, probe)
+			return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+		}, 30*time.Second, 250*time.Millisecond).Should(BeTrue())
+	})
+
+	It("lets the configured group create a pod with the label", func(ctx context.Context) {
+		Expect(setter.Create(ctx, pod(ns, "labelled", map[string]string{v1alpha1.BoundaryLabel: "v1", "app": "web"}))).To(Succeed())
+	})
+
+	It("denies other users creating a pod with the label", func(ctx context.Context) {
+		err := dev.Create(ctx, pod(ns, "sneaky", map[string]string{v1alpha1.BoundaryLabel: "v1"}))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("identity.trustplane.dev/variant"))
+	})
+
+	It("lets anyone create a pod without the label", func(ctx context.Context) {
+		Expect(dev.Create(ctx, pod(ns, "plain", map[string]string{"app": "web"}))).To(Succeed())
+	})
+
+	It("denies changing the label, even for the configured group", func(ctx context.Context) {
+		err := relabel(ctx, setter, ns, "labelled", func(l map[string]string) map[string]string { l[v1alpha1.BoundaryLabel] = "v2"; return l })
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("immutable"))
+	})
+
+	It("denies removing the label", func(ctx context.Context) {
+		err := relabel(ctx, setter, ns, "labelled", func(l map[string]string) map[string]string { delete(l, v1alpha1.BoundaryLabel); return l })
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("immutable"))
+	})
+
+	It("denies adding the label to an existing pod", func(ctx context.Context) {
+		for _, c := range []client.Client{dev, setter} {
+			err := relabel(ctx, c, ns, "plain", func(l map[string]string) map[string]string { l[v1alpha1.BoundaryLabel] = "v1"; return l })
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("immutable"))
+		}
+	})
+
+	It("allows other label changes on a labelled pod", func(ctx context.Context) {
+		Expect(relabel(ctx, dev, ns, "labelled", func(l map[string]string) map[string]string { l["tier"] = "gold"; return l })).To(Succeed())
+	})
+})

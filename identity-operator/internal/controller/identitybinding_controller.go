@@ -1,0 +1,207 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
+	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/labels"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/index"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+	"github.com/trustplane/trustplane/identity-operator/internal/pool"
+)
+
+// Name is the controller name used in logs, events and metrics.
+const Name = "identitybinding"
+
+// +kubebuilder:rbac:groups=identity.trustplane.dev,resources=identitybindings,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=identity.trustplane.dev,resources=identitybindings/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=identity.trustplane.dev,resources=identitybindings/finalizers,verbs=update
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spiffeentries,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=spire.spiffe.io,resources=clusterspiffeids,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupOptions configure Setup.
+type SetupOptions struct {
+	// TrustDomain renders SPIFFE IDs for the SPIFFE ID index.
+	TrustDomain spiffeid.TrustDomain
+	// Outputs are the output kinds to watch.
+	Outputs []output.Kind
+}
+
+// Setup registers the indexes and the controller c with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1alpha1.IdentityBinding], opts SetupOptions) error {
+	if err := index.Register(ctx, mgr.GetFieldIndexer(), opts.TrustDomain); err != nil {
+		return err
+	}
+	m := &mapper{client: mgr.GetClient(), td: opts.TrustDomain}
+	inferencePools, err := crdInstalled(mgr, pool.InferencePoolGVK.GroupKind(), pool.InferencePoolGVK.Version)
+	if err != nil {
+		return err
+	}
+	if !inferencePools {
+		logf.FromContext(ctx).Info("InferencePool CRD not installed: bindings to InferencePools report InferencePoolCRDMissing and retry slowly; restart the operator after installing it to watch pools",
+			"gvk", pool.InferencePoolGVK.String())
+	}
+	return controller.SetupWithManager(mgr, c, func() *v1alpha1.IdentityBinding { return &v1alpha1.IdentityBinding{} },
+		func(b *builder.Builder) *builder.Builder {
+			b = b.Watches(&v1alpha1.IdentityBinding{}, &peerHandler{m: m}).
+				Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.AppsGroup, v1alpha1.DeploymentKind))).
+				Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.AppsGroup, v1alpha1.StatefulSetKind)))
+			if inferencePools {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(pool.InferencePoolGVK)
+				b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.InferencePoolGroup, v1alpha1.InferencePoolKind)))
+			}
+			for _, k := range opts.Outputs {
+				switch k {
+				case output.KindSpiffeEntry:
+					b = b.Watches(&spiffev1alpha1.SpiffeEntry{}, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
+				case output.KindClusterSPIFFEID:
+					u := &unstructured.Unstructured{}
+					u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+					b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
+				}
+			}
+			return b
+		})
+}
+
+// crdInstalled reports whether the API server serves gk in version.
+func crdInstalled(mgr ctrl.Manager, gk schema.GroupKind, version string) (bool, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(gk, version)
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("look up %s: %w", gk, err)
+}
+
+// mapper finds the bindings an event concerns, through the cache indexes.
+type mapper struct {
+	client client.Reader
+	td     spiffeid.TrustDomain
+}
+
+// peers returns b's group peers and same-SPIFFE-ID peers, b included.
+func (m *mapper) peers(ctx context.Context, b *v1alpha1.IdentityBinding) []reconcile.Request {
+	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}}}
+	reqs = append(reqs, m.byGroup(ctx, b.Namespace, index.GroupKey(b.Namespace, b.Spec.ServiceAccountName, b.Spec.IdentityBoundary.Variant))...)
+	if id, ok := index.SPIFFEID(m.td, b); ok {
+		reqs = append(reqs, m.byField(ctx, index.FieldSPIFFEID, index.IDKey(id))...)
+	}
+	return reqs
+}
+
+func (m *mapper) byGroup(ctx context.Context, namespace, key string) []reconcile.Request {
+	return m.list(ctx, client.InNamespace(namespace), client.MatchingFields{index.FieldGroup: key})
+}
+
+func (m *mapper) byField(ctx context.Context, field, key string) []reconcile.Request {
+	return m.list(ctx, client.MatchingFields{field: key})
+}
+
+func (m *mapper) list(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var l v1alpha1.IdentityBindingList
+	if err := m.client.List(ctx, &l, opts...); err != nil {
+		logf.FromContext(ctx).Error(err, "list bindings to requeue")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(l.Items))
+	for i := range l.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l.Items[i].Namespace, Name: l.Items[i].Name}}
+	}
+	return reqs
+}
+
+// poolBindings maps a pool event to the bindings that reference the pool.
+func (m *mapper) poolBindings(group, kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		key := index.PoolKey(v1alpha1.PoolReference{Group: group, Kind: kind, Name: o.GetName()})
+		return m.list(ctx, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.FieldPool: key})
+	}
+}
+
+// outputBindings maps an output event to its owner and to the bindings that
+// may be waiting for it to go: those of its group and SPIFFE ID.
+func (m *mapper) outputBindings(ctx context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	var reqs []reconcile.Request
+	if ns, name := l[labels.OwnerNamespace], l[labels.OwnerName]; ns != "" && name != "" && l[labels.OwnerKind] == "IdentityBinding" {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		if g := l[index.LabelGroup]; g != "" {
+			reqs = append(reqs, m.byGroup(ctx, ns, g)...)
+		}
+	}
+	if id := l[index.LabelSPIFFEID]; id != "" {
+		reqs = append(reqs, m.byField(ctx, index.FieldSPIFFEID, id)...)
+	}
+	return reqs
+}
+
+// peerHandler requeues the group peers of a binding that was created,
+// deleted, or changed in a way the conflict rules see (spec, deletion,
+// labels), before and after the change.
+type peerHandler struct{ m *mapper }
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func (h *peerHandler) add(ctx context.Context, q queue, o client.Object) {
+	b, ok := o.(*v1alpha1.IdentityBinding)
+	if !ok {
+		return
+	}
+	for _, r := range h.m.peers(ctx, b) {
+		q.Add(r)
+	}
+}
+
+// Create implements handler.EventHandler.
+func (h *peerHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {
+	h.add(ctx, q, e.Object)
+}
+
+// Update implements handler.EventHandler.
+func (h *peerHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) {
+	o, n := e.ObjectOld, e.ObjectNew
+	if o.GetGeneration() == n.GetGeneration() && (o.GetDeletionTimestamp() == nil) == (n.GetDeletionTimestamp() == nil) &&
+		o.GetLabels()[labels.Environment] == n.GetLabels()[labels.Environment] {
+		return
+	}
+	h.add(ctx, q, o)
+	h.add(ctx, q, n)
+}
+
+// Delete implements handler.EventHandler.
+func (h *peerHandler) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
+	h.add(ctx, q, e.Object)
+}
+
+// Generic implements handler.EventHandler.
+func (h *peerHandler) Generic(ctx context.Context, e event.GenericEvent, q queue) {
+	h.add(ctx, q, e.Object)
+}

@@ -1,0 +1,70 @@
+package controller_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/labels"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+)
+
+var _ = Describe("Ownership: an object the operator did not create is never adopted, changed or deleted", func() {
+	It("reports ManagedOutputApplyFailed and leaves the foreign SpiffeEntry alone", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+		foreign := &spiffev1alpha1.SpiffeEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: output.Name(ns, "web"), Labels: map[string]string{labels.Environment: environment, "team": "someone-else"}},
+			Spec: spiffev1alpha1.SpiffeEntrySpec{
+				SpiffeID:  "spiffe://example.org/someone/else",
+				ParentID:  parentID,
+				Selectors: []string{"k8s:ns:elsewhere"},
+			},
+		}
+		Expect(k8s.Create(ctx, foreign)).To(Succeed())
+		rv := foreign.ResourceVersion
+
+		b := createBinding(ctx, ns, "web", "serving", "v1")
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
+		Expect(failures(getBinding(ctx, ns, b.Name)(Default))).To(Equal([]string{"RenderFailure=ManagedOutputApplyFailed"}))
+		Consistently(func(g Gomega) string {
+			cur := &spiffev1alpha1.SpiffeEntry{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
+			return cur.ResourceVersion
+		}, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+
+		By("deleting the binding does not delete the foreign object either")
+		Expect(k8s.Delete(ctx, getBinding(ctx, ns, b.Name)(Default))).To(Succeed())
+		Eventually(func() error {
+			return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Name}, &v1alpha1.IdentityBinding{})
+		}).ShouldNot(Succeed())
+		cur := &spiffev1alpha1.SpiffeEntry{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
+		Expect(cur.ResourceVersion).To(Equal(rv))
+	}, SpecTimeout(time.Minute))
+})
+
+var _ = Describe("Deletion: a deleted binding's outputs are deleted before it goes", func() {
+	It("removes the SpiffeEntry and ClusterSPIFFEID, then the binding", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+		b := createBinding(ctx, ns, "web", "serving", "v1")
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal("True"))
+		Expect(entryExists(ctx, ns, b.Name)()).To(BeTrue())
+		Expect(clusterSPIFFEIDExists(ctx, ns, b.Name)()).To(BeTrue())
+
+		Expect(k8s.Delete(ctx, getBinding(ctx, ns, b.Name)(Default))).To(Succeed())
+		Eventually(func() error {
+			return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Name}, &v1alpha1.IdentityBinding{})
+		}).ShouldNot(Succeed())
+		Expect(entryExists(ctx, ns, b.Name)()).To(BeFalse())
+		Expect(clusterSPIFFEIDExists(ctx, ns, b.Name)()).To(BeFalse())
+	}, SpecTimeout(time.Minute))
+})

@@ -1,0 +1,81 @@
+package controller_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/labels"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+)
+
+var _ = Describe("Rendering: a Ready binding gets outputs with the safe selector set", func() {
+	It("renders a Deployment pool into a SpiffeEntry and a ClusterSPIFFEID", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+		b := createBinding(ctx, ns, "web-canary", "serving", "canary")
+
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal("True"))
+		got := getBinding(ctx, ns, b.Name)(Default)
+		wantSelectors := []string{
+			"k8s:ns:" + ns,
+			"k8s:pod-label:app:web",
+			"k8s:pod-label:identity.trustplane.dev/variant:canary",
+			"k8s:sa:serving",
+		}
+		wantID := "spiffe://example.org/ns/" + ns + "/sa/serving/pool/web/variant/canary"
+		Expect(got.Status.SPIFFEID).To(Equal(wantID))
+		Expect(got.Status.Selectors).To(Equal(wantSelectors))
+		Expect(failures(got)).To(BeEmpty())
+		Expect(got.Status.Outputs).To(ConsistOf(
+			v1alpha1.OutputReference{APIVersion: "spiffe.trustplane.dev/v1alpha1", Kind: "SpiffeEntry", Name: output.Name(ns, b.Name)},
+			v1alpha1.OutputReference{APIVersion: "spire.spiffe.io/v1alpha1", Kind: "ClusterSPIFFEID", Name: output.Name(ns, b.Name)},
+		))
+
+		e := getEntry(ctx, ns, b.Name)(Default)
+		Expect(e.Spec.SpiffeID).To(Equal(wantID))
+		Expect(e.Spec.ParentID).To(Equal(parentID))
+		Expect(e.Spec.Selectors).To(Equal(wantSelectors))
+		Expect(e.Labels).To(HaveKeyWithValue(labels.OwnerUID, string(got.UID)))
+		Expect(e.Labels).To(HaveKeyWithValue(labels.OwnerKind, "IdentityBinding"))
+		Expect(e.Labels).To(HaveKeyWithValue(labels.OwnerName, b.Name))
+		Expect(e.Labels).To(HaveKeyWithValue(labels.OwnerNamespace, ns))
+		Expect(e.Labels).To(HaveKeyWithValue(labels.Environment, environment))
+		Expect(e.OwnerReferences).To(BeEmpty(), "a namespaced binding cannot own a cluster-scoped object by reference")
+
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: output.Name(ns, b.Name)}, u)).To(Succeed())
+		Expect(u.Object["spec"]).To(HaveKeyWithValue("spiffeIDTemplate", wantID))
+		Expect(u.Object["spec"]).To(HaveKeyWithValue("podSelector", map[string]any{"matchLabels": map[string]any{"app": "web"}}))
+		Expect(u.Object["spec"]).To(HaveKeyWithValue("workloadSelectorTemplates", ConsistOf(
+			"k8s:ns:"+ns, "k8s:pod-label:app:web", "k8s:pod-label:identity.trustplane.dev/variant:canary", "k8s:sa:serving")))
+		Expect(u.GetLabels()).To(HaveKeyWithValue(labels.OwnerUID, string(got.UID)))
+
+		By("a steady binding does not rewrite its outputs (no write loop)")
+		rv := e.ResourceVersion
+		Consistently(func(g Gomega) string { return getEntry(ctx, ns, b.Name)(g).ResourceVersion }, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+	}, SpecTimeout(time.Minute))
+
+	It("reads an InferencePool's matchLabels and applies TTLs", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		Expect(k8s.Create(ctx, inferencePool(ns, "llm", map[string]any{"app": "llm", "model": "small"}))).To(Succeed())
+		b := createBinding(ctx, ns, "llm-stable", "serving", "stable", withPool("", "", "llm"), func(b *v1alpha1.IdentityBinding) {
+			b.Spec.X509SVIDTTL = &metav1.Duration{Duration: time.Hour}
+		})
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal("True"))
+		e := getEntry(ctx, ns, b.Name)(Default)
+		Expect(e.Spec.Selectors).To(Equal([]string{
+			"k8s:ns:" + ns, "k8s:pod-label:app:llm", "k8s:pod-label:identity.trustplane.dev/variant:stable",
+			"k8s:pod-label:model:small", "k8s:sa:serving",
+		}))
+		Expect(e.Spec.X509SVIDTTL).To(Equal(&metav1.Duration{Duration: time.Hour}))
+	}, SpecTimeout(time.Minute))
+})

@@ -1,0 +1,96 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/testenv"
+
+	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+	"github.com/trustplane/trustplane/identity-operator/internal/setup"
+	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
+)
+
+const (
+	trustDomain = "example.org"
+	parentID    = "spiffe://example.org/k8s-cluster-nodes"
+	environment = "test"
+)
+
+var (
+	cp     *testenv.ControlPlane
+	k8s    client.Client
+	scheme *runtime.Scheme
+	cancel context.CancelFunc
+)
+
+func TestController(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	RunSpecs(t, "identity-operator controller suite")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	scheme, err = setup.NewScheme()
+	Expect(err).NotTo(HaveOccurred())
+	external, err := testsupport.ExternalCRDs()
+	Expect(err).NotTo(HaveOccurred())
+	cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
+		CRDDirectoryPaths: append(testsupport.OwnCRDs(), external...),
+		Scheme:            scheme,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	k8s = cp.Client
+
+	fw := config.Default()
+	fw.DefaultEnvironment = environment
+	fw.RequeueAfterOnError = 50 * time.Millisecond
+	fw.MaxBackoff = time.Second
+	outputs := []output.Kind{output.KindSpiffeEntry, output.KindClusterSPIFFEID}
+	s := setup.Settings{
+		Framework:   fw,
+		TrustDomain: spiffeid.RequireTrustDomainFromString(trustDomain),
+		ParentID:    parentID,
+		Outputs:     outputs,
+		MetricsAddr: "0",
+		ProbeAddr:   "0",
+		Handler: identitybinding.Options{
+			TrustDomain:        spiffeid.RequireTrustDomainFromString(trustDomain),
+			ParentID:           parentID,
+			Outputs:            outputs,
+			WithdrawalRetry:    200 * time.Millisecond,
+			DefaultEnvironment: environment,
+		},
+	}
+	mgr, err := ctrl.NewManager(cp.Config, setup.ManagerOptions(s, scheme))
+	Expect(err).NotTo(HaveOccurred())
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	Expect(setup.Register(ctx, mgr, s, prometheus.NewRegistry())).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	Expect(cp.Stop()).To(Succeed())
+})

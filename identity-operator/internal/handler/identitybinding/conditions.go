@@ -1,0 +1,79 @@
+package identitybinding
+
+import (
+	"context"
+	"errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/common/janitor"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/selector"
+)
+
+// failureTypes are the failure conditions; at most one is present at a time.
+var failureTypes = []string{
+	v1alpha1.ConditionInvalidRef,
+	v1alpha1.ConditionUnsafeSelector,
+	v1alpha1.ConditionConflict,
+	v1alpha1.ConditionRenderFailure,
+}
+
+// reasoned attaches a condition reason to err.
+func reasoned(reason string, err error) error { return ctrlerrors.WithReason(reason, err) }
+
+// reasonOf returns the condition reason an error carries.
+func reasonOf(err error) string {
+	var se *selector.Error
+	if errors.As(err, &se) {
+		return se.Reason
+	}
+	return ctrlerrors.Reason(err, "Failed")
+}
+
+// setFailure makes condType the one failure condition of b.
+func setFailure(b *v1alpha1.IdentityBinding, condType, reason, message string) {
+	for _, t := range failureTypes {
+		if t != condType {
+			b.RemoveCondition(t)
+		}
+	}
+	b.SetCondition(metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: reason, Message: message})
+}
+
+// clearFailures removes every failure condition.
+func clearFailures(b *v1alpha1.IdentityBinding) {
+	for _, t := range failureTypes {
+		b.RemoveCondition(t)
+	}
+}
+
+// fail reports cause as the one failure condition condType, withdraws the
+// binding's outputs ("any failure: no output") and returns the error that
+// sets Ready=False with the same reason: Blocked once the outputs are
+// confirmed gone (a user has to act), a short retry while they are not.
+func (h *Handler) fail(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, condType string, cause error) error {
+	reason := reasonOf(cause)
+	if condType != v1alpha1.ConditionConflict {
+		b.Status.Conflicts = nil
+	}
+	if reason != v1alpha1.ReasonManagedOutputApplyFailed {
+		// Only an output failure comes after the selectors were rendered
+		// in this pass; otherwise they would be stale.
+		b.Status.Selectors = nil
+	}
+	gone, err := h.withdraw(ctx, j, b)
+	if err != nil {
+		setFailure(b, condType, reason, cause.Error()+"; withdrawing outputs failed")
+		return reasoned(reason, err)
+	}
+	if !gone {
+		setFailure(b, condType, reason, cause.Error()+"; outputs are being withdrawn")
+		return reasoned(reason, ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry, "%w (outputs are being withdrawn)", cause))
+	}
+	b.Status.Outputs = nil
+	setFailure(b, condType, reason, cause.Error()+"; no output is kept")
+	return reasoned(reason, ctrlerrors.BlockedErrorf("%w", cause))
+}

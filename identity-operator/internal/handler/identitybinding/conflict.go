@@ -1,0 +1,84 @@
+package identitybinding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/janitor"
+	"github.com/trustplane/trustplane/common/labels"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/conflict"
+	"github.com/trustplane/trustplane/identity-operator/internal/index"
+	"github.com/trustplane/trustplane/identity-operator/internal/selector"
+)
+
+// findConflicts returns b's conflicts. Only bindings of the same
+// namespace, service account and variant, or the same SPIFFE ID, can
+// conflict (rules 1-4), so the two indexes give every candidate; a deleting peer counts until its
+// finalizer is gone, that is until its outputs are confirmed deleted.
+func (h *Handler) findConflicts(ctx context.Context, b *v1alpha1.IdentityBinding, id string) ([]v1alpha1.Conflict, error) {
+	j := janitor.FromContext(ctx)
+	var group, same v1alpha1.IdentityBindingList
+	if err := h.client.List(ctx, &group, client.InNamespace(b.Namespace),
+		client.MatchingFields{index.FieldGroup: index.GroupKey(b.Namespace, b.Spec.ServiceAccountName, b.Spec.IdentityBoundary.Variant)}); err != nil {
+		return nil, fmt.Errorf("list bindings of service account %s/%s, variant %q: %w", b.Namespace, b.Spec.ServiceAccountName, b.Spec.IdentityBoundary.Variant, err)
+	}
+	if err := h.client.List(ctx, &same, client.MatchingFields{index.FieldSPIFFEID: index.IDKey(id)}); err != nil {
+		return nil, fmt.Errorf("list bindings of SPIFFE ID %s: %w", id, err)
+	}
+	peers := make([]conflict.Member, 0, len(group.Items)+len(same.Items))
+	for _, list := range [][]v1alpha1.IdentityBinding{group.Items, same.Items} {
+		for i := range list {
+			p := &list[i]
+			if p.UID == b.UID || h.environmentOf(p) != j.Environment() {
+				continue
+			}
+			if m, ok := h.member(p); ok {
+				peers = append(peers, m)
+			}
+		}
+	}
+	self := conflict.Member{Namespace: b.Namespace, Name: b.Name, ServiceAccount: b.Spec.ServiceAccountName,
+		Variant: b.Spec.IdentityBoundary.Variant, SPIFFEID: id}
+	return conflict.Find(self, peers), nil
+}
+
+// environmentOf returns a binding's environment: its label, else the
+// configured default. Bindings of other environments are not peers.
+func (h *Handler) environmentOf(b *v1alpha1.IdentityBinding) string {
+	if env := b.Labels[labels.Environment]; env != "" {
+		return env
+	}
+	return h.opts.DefaultEnvironment
+}
+
+// member returns what the conflict rules see of a peer; ok is false for a
+// peer whose spec is invalid, which never holds output and so never
+// conflicts.
+func (h *Handler) member(p *v1alpha1.IdentityBinding) (conflict.Member, bool) {
+	if selector.ValidateVariant(p.Spec.IdentityBoundary.Variant) != nil || selector.ValidateServiceAccount(p.Spec.ServiceAccountName) != nil {
+		return conflict.Member{}, false
+	}
+	id, ok := index.SPIFFEID(h.opts.TrustDomain, p)
+	if !ok {
+		return conflict.Member{}, false
+	}
+	return conflict.Member{Namespace: p.Namespace, Name: p.Name, ServiceAccount: p.Spec.ServiceAccountName,
+		Variant: p.Spec.IdentityBoundary.Variant, SPIFFEID: id}, true
+}
+
+// settleConflict withdraws b's outputs and reports the conflict; it is
+// settled (Blocked) only once the outputs are confirmed gone.
+func (h *Handler) settleConflict(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, conflicts []v1alpha1.Conflict) error {
+	parts := make([]string, len(conflicts))
+	for i, c := range conflicts {
+		parts[i] = fmt.Sprintf("%s (%s)", c.Peer, c.Cause)
+	}
+	cause := reasoned(conflict.Reason(conflicts), errors.New("conflicts with "+strings.Join(parts, ", ")))
+	return h.fail(ctx, j, b, v1alpha1.ConditionConflict, cause)
+}

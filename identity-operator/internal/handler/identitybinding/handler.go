@@ -1,0 +1,214 @@
+package identitybinding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/common/handler"
+	"github.com/trustplane/trustplane/common/janitor"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/idtemplate"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+	"github.com/trustplane/trustplane/identity-operator/internal/pool"
+	"github.com/trustplane/trustplane/identity-operator/internal/selector"
+)
+
+// Options configure the Handler.
+type Options struct {
+	// TrustDomain is the trust domain of every rendered SPIFFE ID.
+	TrustDomain spiffeid.TrustDomain
+	// ParentID is the parent of every SpiffeEntry: the node alias of the
+	// cluster's agents.
+	ParentID string
+	// Outputs are the kinds written for a Ready binding.
+	Outputs []output.Kind
+	// DefaultEnvironment is the environment of bindings without the
+	// environment label (the framework's default-environment setting).
+	DefaultEnvironment string
+	// ClassName is set on ClusterSPIFFEID outputs when not empty.
+	ClassName string
+	// CRDMissingRetry is the slow retry while the InferencePool CRD is
+	// missing; zero means one minute.
+	CRDMissingRetry time.Duration
+	// WithdrawalRetry is the retry while outputs are being deleted; zero
+	// means two seconds.
+	WithdrawalRetry time.Duration
+}
+
+// Handler reconciles IdentityBindings.
+type Handler struct {
+	// client reads bindings, pools and outputs from the cache.
+	client client.Client
+	// apiReader reads outputs uncached, to confirm they are gone.
+	apiReader client.Reader
+	pools     pool.Resolver
+	opts      Options
+}
+
+var _ handler.Handler[*v1alpha1.IdentityBinding] = &Handler{}
+
+// New returns a Handler reading through c (cached) and apiReader (uncached).
+func New(c client.Client, apiReader client.Reader, opts Options) (*Handler, error) {
+	if opts.TrustDomain.IsZero() {
+		return nil, errors.New("trust domain is required")
+	}
+	parent, err := spiffeid.FromString(opts.ParentID)
+	if err != nil {
+		return nil, fmt.Errorf("parent ID %q: %w", opts.ParentID, err)
+	}
+	if parent.TrustDomain() != opts.TrustDomain {
+		return nil, fmt.Errorf("parent ID %q is not in trust domain %s", opts.ParentID, opts.TrustDomain)
+	}
+	if len(opts.Outputs) == 0 {
+		opts.Outputs = []output.Kind{output.KindSpiffeEntry}
+	}
+	if opts.CRDMissingRetry == 0 {
+		opts.CRDMissingRetry = time.Minute
+	}
+	if opts.WithdrawalRetry == 0 {
+		opts.WithdrawalRetry = 2 * time.Second
+	}
+	return &Handler{client: c, apiReader: apiReader, pools: pool.Resolver{Reader: c}, opts: opts}, nil
+}
+
+// CreateOrUpdate runs one pass. The checks run in a fixed order, and the
+// first failure withdraws the binding's outputs and sets its one failure
+// condition: the spec (variant, service account, SPIFFE ID template), then
+// conflicts with peers, then the pool and the rendered selectors, then the
+// outputs themselves. Transient read errors keep existing outputs.
+func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBinding) error {
+	log := logf.FromContext(ctx)
+	j := janitor.FromContext(ctx)
+	if j == nil {
+		return errors.New("no janitor client in context")
+	}
+
+	// Status fields are recomputed every pass; the Controller writes them
+	// only if they differ from what is stored.
+	b.Status.SPIFFEID = ""
+
+	// 1. The spec alone: variant, service account, SPIFFE ID.
+	if err := selector.ValidateVariant(b.Spec.IdentityBoundary.Variant); err != nil {
+		return h.fail(ctx, j, b, v1alpha1.ConditionUnsafeSelector, err)
+	}
+	if err := selector.ValidateServiceAccount(b.Spec.ServiceAccountName); err != nil {
+		return h.fail(ctx, j, b, v1alpha1.ConditionUnsafeSelector, err)
+	}
+	id, err := idtemplate.Render(h.opts.TrustDomain, b.Spec.SPIFFEIDPathTemplate, idtemplate.Vars{
+		Namespace:      b.Namespace,
+		ServiceAccount: b.Spec.ServiceAccountName,
+		Pool:           b.Spec.PoolRef.Name,
+		Variant:        b.Spec.IdentityBoundary.Variant,
+	})
+	if err != nil {
+		return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure,
+			reasoned(v1alpha1.ReasonInvalidSPIFFEIDTemplate, fmt.Errorf("render SPIFFE ID: %w", err)))
+	}
+	b.Status.SPIFFEID = id
+
+	// 2. Conflicts with peers of the same group or SPIFFE ID.
+	conflicts, err := h.findConflicts(ctx, b, id)
+	if err != nil {
+		return err
+	}
+	b.Status.Conflicts = conflicts
+	if len(conflicts) > 0 {
+		return h.settleConflict(ctx, j, b, conflicts)
+	}
+
+	// 3. The pool and the rendered selector set.
+	poolLabels, err := h.pools.Selector(ctx, b.Namespace, b.Spec.PoolRef)
+	if err != nil {
+		return h.poolFailure(ctx, j, b, err)
+	}
+	selectors, err := selector.Render(selector.Input{
+		Namespace:      b.Namespace,
+		ServiceAccount: b.Spec.ServiceAccountName,
+		PoolLabels:     poolLabels,
+		Variant:        b.Spec.IdentityBoundary.Variant,
+	})
+	if err != nil {
+		return h.fail(ctx, j, b, v1alpha1.ConditionUnsafeSelector, err)
+	}
+	b.Status.Selectors = selectors
+
+	// 4. Outputs, once no former peer's output overlaps this one.
+	d := output.Desired{
+		Namespace:      b.Namespace,
+		ServiceAccount: b.Spec.ServiceAccountName,
+		Variant:        b.Spec.IdentityBoundary.Variant,
+		SPIFFEID:       id,
+		ParentID:       h.opts.ParentID,
+		Selectors:      selectors,
+		PoolLabels:     poolLabels,
+		X509SVIDTTL:    b.Spec.X509SVIDTTL,
+		JWTSVIDTTL:     b.Spec.JWTSVIDTTL,
+		Hint:           b.Spec.Hint,
+		ClassName:      h.opts.ClassName,
+	}
+	pending, err := h.peerOutputPending(ctx, b, d)
+	if err != nil {
+		return err
+	}
+	if pending != "" {
+		clearFailures(b)
+		log.V(1).Info("waiting for a former peer's output to be withdrawn", "peerOutput", pending)
+		return ctrlerrors.WithReason(v1alpha1.ReasonPeerOutputPending, ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry,
+			"output %s of another binding still selects these workloads; waiting for it to be withdrawn", pending))
+	}
+	refs, err := h.writeOutputs(ctx, j, b, d)
+	if err != nil {
+		// An object in the way, or an output the API server rejects (say,
+		// more selectors than SpiffeEntry allows), needs a user; anything
+		// else is retried.
+		var be *blockedOutputError
+		if errors.As(err, &be) || apierrors.IsInvalid(err) {
+			return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, reasoned(v1alpha1.ReasonManagedOutputApplyFailed, err))
+		}
+		return ctrlerrors.WithReason(v1alpha1.ReasonManagedOutputApplyFailed, err)
+	}
+	b.Status.Outputs = refs
+	clearFailures(b)
+	return nil
+}
+
+// Delete withdraws the binding's outputs and returns nil only once they are
+// confirmed gone, so a deleting binding keeps counting as a conflict peer
+// until then.
+func (h *Handler) Delete(ctx context.Context, b *v1alpha1.IdentityBinding) error {
+	gone, err := h.withdraw(ctx, janitor.FromContext(ctx), b)
+	if err != nil {
+		return err
+	}
+	if !gone {
+		return ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry, "waiting for the outputs of %s/%s to be deleted", b.Namespace, b.Name)
+	}
+	return nil
+}
+
+// poolFailure maps a pool resolution error to its condition and retry.
+func (h *Handler) poolFailure(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, err error) error {
+	var re *pool.RefError
+	var se *selector.Error
+	switch {
+	case errors.As(err, &re) && re.Reason == v1alpha1.ReasonInferencePoolCRDMissing:
+		if fErr := h.fail(ctx, j, b, v1alpha1.ConditionInvalidRef, reasoned(re.Reason, err)); !ctrlerrors.IsBlocked(fErr) {
+			return fErr
+		}
+		return ctrlerrors.WithReason(re.Reason, ctrlerrors.RetryableWithDelayErrorf(h.opts.CRDMissingRetry, "%w", err))
+	case errors.As(err, &re):
+		return h.fail(ctx, j, b, v1alpha1.ConditionInvalidRef, reasoned(re.Reason, err))
+	case errors.As(err, &se):
+		return h.fail(ctx, j, b, v1alpha1.ConditionUnsafeSelector, err)
+	}
+	return err
+}

@@ -1,0 +1,313 @@
+package identitybinding
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/common/janitor"
+	"github.com/trustplane/trustplane/common/labels"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/index"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+)
+
+// blockedOutputError is an output that cannot be written until a user acts:
+// an object in the way that the operator did not create for this binding
+// (never adopted, changed or deleted), or an output the API would reject.
+type blockedOutputError struct{ msg string }
+
+func (e *blockedOutputError) Error() string { return e.msg }
+
+func foreign(kind, name string) error {
+	return &blockedOutputError{msg: fmt.Sprintf("%s %s exists and is not owned by this binding; it is left untouched", kind, name)}
+}
+
+// ownedBy reports whether obj carries b's owner-uid label.
+func ownedBy(obj metav1.Object, b *v1alpha1.IdentityBinding) bool {
+	return types.UID(obj.GetLabels()[labels.OwnerUID]) == b.UID
+}
+
+// listFor returns an empty list of an output kind.
+func listFor(k output.Kind) client.ObjectList {
+	if k == output.KindClusterSPIFFEID {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(output.ClusterSPIFFEIDGVK.GroupVersion().WithKind(output.ClusterSPIFFEIDGVK.Kind + "List"))
+		return l
+	}
+	return &spiffev1alpha1.SpiffeEntryList{}
+}
+
+// outputItems returns the objects of an output list.
+func outputItems(l client.ObjectList) []client.Object {
+	switch l := l.(type) {
+	case *spiffev1alpha1.SpiffeEntryList:
+		out := make([]client.Object, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out
+	case *unstructured.UnstructuredList:
+		out := make([]client.Object, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out
+	}
+	return nil
+}
+
+// peerOutputPending returns the name of an output of another binding that
+// selects the same workloads as d (same group and variant) or carries the
+// same SPIFFE ID, or "". A binding that has just left a conflict waits for
+// such outputs to be withdrawn before it writes its own.
+func (h *Handler) peerOutputPending(ctx context.Context, b *v1alpha1.IdentityBinding, d output.Desired) (string, error) {
+	j := janitor.FromContext(ctx)
+	for _, k := range h.opts.Outputs {
+		for _, sel := range []client.MatchingLabels{
+			{index.LabelGroup: index.GroupKey(d.Namespace, d.ServiceAccount, d.Variant)},
+			{index.LabelSPIFFEID: index.IDKey(d.SPIFFEID)},
+		} {
+			l := listFor(k)
+			if err := j.List(ctx, l, sel); err != nil {
+				return "", fmt.Errorf("list %s outputs of peers: %w", k, err)
+			}
+			for _, o := range outputItems(l) {
+				if !ownedBy(o, b) {
+					return o.GetName(), nil
+				}
+			}
+		}
+	}
+	return "", nil
+}
+
+// writeOutputs creates or updates every configured output of b and deletes
+// its outputs that are no longer wanted.
+func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, d output.Desired) ([]v1alpha1.OutputReference, error) {
+	name := output.Name(b.Namespace, b.Name)
+	// Check every kind before writing any, so a blocked output never makes
+	// the pass write one kind and then withdraw it again.
+	if len(d.Selectors) > output.MaxSelectors {
+		return nil, &blockedOutputError{msg: fmt.Sprintf("%d selectors exceed the %d a SpiffeEntry holds", len(d.Selectors), output.MaxSelectors)}
+	}
+	for _, k := range h.opts.Outputs {
+		if err := h.checkNotForeign(ctx, b, k, name); err != nil {
+			return nil, err
+		}
+	}
+	refs := make([]v1alpha1.OutputReference, 0, len(h.opts.Outputs))
+	for _, k := range h.opts.Outputs {
+		var err error
+		switch k {
+		case output.KindSpiffeEntry:
+			err = h.ensureSpiffeEntry(ctx, j, b, name, d)
+			refs = append(refs, v1alpha1.OutputReference{APIVersion: spiffev1alpha1.GroupVersion.String(), Kind: "SpiffeEntry", Name: name})
+		case output.KindClusterSPIFFEID:
+			err = h.ensureClusterSPIFFEID(ctx, j, b, name, d)
+			refs = append(refs, v1alpha1.OutputReference{APIVersion: output.ClusterSPIFFEIDGVK.GroupVersion().String(), Kind: output.ClusterSPIFFEIDGVK.Kind, Name: name})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := h.declareOutputs(j); err != nil {
+		return nil, err
+	}
+	if _, err := j.Cleanup(ctx); err != nil {
+		return nil, fmt.Errorf("delete stale outputs: %w", err)
+	}
+	return refs, nil
+}
+
+// checkNotForeign returns a blockedOutputError when an object of kind k
+// named name exists and is not b's.
+func (h *Handler) checkNotForeign(ctx context.Context, b *v1alpha1.IdentityBinding, k output.Kind, name string) error {
+	var obj client.Object = &spiffev1alpha1.SpiffeEntry{}
+	if k == output.KindClusterSPIFFEID {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+		obj = u
+	}
+	err := h.client.Get(ctx, client.ObjectKey{Name: name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get %s %s: %w", k, name, err)
+	case !ownedBy(obj, b):
+		return foreign(string(k), name)
+	}
+	return nil
+}
+
+func (h *Handler) declareOutputs(j *janitor.Client) error {
+	for _, k := range h.opts.Outputs {
+		if err := j.Declare(listFor(k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// labelsCurrent reports whether obj already carries every label in want.
+func labelsCurrent(obj metav1.Object, want map[string]string) bool {
+	have := obj.GetLabels()
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeLabels(obj metav1.Object, add map[string]string) {
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	for k, v := range add {
+		l[k] = v
+	}
+	obj.SetLabels(l)
+}
+
+// ownerLabels are the labels JanitorClient writes, to tell an up-to-date
+// object from one that needs an update.
+func ownerLabels(j *janitor.Client, b *v1alpha1.IdentityBinding) map[string]string {
+	return map[string]string{labels.OwnerUID: string(b.UID), labels.Environment: j.Environment()}
+}
+
+// createError maps a failed create: AlreadyExists means the cache has not
+// seen an object yet, which the next pass judges.
+func createError(kind, name string, err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return ctrlerrors.RetryableErrorf("create %s %s: %w", kind, name, err)
+	}
+	return fmt.Errorf("create %s %s: %w", kind, name, err)
+}
+
+func (h *Handler) ensureSpiffeEntry(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, name string, d output.Desired) error {
+	want := d.SpiffeEntrySpec()
+	cur := &spiffev1alpha1.SpiffeEntry{}
+	err := h.client.Get(ctx, client.ObjectKey{Name: name}, cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		obj := &spiffev1alpha1.SpiffeEntry{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: d.Labels()}, Spec: want}
+		if err := j.Create(ctx, obj); err != nil {
+			return createError("SpiffeEntry", name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("get SpiffeEntry %s: %w", name, err)
+	case !ownedBy(cur, b):
+		return foreign("SpiffeEntry", name)
+	}
+	if equality.Semantic.DeepEqual(cur.Spec, want) && labelsCurrent(cur, d.Labels()) && labelsCurrent(cur, ownerLabels(j, b)) {
+		j.Keep(cur)
+		return nil
+	}
+	cur.Spec = want
+	mergeLabels(cur, d.Labels())
+	if err := j.Update(ctx, cur); err != nil {
+		return fmt.Errorf("update SpiffeEntry %s: %w", name, err)
+	}
+	return nil
+}
+
+// clusterSPIFFEIDKeys are the spec fields the operator manages; fields that
+// others default are left alone and do not cause updates.
+var clusterSPIFFEIDKeys = []string{"spiffeIDTemplate", "podSelector", "namespaceSelector", "workloadSelectorTemplates", "hint", "ttl", "jwtTtl", "className"}
+
+func managedSpec(spec map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, k := range clusterSPIFFEIDKeys {
+		if v, ok := spec[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, name string, d output.Desired) error {
+	want := d.ClusterSPIFFEIDSpec()
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+	err := h.client.Get(ctx, client.ObjectKey{Name: name}, cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		obj := &unstructured.Unstructured{Object: map[string]any{"spec": want}}
+		obj.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+		obj.SetName(name)
+		obj.SetLabels(d.Labels())
+		if err := j.Create(ctx, obj); err != nil {
+			return createError("ClusterSPIFFEID", name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("get ClusterSPIFFEID %s: %w", name, err)
+	case !ownedBy(cur, b):
+		return foreign("ClusterSPIFFEID", name)
+	}
+	spec, _, _ := unstructured.NestedMap(cur.Object, "spec")
+	if equality.Semantic.DeepEqual(managedSpec(spec), want) && labelsCurrent(cur, d.Labels()) && labelsCurrent(cur, ownerLabels(j, b)) {
+		j.Keep(cur)
+		return nil
+	}
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	for _, k := range clusterSPIFFEIDKeys {
+		delete(spec, k)
+	}
+	for k, v := range want {
+		spec[k] = v
+	}
+	cur.Object["spec"] = spec
+	mergeLabels(cur, d.Labels())
+	if err := j.Update(ctx, cur); err != nil {
+		return fmt.Errorf("update ClusterSPIFFEID %s: %w", name, err)
+	}
+	return nil
+}
+
+// withdraw deletes every output of b and reports whether none is left. The
+// janitor deletes what the cache knows; the uncached read then confirms,
+// and deletes what the cache had not seen yet.
+func (h *Handler) withdraw(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding) (bool, error) {
+	if j != nil {
+		if err := h.declareOutputs(j); err != nil {
+			return false, err
+		}
+		if _, err := j.Cleanup(ctx); err != nil {
+			return false, fmt.Errorf("withdraw outputs: %w", err)
+		}
+	}
+	remaining := 0
+	for _, k := range h.opts.Outputs {
+		l := listFor(k)
+		if err := h.apiReader.List(ctx, l, client.MatchingLabels{labels.OwnerUID: string(b.UID)}); err != nil {
+			return false, fmt.Errorf("confirm %s outputs are gone: %w", k, err)
+		}
+		for _, o := range outputItems(l) {
+			remaining++
+			if o.GetDeletionTimestamp() != nil {
+				continue
+			}
+			uid := o.GetUID()
+			if err := h.client.Delete(ctx, o, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+				return false, fmt.Errorf("withdraw %s %s: %w", k, o.GetName(), err)
+			}
+		}
+	}
+	return remaining == 0, nil
+}

@@ -1,0 +1,212 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/controller"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	ibcontroller "github.com/trustplane/trustplane/identity-operator/internal/controller"
+	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+)
+
+// Keys of the operator's own settings (flags; env vars upper-cased with
+// underscores, e.g. TRUST_DOMAIN).
+const (
+	KeyTrustDomain     = "trust-domain"
+	KeyParentID        = "parent-id"
+	KeyOutput          = "output"
+	KeyClassName       = "cluster-spiffeid-class-name"
+	KeyMetricsAddr     = "metrics-bind-address"
+	KeyProbeAddr       = "health-probe-bind-address"
+	KeyLeaderElect     = "leader-elect"
+	KeyLeaderElectNS   = "leader-election-namespace"
+	KeyCRDMissingRetry = "crd-missing-retry"
+)
+
+// Settings are the operator's own settings.
+type Settings struct {
+	// Framework holds the common controller settings.
+	Framework config.Config
+	// TrustDomain of every SPIFFE ID.
+	TrustDomain spiffeid.TrustDomain
+	// ParentID of every SpiffeEntry.
+	ParentID string
+	// Outputs to write.
+	Outputs []output.Kind
+	// ClassName of ClusterSPIFFEID outputs.
+	ClassName string
+	// MetricsAddr, ProbeAddr, LeaderElect and LeaderElectionNamespace
+	// configure the manager.
+	MetricsAddr, ProbeAddr  string
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	// Handler holds the handler options derived from the settings.
+	Handler identitybinding.Options
+}
+
+// AddFlags registers the framework's and the operator's flags on fs.
+func AddFlags(fs *pflag.FlagSet) {
+	config.AddFlags(fs)
+	fs.String(KeyTrustDomain, "", "trust domain of every SPIFFE ID (env TRUST_DOMAIN; required)")
+	fs.String(KeyParentID, "", "parent ID of every SpiffeEntry: the node alias of the cluster's agents (env PARENT_ID; default spiffe://<trust-domain>/k8s-cluster-nodes)")
+	fs.StringSlice(KeyOutput, []string{string(output.KindSpiffeEntry)}, "outputs to write: spiffeentry, clusterspiffeid or both (env OUTPUT, comma-separated)")
+	fs.String(KeyClassName, "", "className of ClusterSPIFFEID outputs (env CLUSTER_SPIFFEID_CLASS_NAME)")
+	fs.String(KeyMetricsAddr, ":8080", "metrics address, 0 disables (env METRICS_BIND_ADDRESS)")
+	fs.String(KeyProbeAddr, ":8081", "health probe address (env HEALTH_PROBE_BIND_ADDRESS)")
+	fs.Bool(KeyLeaderElect, false, "enable leader election (env LEADER_ELECT)")
+	fs.String(KeyLeaderElectNS, "", "leader election namespace (env LEADER_ELECTION_NAMESPACE)")
+	fs.Duration(KeyCRDMissingRetry, 0, "retry interval while the InferencePool CRD is missing; 0 means 1m (env CRD_MISSING_RETRY)")
+}
+
+// Load reads and validates the settings from v.
+func Load(v *viper.Viper) (Settings, error) {
+	fw, err := config.Load(v)
+	if err != nil {
+		return Settings{}, err
+	}
+	s := Settings{Framework: fw}
+	var errs []error
+	td, err := spiffeid.TrustDomainFromString(v.GetString(KeyTrustDomain))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyTrustDomain, err))
+	}
+	s.TrustDomain = td
+	s.ParentID = v.GetString(KeyParentID)
+	if s.ParentID == "" && err == nil {
+		s.ParentID = "spiffe://" + td.Name() + "/k8s-cluster-nodes"
+	}
+	if p, pErr := spiffeid.FromString(s.ParentID); pErr != nil {
+		errs = append(errs, fmt.Errorf("%s %q: %w", KeyParentID, s.ParentID, pErr))
+	} else if err == nil && p.TrustDomain() != td {
+		errs = append(errs, fmt.Errorf("%s %q is not in trust domain %s", KeyParentID, s.ParentID, td))
+	}
+	var outs []string
+	for _, o := range v.GetStringSlice(KeyOutput) {
+		outs = append(outs, strings.Split(o, ",")...)
+	}
+	if s.Outputs, err = output.ParseKinds(outs); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyOutput, err))
+	}
+	s.ClassName = v.GetString(KeyClassName)
+	s.MetricsAddr = v.GetString(KeyMetricsAddr)
+	s.ProbeAddr = v.GetString(KeyProbeAddr)
+	s.LeaderElect = v.GetBool(KeyLeaderElect)
+	s.LeaderElectionNamespace = v.GetString(KeyLeaderElectNS)
+	if len(errs) > 0 {
+		return Settings{}, errors.Join(errs...)
+	}
+	s.Handler = identitybinding.Options{
+		TrustDomain:        s.TrustDomain,
+		ParentID:           s.ParentID,
+		Outputs:            s.Outputs,
+		ClassName:          s.ClassName,
+		DefaultEnvironment: fw.DefaultEnvironment,
+		CRDMissingRetry:    v.GetDuration(KeyCRDMissingRetry),
+	}
+	return s, nil
+}
+
+// NewScheme returns a scheme with the kinds the operator reads and writes.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, spiffev1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// ManagerOptions returns manager options for s: unstructured objects
+// (InferencePools, ClusterSPIFFEIDs) are read from the cache too, so a
+// steady reconcile makes no API calls.
+func ManagerOptions(s Settings, scheme *runtime.Scheme) ctrl.Options {
+	return ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: s.MetricsAddr},
+		HealthProbeBindAddress:  s.ProbeAddr,
+		LeaderElection:          s.LeaderElect,
+		LeaderElectionID:        "identity-operator.trustplane.dev",
+		LeaderElectionNamespace: s.LeaderElectionNamespace,
+		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	}
+}
+
+// Register builds the handler and controller for s and adds them to mgr.
+// reg receives the controller metrics.
+func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.Registerer) error {
+	h, err := identitybinding.New(mgr.GetClient(), mgr.GetAPIReader(), s.Handler)
+	if err != nil {
+		return fmt.Errorf("build handler: %w", err)
+	}
+	m, err := controller.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	c := controller.New(ibcontroller.Name, mgr.GetClient(), h, controller.Options{
+		Config:   s.Framework,
+		Recorder: mgr.GetEventRecorder(ibcontroller.Name),
+		Metrics:  m,
+	})
+	return ibcontroller.Setup(ctx, mgr, c, ibcontroller.SetupOptions{TrustDomain: s.TrustDomain, Outputs: s.Outputs})
+}
+
+// Run loads the settings from fs and the environment and runs the operator
+// until ctx ends.
+func Run(ctx context.Context, fs *pflag.FlagSet) error {
+	v, err := config.NewViper(fs)
+	if err != nil {
+		return err
+	}
+	s, err := Load(v)
+	if err != nil {
+		return err
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	return RunWithConfig(ctx, cfg, s, scheme)
+}
+
+// RunWithConfig runs the operator against cfg until ctx ends.
+func RunWithConfig(ctx context.Context, cfg *rest.Config, s Settings, scheme *runtime.Scheme) error {
+	mgr, err := ctrl.NewManager(cfg, ManagerOptions(s, scheme))
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := Register(ctx, mgr, s, metrics.Registry); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("add ready check: %w", err)
+	}
+	return mgr.Start(ctx)
+}
