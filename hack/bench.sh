@@ -2,6 +2,7 @@
 # bench.sh runs the benchmarks of every operator module and writes the figures to bench-results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 mkdir -p bench-results
 status=0
 for m in spiffe-operator identity-operator bundle-operator; do
@@ -11,6 +12,6 @@ for m in spiffe-operator identity-operator bundle-operator; do
 		continue
 	fi
 	echo "[bench] $m" >&2
-	(cd "$m" && BENCH_OUT="../bench-results/$m.txt" go test -run "^$" -bench . -benchtime 1x -timeout 60m ./bench/) | tee "bench-results/$m.log" || status=1
+	(cd "$m" && BENCH_OUT="$root/bench-results/$m.txt" go test -run "^$" -bench . -benchtime 1x -timeout 60m ./bench/) | tee "bench-results/$m.log" || status=1
 done
 exit $status

@@ -108,10 +108,10 @@ type ObjectTarget struct {
 	Keys Keys `json:"keys,omitempty"`
 }
 
-// Keys names the data key of each output format; an empty name skips that format.
+// Keys names the data key of each output format; an empty name skips that
+// format. With no key set at all, the PEM bundle goes to "ca.crt".
 type Keys struct {
 	// PEM is the key of the concatenated PEM certificates.
-	// +kubebuilder:default="ca.crt"
 	// +optional
 	PEM string `json:"pem,omitempty"`
 	// SPIFFE is the key of the SPIFFE bundle (JSON, JWKS with x509-svid and
@@ -206,6 +206,7 @@ type TrustBundleStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="the name is used as a label value: at most 63 characters"
 // +kubebuilder:resource:scope=Cluster,shortName=tb
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="CAs",type=integer,JSONPath=`.status.caCount`

@@ -73,7 +73,9 @@ func (o Options) Validate() error {
 }
 
 // Enabled reports whether a SPIRE connection is configured at all.
-func (o Options) Enabled() bool { return o.SocketPath != "" || o.ServerAddress != "" }
+func (o Options) Enabled() bool {
+	return o.SocketPath != "" || o.ServerAddress != "" || o.WorkloadAPISocket != ""
+}
 
 // Client is a Reader over a gRPC connection to the SPIRE Server.
 type Client struct {

@@ -1,0 +1,473 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/testenv"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
+	"github.com/trustplane/trustplane/bundle-operator/internal/target"
+)
+
+const (
+	namespaces = 1000
+	// The operator's Kubernetes client limits: its flag defaults.
+	operatorQPS   = "100"
+	operatorBurst = "200"
+	bundleName    = "bench"
+	targetName    = "spire-ca"
+	quiet         = 15 * time.Second
+)
+
+// BenchmarkTrustBundle runs the whole scenario once (-benchtime 1x).
+func BenchmarkTrustBundle(b *testing.B) {
+	for range b.N {
+		runScenario(b)
+	}
+}
+
+func runScenario(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{
+		CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")},
+		Scheme:            scheme,
+	})
+	if err != nil {
+		b.Fatalf("start control plane: %v", err)
+	}
+	defer func() { _ = cp.Stop() }()
+	sp, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: "example.org"})
+	if err != nil {
+		b.Fatalf("start spire: %v", err)
+	}
+	defer func() { _ = sp.Cleanup() }()
+
+	// The benchmark's own client must not be the bottleneck.
+	cfg := *cp.Config
+	cfg.QPS, cfg.Burst = 2000, 4000
+	c, err := client.NewWithWatch(&cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	bin := buildOperator(b)
+	createNamespaces(ctx, b, c)
+
+	w := newTargetWatch(ctx, b, c)
+	op := startOperator(ctx, b, bin, cp.KubeconfigPath, sp.SocketPath)
+	defer op.stop()
+
+	metrics := map[string]float64{}
+	report := func(name string, v float64, unit string) {
+		b.ReportMetric(v, unit)
+		metrics[name+" ("+unit+")"] = v
+		b.Logf("%s: %.3f %s", name, v, unit)
+	}
+
+	// 1. Fan-out from nothing.
+	want := spireBundle(ctx, b, sp)
+	start := time.Now()
+	tb := &v1alpha1.TrustBundle{
+		ObjectMeta: metav1.ObjectMeta{Name: bundleName, Labels: map[string]string{labels.Environment: "bench"}},
+		Spec: v1alpha1.TrustBundleSpec{
+			Sources: []v1alpha1.Source{{SPIRE: &v1alpha1.SPIRESource{}}},
+			Target: v1alpha1.Target{
+				ConfigMap:         &v1alpha1.ObjectTarget{Name: targetName},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench": "true"}},
+			},
+		},
+	}
+	if err := c.Create(ctx, tb); err != nil {
+		b.Fatal(err)
+	}
+	w.waitAll(ctx, b, want)
+	fanOut := time.Since(start)
+	writes := w.takeWrites()
+	report("fan-out time", fanOut.Seconds(), "s_fanout")
+	report("fan-out writes per target", float64(writes)/namespaces, "writes/target_fanout")
+	report("fan-out write requests per target", op.writeRequests(b)/namespaces, "requests/target_fanout")
+
+	// 2. Resync with nothing changed: touch the TrustBundle and let the
+	// periodic resync (requeue-after 5s in this run) and polls go by. The
+	// fan-out's own status patch must land first.
+	waitInSync(ctx, b, c)
+	w.takeWrites()
+	before := op.writeRequests(b)
+	touch(ctx, b, c)
+	time.Sleep(quiet) // a measurement window, not synchronisation
+	report("resync writes", float64(w.takeWrites()), "writes_resync")
+	report("resync write requests", op.writeRequests(b)-before, "requests_resync")
+
+	// 3. Restart with nothing changed.
+	op.stop()
+	op = startOperator(ctx, b, bin, cp.KubeconfigPath, sp.SocketPath)
+	op.waitReconciled(ctx, b)
+	time.Sleep(quiet) // a measurement window, not synchronisation
+	report("restart writes", float64(w.takeWrites()), "writes_restart")
+	report("restart write requests", op.writeRequests(b), "requests_restart")
+
+	// 4. CA rotation.
+	if _, err := sp.CLI(ctx, "localauthority", "x509", "prepare"); err != nil {
+		b.Fatal(err)
+	}
+	rotated := spireBundle(ctx, b, sp)
+	if rotated == want {
+		b.Fatal("prepare did not change the SPIRE bundle")
+	}
+	start = time.Now()
+	w.waitAll(ctx, b, rotated)
+	report("rotation time", time.Since(start).Seconds(), "s_rotation")
+	report("rotation writes per target", float64(w.takeWrites())/namespaces, "writes/target_rotation")
+
+	// 5. Memory of the operator process.
+	mem := op.memory(b)
+	report("operator RSS", mem["VmRSS:"]/(1<<20), "MiB_rss")
+	report("operator peak RSS", mem["VmHWM:"]/(1<<20), "MiB_peak_rss")
+	report("operator anonymous RSS", mem["RssAnon:"]/(1<<20), "MiB_rss_anon")
+	report("operator file-backed RSS", mem["RssFile:"]/(1<<20), "MiB_rss_file")
+	heap, err := op.scrape(b, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		b.Fatal(err)
+	}
+	report("operator Go heap in use", heap/(1<<20), "MiB_heap_inuse")
+
+	if out := os.Getenv("BENCH_OUT"); out != "" {
+		writeFigures(b, out, metrics)
+	}
+}
+
+// writeFigures writes one "name: value" line per figure, sorted. A relative
+// path is taken from the module root, where `make bench` runs go test (the
+// test itself runs in bench/).
+func writeFigures(b *testing.B, out string, metrics map[string]float64) {
+	if !filepath.IsAbs(out) {
+		out = filepath.Join("..", out)
+	}
+	names := make([]string, 0, len(metrics))
+	for k := range metrics {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# bundle-operator benchmark, %d namespaces, operator --kube-api-qps=%s --kube-api-burst=%s\n", namespaces, operatorQPS, operatorBurst)
+	for _, k := range names {
+		fmt.Fprintf(&sb, "%s: %.3f\n", k, metrics[k])
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		b.Fatalf("create %s: %v", filepath.Dir(out), err)
+	}
+	if err := os.WriteFile(out, []byte(sb.String()), 0o644); err != nil {
+		b.Fatalf("write %s: %v", out, err)
+	}
+}
+
+func buildOperator(b *testing.B) string {
+	bin := filepath.Join(b.TempDir(), "bundle-operator")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd").CombinedOutput()
+	if err != nil {
+		b.Fatalf("build operator: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func createNamespaces(ctx context.Context, b *testing.B, c client.Client) {
+	var wg sync.WaitGroup
+	errs := make(chan error, namespaces)
+	next := make(chan int)
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%04d", i), Labels: map[string]string{"bench": "true"}}}
+				if err := c.Create(ctx, ns); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range namespaces {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatalf("create namespace: %v", err)
+	}
+}
+
+func spireBundle(ctx context.Context, b *testing.B, sp *testenv.Spire) string {
+	shown, err := sp.BundlePEM(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	certs, err := bundle.ParsePEM([]byte(shown))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(bundle.New(certs, nil).PEM())
+}
+
+// waitInSync waits until the TrustBundle's status reports every target in sync.
+func waitInSync(ctx context.Context, b *testing.B, c client.Client) {
+	for {
+		tb := &v1alpha1.TrustBundle{}
+		if err := c.Get(ctx, client.ObjectKey{Name: bundleName}, tb); err != nil {
+			b.Fatal(err)
+		}
+		if tb.Status.TargetsInSync == namespaces {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("status reports %d targets in sync, want %d", tb.Status.TargetsInSync, namespaces)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func touch(ctx context.Context, b *testing.B, c client.Client) {
+	tb := &v1alpha1.TrustBundle{}
+	if err := c.Get(ctx, client.ObjectKey{Name: bundleName}, tb); err != nil {
+		b.Fatal(err)
+	}
+	orig := tb.DeepCopy()
+	tb.Annotations = map[string]string{"bench/touched": time.Now().Format(time.RFC3339Nano)}
+	if err := c.Patch(ctx, tb, client.MergeFrom(orig)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// targetWatch counts every change of a target ConfigMap (each ADDED or
+// MODIFIED event is one write that reached etcd) and remembers its data.
+type targetWatch struct {
+	mu     sync.Mutex
+	data   map[string]string
+	writes int
+	change chan struct{}
+}
+
+func newTargetWatch(ctx context.Context, b *testing.B, c client.WithWatch) *targetWatch {
+	wi, err := c.Watch(ctx, &corev1.ConfigMapList{}, client.MatchingLabels{target.LabelTrustBundle: bundleName})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &targetWatch{data: map[string]string{}, change: make(chan struct{}, 1)}
+	go func() {
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok || cm.Name != targetName {
+				continue
+			}
+			w.mu.Lock()
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				w.writes++
+				w.data[cm.Namespace] = cm.Data["ca.crt"]
+			case watch.Deleted:
+				w.writes++
+				delete(w.data, cm.Namespace)
+			}
+			w.mu.Unlock()
+			select {
+			case w.change <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return w
+}
+
+// waitAll blocks until every namespace's target holds want.
+func (w *targetWatch) waitAll(ctx context.Context, b *testing.B, want string) {
+	for {
+		w.mu.Lock()
+		n := 0
+		for _, v := range w.data {
+			if v == want {
+				n++
+			}
+		}
+		w.mu.Unlock()
+		if n == namespaces {
+			return
+		}
+		select {
+		case <-w.change:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			b.Fatalf("only %d of %d targets hold the bundle: %v", n, namespaces, ctx.Err())
+		}
+	}
+}
+
+func (w *targetWatch) takeWrites() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.writes
+	w.writes = 0
+	return n
+}
+
+// operator is the operator running as its own process, built from cmd/.
+type operator struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+	done        chan struct{}
+	stopOnce    sync.Once
+}
+
+func startOperator(ctx context.Context, b *testing.B, bin, kubeconfig, spireSocket string) *operator {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	logFile, err := os.Create(filepath.Join(b.TempDir(), "operator.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin,
+		"--spire-socket", spireSocket,
+		"--metrics-bind-address", addr,
+		"--health-probe-bind-address", "0",
+		"--kube-api-qps", operatorQPS, "--kube-api-burst", operatorBurst,
+		"--requeue-after", "5s", "--jitter-factor", "0",
+	)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	op := &operator{cmd: cmd, metricsAddr: addr, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(op.done)
+	}()
+	return op
+}
+
+func (o *operator) stop() {
+	o.stopOnce.Do(func() {
+		_ = o.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-o.done:
+		case <-time.After(30 * time.Second):
+			_ = o.cmd.Process.Kill()
+			<-o.done
+		}
+	})
+}
+
+// scrape returns the sum of the samples of metric whose labels contain all of match.
+func (o *operator) scrape(b *testing.B, metric string, match ...string) (float64, error) {
+	resp, err := http.Get("http://" + o.metricsAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		ok := true
+		for _, m := range match {
+			ok = ok && strings.Contains(line, m)
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return sum, sc.Err()
+}
+
+// writeRequests counts the operator's ConfigMap-affecting write requests
+// (PATCH, PUT, POST, DELETE) since it started; it includes the few status
+// patches of the TrustBundle.
+func (o *operator) writeRequests(b *testing.B) float64 {
+	var total float64
+	for _, m := range []string{"PATCH", "PUT", "POST", "DELETE"} {
+		v, err := o.scrape(b, "rest_client_requests_total", `method="`+m+`"`)
+		if err != nil {
+			b.Fatalf("scrape metrics: %v", err)
+		}
+		total += v
+	}
+	return total
+}
+
+// waitReconciled waits until the restarted operator reconciled the bundle.
+func (o *operator) waitReconciled(ctx context.Context, b *testing.B) {
+	for {
+		v, err := o.scrape(b, "trustplane_reconcile_total", `result="success"`)
+		if err == nil && v > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatal("the restarted operator never reconciled")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// memory returns the memory figures of /proc/<pid>/status in bytes, keyed
+// by their field name (VmRSS:, VmHWM:, RssAnon:, RssFile:).
+func (o *operator) memory(b *testing.B) map[string]float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		if kb, err := strconv.ParseFloat(f[1], 64); err == nil && strings.HasSuffix(line, "kB") {
+			out[f[0]] = kb * 1024
+		}
+	}
+	return out
+}

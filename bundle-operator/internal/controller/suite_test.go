@@ -1,0 +1,107 @@
+package controller_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/testenv"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	bundlecontroller "github.com/trustplane/trustplane/bundle-operator/internal/controller"
+	"github.com/trustplane/trustplane/bundle-operator/internal/spire"
+)
+
+var (
+	cp         *testenv.ControlPlane
+	spireSrv   *testenv.Spire
+	scheme     = runtime.NewScheme()
+	stopManger context.CancelFunc
+)
+
+func TestController(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	SetDefaultConsistentlyDuration(2 * time.Second)
+	RunSpecs(t, "bundle-operator controller")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	var err error
+	cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		Scheme:            scheme,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
+
+	spireSrv, err = testenv.StartSpire(testenv.SpireOptions{TrustDomain: "example.org"})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			GinkgoWriter.Println(spireSrv.Logs())
+		}
+		Expect(spireSrv.Cleanup()).To(Succeed())
+	})
+	stopManger = startManager()
+	DeferCleanup(func() { stopManger() })
+})
+
+// startManager runs the operator's controller in this process, as
+// cmd/main.go wires it, and returns a function that stops it.
+func startManager() context.CancelFunc {
+	cacheOpts, err := bundlecontroller.CacheOptions()
+	Expect(err).NotTo(HaveOccurred())
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             crconfig.Controller{SkipNameValidation: ptrTo(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	sc, err := spire.Dial(context.Background(), spire.Options{SocketPath: spireSrv.SocketPath})
+	Expect(err).NotTo(HaveOccurred())
+	m, err := controller.NewMetrics(prometheus.NewRegistry())
+	Expect(err).NotTo(HaveOccurred())
+	cfg := config.Default()
+	cfg.RequeueAfterOnError = 200 * time.Millisecond
+	cfg.MaxBackoff = 2 * time.Second
+	Expect(bundlecontroller.Setup(mgr, bundlecontroller.Options{
+		Config: cfg, Metrics: m, Spire: sc, AllowSecretSources: true,
+		PollInterval: 300 * time.Millisecond,
+	})).To(Succeed())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	return func() {
+		cancel()
+		<-done
+		_ = sc.Close()
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,261 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/pem"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
+	"github.com/trustplane/trustplane/bundle-operator/internal/target"
+	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+)
+
+var _ = Describe("Fan-out and drift repair", func() {
+	It("writes the bundle to every selected namespace and repairs deletions and hand edits", func(ctx context.Context) {
+		group := unique("fan")
+		ca := testpki.ValidCA("fan-out")
+		nss := []string{newNamespace(ctx, map[string]string{"group": group}), newNamespace(ctx, map[string]string{"group": group})}
+		other := newNamespace(ctx, map[string]string{"group": "other"})
+		tb := newTrustBundle(group, inline(ca.PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+
+		want := pemOf(ca.PEM())
+		for _, ns := range nss {
+			Eventually(func() string { return caData(ctx, ns) }).Should(Equal(want))
+		}
+		Expect(configMap(ctx, other, "ca")).To(BeNil(), "a namespace outside the selector gets nothing")
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+		cur := get(ctx, tb)
+		Expect(cur.Status.TargetsInSync).To(BeEquivalentTo(2))
+		Expect(cur.Status.CACount).To(BeEquivalentTo(1))
+		Expect(cur.Status.Fingerprint).To(HavePrefix("sha256:"))
+		Expect(cur.Status.EarliestExpiry.Time).To(BeTemporally("~", ca.Cert.NotAfter, time.Second))
+		Expect(cur.Status.LastChangeTime).NotTo(BeNil())
+
+		By("deleting a target by hand")
+		Expect(cp.Client.Delete(ctx, configMap(ctx, nss[0], "ca"))).To(Succeed())
+		Eventually(func() string { return caData(ctx, nss[0]) }).Should(Equal(want))
+
+		By("editing our key by hand")
+		cm := configMap(ctx, nss[1], "ca")
+		cm.Data["ca.crt"] = "tampered"
+		Expect(cp.Client.Update(ctx, cm)).To(Succeed())
+		Eventually(func() string { return caData(ctx, nss[1]) }).Should(Equal(want))
+	})
+})
+
+var _ = Describe("A bad source keeps the last good bundle", func() {
+	good := testpki.ValidCA("good")
+	headers := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Headers: map[string]string{"X": "y"}, Bytes: good.Cert.Raw}))
+	DescribeTable("targets are not touched and Ready names the source and the reason",
+		func(ctx context.Context, bad, reason string) {
+			group := unique("bad")
+			ns := newNamespace(ctx, map[string]string{"group": group})
+			tb := newTrustBundle(group, inline(good.PEM()), inline(good.PEM()))
+			Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+			Eventually(func() string { return caData(ctx, ns) }).Should(Equal(pemOf(good.PEM())))
+			Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+			rv := resourceVersion(ctx, ns)
+
+			updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.Sources[1].Inline = bad })
+			Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal(reason))
+			Expect(conditionMessage(ctx, tb, "Ready")).To(ContainSubstring("sources[1] (inline)"))
+			Consistently(func() string { return resourceVersion(ctx, ns) }).Should(Equal(rv))
+			Expect(caData(ctx, ns)).To(Equal(pemOf(good.PEM())))
+		},
+		Entry("an unparseable block", good.PEM()+"-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n", bundle.ReasonUnparseable),
+		Entry("a private key", good.PEM()+good.KeyPEM(), bundle.ReasonPrivateKey),
+		Entry("PEM headers", headers, bundle.ReasonPEMHeaders),
+		Entry("only expired CAs", testpki.ExpiredCA("old").PEM(), bundle.ReasonNoValidCA),
+		Entry("an empty source", "\n", bundle.ReasonEmpty),
+	)
+})
+
+var _ = Describe("Determinism", func() {
+	It("deduplicates and sorts, so the same CAs in any order write the same bytes", func(ctx context.Context) {
+		a, b, c := testpki.ValidCA("a"), testpki.ValidCA("b"), testpki.ValidCA("c")
+		group1, group2 := unique("det"), unique("det")
+		ns1 := newNamespace(ctx, map[string]string{"group": group1})
+		ns2 := newNamespace(ctx, map[string]string{"group": group2})
+		Expect(cp.Client.Create(ctx, newTrustBundle(group1, inline(a.PEM(), b.PEM()), inline(c.PEM(), a.PEM())))).To(Succeed())
+		Expect(cp.Client.Create(ctx, newTrustBundle(group2, inline(c.PEM(), b.PEM(), b.PEM(), a.PEM())))).To(Succeed())
+
+		Eventually(func() string { return caData(ctx, ns1) }).ShouldNot(BeEmpty())
+		Eventually(func() string { return caData(ctx, ns2) }).Should(Equal(caData(ctx, ns1)))
+		certs, err := bundle.ParsePEM([]byte(caData(ctx, ns1)))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(certs).To(HaveLen(3))
+	})
+})
+
+var _ = Describe("Unchanged output writes nothing", func() {
+	It("keeps the resourceVersion of every target across reconciles and a restart", func(ctx context.Context) {
+		group := unique("same")
+		nss := []string{newNamespace(ctx, map[string]string{"group": group}), newNamespace(ctx, map[string]string{"group": group})}
+		tb := newTrustBundle(group, inline(testpki.ValidCA("same").PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+		rvs := map[string]string{}
+		for _, ns := range nss {
+			Eventually(func() string { return resourceVersion(ctx, ns) }).ShouldNot(BeEmpty())
+			rvs[ns] = resourceVersion(ctx, ns)
+		}
+		snapshot := func() map[string]string {
+			out := map[string]string{}
+			for _, ns := range nss {
+				out[ns] = resourceVersion(ctx, ns)
+			}
+			return out
+		}
+
+		By("reconciling again after an unrelated change")
+		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Annotations = map[string]string{"touch": "1"} })
+		newNamespace(ctx, map[string]string{"group": "unrelated"})
+		Consistently(snapshot).Should(Equal(rvs))
+
+		By("restarting the operator")
+		stopManger()
+		stopManger = startManager()
+		Consistently(snapshot, 4*time.Second).Should(Equal(rvs))
+	})
+})
+
+var _ = Describe("Foreign keys are preserved", func() {
+	It("shares a ConfigMap with another writer and, on leaving the selector, removes only our key", func(ctx context.Context) {
+		group := unique("shared")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: ns},
+			Data:       map[string]string{"theirs": "keep me"},
+		}, client.FieldOwner("someone-else"))).To(Succeed())
+		ca := testpki.ValidCA("shared")
+		tb := newTrustBundle(group, inline(ca.PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+
+		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(pemOf(ca.PEM())))
+		Expect(configMap(ctx, ns, "ca").Data).To(HaveKeyWithValue("theirs", "keep me"))
+
+		By("the namespace leaving the selector")
+		setNamespaceLabels(ctx, ns, map[string]string{"group": "elsewhere"})
+		Eventually(func() map[string]string { return configMap(ctx, ns, "ca").Data }).Should(Equal(map[string]string{"theirs": "keep me"}))
+		cm := configMap(ctx, ns, "ca")
+		Expect(cm.Labels).NotTo(HaveKey(target.LabelTrustBundle))
+		Expect(cm.Annotations).NotTo(HaveKey(target.AnnotationHash))
+	})
+})
+
+var _ = Describe("Namespaces entering and leaving the selector", func() {
+	It("gives a namespace that starts matching its ConfigMap and deletes ours from one that stops", func(ctx context.Context) {
+		group := unique("sel")
+		ca := testpki.ValidCA("sel")
+		tb := newTrustBundle(group, inline(ca.PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		ns := newNamespace(ctx, map[string]string{"group": "not-yet"})
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+		Expect(configMap(ctx, ns, "ca")).To(BeNil())
+
+		setNamespaceLabels(ctx, ns, map[string]string{"group": group})
+		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(pemOf(ca.PEM())))
+
+		setNamespaceLabels(ctx, ns, map[string]string{"group": "no-more"})
+		Eventually(func() *corev1.ConfigMap { return configMap(ctx, ns, "ca") }).Should(BeNil())
+	})
+
+	It("releases every target when the TrustBundle is deleted", func(ctx context.Context) {
+		group := unique("del")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		tb := newTrustBundle(group, inline(testpki.ValidCA("del").PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() string { return caData(ctx, ns) }).ShouldNot(BeEmpty())
+		Expect(cp.Client.Delete(ctx, tb)).To(Succeed())
+		Eventually(func() *corev1.ConfigMap { return configMap(ctx, ns, "ca") }).Should(BeNil())
+	})
+})
+
+var _ = Describe("Formats and Secret targets", func() {
+	It("writes PEM, SPIFFE bundle and JWKS keys from SPIRE to a ConfigMap and a Secret", func(ctx context.Context) {
+		group := unique("fmt")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		tb := newTrustBundle(group, v1alpha1.Source{SPIRE: &v1alpha1.SPIRESource{}})
+		keys := v1alpha1.Keys{PEM: "ca.crt", SPIFFE: "bundle.spiffe", JWKS: "jwks.json"}
+		tb.Spec.Target.ConfigMap.Keys = keys
+		tb.Spec.Target.Secret = &v1alpha1.ObjectTarget{Name: "ca-secret", Keys: keys}
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+		cm := configMap(ctx, ns, "ca")
+		Expect(cm).NotTo(BeNil())
+		shown, err := spireSrv.BundlePEM(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cm.Data["ca.crt"]).To(Equal(pemOf(shown)))
+		Expect(cm.Data["bundle.spiffe"]).To(ContainSubstring(`"x509-svid"`))
+		Expect(cm.Data["bundle.spiffe"]).To(ContainSubstring(`"jwt-svid"`))
+		Expect(cm.Data["jwks.json"]).To(ContainSubstring(`"kid"`))
+		sec := &corev1.Secret{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ca-secret"}, sec)).To(Succeed())
+		Expect(string(sec.Data["ca.crt"])).To(Equal(cm.Data["ca.crt"]))
+		Expect(string(sec.Data["bundle.spiffe"])).To(Equal(cm.Data["bundle.spiffe"]))
+	})
+
+	It("reads ConfigMap and Secret sources and follows their edits", func(ctx context.Context) {
+		group := unique("src")
+		srcNS := newNamespace(ctx, nil)
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		a, b := testpki.ValidCA("cm-src"), testpki.ValidCA("secret-src")
+		src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: srcNS}, Data: map[string]string{"pem": a.PEM()}}
+		Expect(cp.Client.Create(ctx, src)).To(Succeed())
+		Expect(cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: srcNS}, Data: map[string][]byte{"pem": []byte(b.PEM())}})).To(Succeed())
+		tb := newTrustBundle(group,
+			v1alpha1.Source{ConfigMap: &v1alpha1.KeySelector{Namespace: srcNS, Name: "src", Key: "pem"}},
+			v1alpha1.Source{Secret: &v1alpha1.KeySelector{Namespace: srcNS, Name: "src", Key: "pem"}})
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(pemOf(a.PEM(), b.PEM())))
+
+		c := testpki.ValidCA("cm-src-2")
+		src.Data["pem"] = c.PEM()
+		Expect(cp.Client.Update(ctx, src)).To(Succeed())
+		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(pemOf(c.PEM(), b.PEM())))
+	})
+})
+
+var _ = Describe("Grace-period retention", func() {
+	It("keeps a CA that left the sources for retainRemovedFor, then drops it", func(ctx context.Context) {
+		group := unique("grace")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		oldCA, newCA := testpki.ValidCA("old"), testpki.ValidCA("new")
+		tb := newTrustBundle(group, inline(oldCA.PEM(), newCA.PEM()))
+		tb.Spec.Options.RetainRemovedFor = &metav1.Duration{Duration: 4 * time.Second}
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(pemOf(oldCA.PEM(), newCA.PEM())))
+
+		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.Sources[0].Inline = newCA.PEM() })
+		Eventually(func() bool {
+			for _, c := range get(ctx, tb).Status.Certificates {
+				if c.LeftSourceAt != nil {
+					return true
+				}
+			}
+			return false
+		}).Should(BeTrue(), "the old CA is recorded as retained")
+		Expect(caData(ctx, ns)).To(Equal(pemOf(oldCA.PEM(), newCA.PEM())), "still published during the grace period")
+
+		Eventually(func() string { return caData(ctx, ns) }, 15*time.Second).Should(Equal(pemOf(newCA.PEM())))
+		Expect(get(ctx, tb).Status.CACount).To(BeEquivalentTo(1))
+	})
+})
+
+func conditionMessage(ctx context.Context, tb *v1alpha1.TrustBundle, t string) string {
+	for _, c := range get(ctx, tb).Status.Conditions {
+		if c.Type == t {
+			return c.Message
+		}
+	}
+	return ""
+}

@@ -1,0 +1,209 @@
+package trustbundle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/common/handler"
+	"github.com/trustplane/trustplane/common/janitor"
+	"github.com/trustplane/trustplane/common/labels"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
+	"github.com/trustplane/trustplane/bundle-operator/internal/source"
+	"github.com/trustplane/trustplane/bundle-operator/internal/target"
+)
+
+// Handler reconciles TrustBundles.
+type Handler struct {
+	// Sources reads and validates the sources.
+	Sources *source.Resolver
+	// Objects writes the ConfigMap and Secret targets.
+	Objects *target.Objects
+	// Injector writes the caBundle of annotated webhooks, APIServices and CRDs.
+	Injector *target.Injector
+	// Namespaces lists namespaces (metadata, from the cache).
+	Namespaces client.Reader
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+var _ handler.Handler[*v1alpha1.TrustBundle] = &Handler{}
+
+// CreateOrUpdate builds the bundle from the sources and distributes it.
+func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) error {
+	log := logf.FromContext(ctx)
+	now := h.now()
+
+	// 1. Sources: any violation stops here, before a single write.
+	res, err := h.Sources.Resolve(ctx, tb.Spec.Sources)
+	if err != nil {
+		return sourceFailed(tb, err)
+	}
+	setCondition(tb, TypeSourcesValid, true, ReasonValid, fmt.Sprintf("%d sources valid", len(tb.Spec.Sources)))
+
+	// 2. Merge (dedupe and sort), drop expired, retain removed CAs.
+	b := bundle.New(res.Certificates, res.JWTAuthorities)
+	if tb.Spec.Options.DropExpired {
+		b = b.DropExpired(now)
+	}
+	var grace time.Duration
+	if tb.Spec.Options.RetainRemovedFor != nil {
+		grace = tb.Spec.Options.RetainRemovedFor.Duration
+	}
+	b, certs := retain(b, tb.Status.Certificates, grace, tb.Spec.Options.DropExpired, now)
+
+	// 3. Render every format once.
+	td := tb.Spec.TrustDomain
+	if td == "" {
+		td = res.SpireTrustDomain
+	}
+	f, err := newFormats(b, td)
+	if err != nil {
+		return fmt.Errorf("render bundle: %w", err)
+	}
+
+	// 4. Record the bundle.
+	if fp := b.Fingerprint(); fp != tb.Status.Fingerprint {
+		log.Info("bundle changed", "fingerprint", fp, "previous", tb.Status.Fingerprint, "cas", b.Len())
+		t := metav1.NewTime(now)
+		tb.Status.LastChangeTime = &t
+		tb.Status.Fingerprint = fp
+	}
+	tb.Status.CACount = int32(b.Len())
+	expiry := metav1.NewTime(b.EarliestExpiry())
+	tb.Status.EarliestExpiry = &expiry
+	tb.Status.Certificates = certs
+
+	// 5. Distribute.
+	rep, err := h.sync(ctx, tb, f)
+	if err != nil {
+		return err
+	}
+	return targetsResult(tb, rep)
+}
+
+// sync writes every target of tb.
+func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats) (target.Report, error) {
+	var rep target.Report
+	t := tb.Spec.Target
+	var namespaces []string
+	if t.ConfigMap != nil || t.Secret != nil {
+		var err error
+		if namespaces, err = selectedNamespaces(ctx, h.Namespaces, t.NamespaceSelector); err != nil {
+			return rep, err
+		}
+	}
+	objLabels := targetLabels(ctx, tb)
+	for _, o := range []struct {
+		kind target.Kind
+		spec *v1alpha1.ObjectTarget
+	}{{target.KindConfigMap, t.ConfigMap}, {target.KindSecret, t.Secret}} {
+		if o.spec == nil {
+			rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
+			continue
+		}
+		data, err := f.data(o.spec.Keys)
+		if err != nil {
+			return rep, fmt.Errorf("%s target: %w", o.kind, err)
+		}
+		rep.Add(h.Objects.Sync(ctx, target.Desired{
+			Bundle: tb.Name, Kind: o.kind, Name: o.spec.Name,
+			Namespaces: namespaces, Data: data, Labels: objLabels,
+		}))
+	}
+	rep.Add(h.Injector.Sync(ctx, tb.Name, f.pem))
+	if rep.Written > 0 {
+		logf.FromContext(ctx).Info("targets written", "written", rep.Written, "inSync", rep.InSync, "failed", rep.FailedCount)
+	}
+	return rep, nil
+}
+
+// Delete takes our keys out of every ConfigMap and Secret target (deleting
+// the objects only we wrote). Injected caBundles stay: removing them would
+// break the webhooks and APIServices that still rely on them.
+func (h *Handler) Delete(ctx context.Context, tb *v1alpha1.TrustBundle) error {
+	var rep target.Report
+	rep.Add(h.Objects.ReleaseAll(ctx, target.KindConfigMap, tb.Name))
+	rep.Add(h.Objects.ReleaseAll(ctx, target.KindSecret, tb.Name))
+	if rep.FailedCount > 0 {
+		return ctrlerrors.WithReason(ReasonTargetsFailed,
+			ctrlerrors.RetryableErrorf("release %d targets: %s", rep.FailedCount, strings.Join(rep.Failed, "; ")))
+	}
+	return nil
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// sourceFailed records a failed source and maps it to the framework's
+// errors: content a user must fix blocks; an API that did not answer retries.
+func sourceFailed(tb *v1alpha1.TrustBundle, err error) error {
+	reason := source.ReasonReadFailed
+	transient := true
+	var se *source.Error
+	if errors.As(err, &se) {
+		reason, transient = se.Reason, se.Transient
+	}
+	msg := fmt.Sprintf("%v; targets keep their last good bundle", err)
+	setCondition(tb, TypeSourcesValid, false, reason, msg)
+	if transient {
+		return ctrlerrors.WithReason(reason, ctrlerrors.RetryableErrorf("%s", msg))
+	}
+	return ctrlerrors.WithReason(reason, ctrlerrors.BlockedErrorf("%s", msg))
+}
+
+// targetsResult records the target counts and fails the pass when a target
+// could not be written, so it is retried.
+func targetsResult(tb *v1alpha1.TrustBundle, rep target.Report) error {
+	tb.Status.TargetsInSync = int32(rep.InSync)
+	tb.Status.TargetsFailed = int32(rep.FailedCount)
+	tb.Status.FailedTargets = rep.Failed
+	if rep.FailedCount > 0 {
+		msg := fmt.Sprintf("%d targets failed: %s", rep.FailedCount, strings.Join(rep.Failed, "; "))
+		setCondition(tb, TypeTargetsInSync, false, ReasonTargetsFailed, msg)
+		return ctrlerrors.WithReason(ReasonTargetsFailed, ctrlerrors.RetryableErrorf("%s", msg))
+	}
+	setCondition(tb, TypeTargetsInSync, true, ReasonInSync, fmt.Sprintf("%d targets hold the bundle", rep.InSync))
+	return nil
+}
+
+// targetLabels are the labels of every ConfigMap and Secret target: the
+// environment, our cache-selecting label and the owner labels (no owner
+// reference: garbage collection would delete others' keys of a shared object).
+func targetLabels(ctx context.Context, tb *v1alpha1.TrustBundle) map[string]string {
+	env := tb.Labels[labels.Environment]
+	if j := janitor.FromContext(ctx); j != nil {
+		env = j.Environment()
+	}
+	return map[string]string{
+		labels.Environment:      env,
+		target.LabelTrustBundle: tb.Name,
+		labels.OwnerUID:         string(tb.UID),
+		labels.OwnerKind:        "TrustBundle",
+		labels.OwnerName:        tb.Name,
+	}
+}
+
+func setCondition(tb *v1alpha1.TrustBundle, t string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&tb.Status.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: tb.Generation,
+	})
+}

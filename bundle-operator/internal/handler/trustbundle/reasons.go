@@ -1,0 +1,26 @@
+package trustbundle
+
+// Condition types the handler sets besides the framework's Ready and Processing.
+const (
+	// TypeSourcesValid is True when every source passed validation.
+	TypeSourcesValid = "SourcesValid"
+	// TypeTargetsInSync is True when every target holds the current bundle.
+	TypeTargetsInSync = "TargetsInSync"
+)
+
+// Condition reasons of the handler. Source problems use the reasons of
+// packages source and bundle (e.g. PrivateKeyInBundle, SpireUnavailable).
+const (
+	// ReasonValid: every source passed validation.
+	ReasonValid = "Valid"
+	// ReasonInSync: every target holds the current bundle.
+	ReasonInSync = "InSync"
+	// ReasonTargetsFailed: some targets could not be written; see
+	// status.failedTargets.
+	ReasonTargetsFailed = "TargetsFailed"
+	// ReasonTrustDomainUnknown: the SPIFFE format is requested but neither
+	// spec.trustDomain nor a spire source names the trust domain.
+	ReasonTrustDomainUnknown = "TrustDomainUnknown"
+	// ReasonInvalidSelector: spec.target.namespaceSelector does not parse.
+	ReasonInvalidSelector = "InvalidNamespaceSelector"
+)

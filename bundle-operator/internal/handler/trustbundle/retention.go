@@ -1,0 +1,96 @@
+package trustbundle
+
+import (
+	"crypto/x509"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
+)
+
+// retain implements the grace period of spec.options.retainRemovedFor: a CA
+// of the last published bundle that is missing from the sources stays in
+// the bundle until grace has passed since it was first missed (and, with
+// dropExpired, until it expires). During a CA rotation this keeps peers that
+// still present certificates of the old CA trusted.
+//
+// It returns the bundle to publish and its status record.
+func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, grace time.Duration, dropExpired bool, now time.Time) (*bundle.Bundle, []v1alpha1.PublishedCertificate) {
+	inSource := map[string]bool{}
+	for _, c := range current.Certificates() {
+		inSource[c.SHA256] = true
+	}
+	leftAt := map[string]metav1.Time{}
+	certs := current.X509()
+	if grace > 0 {
+		for _, p := range previous {
+			if inSource[p.SHA256] {
+				continue
+			}
+			left := metav1.NewTime(now)
+			if p.LeftSourceAt != nil {
+				left = *p.LeftSourceAt
+			}
+			if !now.Before(left.Add(grace)) {
+				continue
+			}
+			parsed, err := bundle.ParsePEM([]byte(p.PEM))
+			if err != nil || len(parsed) != 1 {
+				continue // a status we cannot read retains nothing
+			}
+			if dropExpired && now.After(parsed[0].NotAfter) {
+				continue
+			}
+			certs = append(certs, parsed[0])
+			leftAt[p.SHA256] = left
+		}
+	}
+	out := bundle.New(certs, current.JWTAuthorities())
+	return out, published(out, leftAt)
+}
+
+func published(b *bundle.Bundle, leftAt map[string]metav1.Time) []v1alpha1.PublishedCertificate {
+	var out []v1alpha1.PublishedCertificate
+	for _, c := range b.Certificates() {
+		p := v1alpha1.PublishedCertificate{
+			SHA256:   c.SHA256,
+			Subject:  c.X509.Subject.String(),
+			NotAfter: metav1.NewTime(c.X509.NotAfter),
+			PEM:      string(pemOf(c.X509)),
+		}
+		if t, ok := leftAt[c.SHA256]; ok {
+			p.LeftSourceAt = &t
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func pemOf(c *x509.Certificate) []byte { return bundle.New([]*x509.Certificate{c}, nil).PEM() }
+
+// NextDeadline returns when the published bundle of tb changes by the
+// passage of time alone (a retained CA's grace ends, or with dropExpired a
+// CA expires), or the zero time if never. Package trigger requeues then.
+func NextDeadline(tb *v1alpha1.TrustBundle) time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	grace := time.Duration(0)
+	if tb.Spec.Options.RetainRemovedFor != nil {
+		grace = tb.Spec.Options.RetainRemovedFor.Duration
+	}
+	for _, c := range tb.Status.Certificates {
+		if c.LeftSourceAt != nil {
+			consider(c.LeftSourceAt.Add(grace))
+		}
+		if tb.Spec.Options.DropExpired {
+			consider(c.NotAfter.Add(time.Second))
+		}
+	}
+	return next
+}

@@ -1,0 +1,96 @@
+package trustbundle
+
+import (
+	"crypto/x509"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
+	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+)
+
+// TestRetainKeepsRemovedCAsForTheGracePeriod proves the grace rule: a CA
+// that left the sources stays until the grace period since it was first
+// missed has passed, and no longer.
+func TestRetainKeepsRemovedCAsForTheGracePeriod(t *testing.T) {
+	now := time.Now()
+	oldCA, newCA := testpki.ValidCA("old"), testpki.ValidCA("new")
+	both := bundle.New([]*x509.Certificate{oldCA.Cert, newCA.Cert}, nil)
+	_, published := retain(both, nil, time.Hour, false, now)
+	current := bundle.New([]*x509.Certificate{newCA.Cert}, nil)
+
+	cases := []struct {
+		name      string
+		grace     time.Duration
+		leftAt    *time.Time
+		wantCount int
+	}{
+		{"no grace period drops at once", 0, nil, 1},
+		{"first missed now is kept", time.Hour, nil, 2},
+		{"missed within the grace period is kept", time.Hour, ptr(now.Add(-59 * time.Minute)), 2},
+		{"missed longer than the grace period is dropped", time.Hour, ptr(now.Add(-61 * time.Minute)), 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := clonePublished(published)
+			if tc.leftAt != nil {
+				for i := range prev {
+					if prev[i].SHA256 == bundle.NewCertificate(oldCA.Cert).SHA256 {
+						lt := metav1.NewTime(*tc.leftAt)
+						prev[i].LeftSourceAt = &lt
+					}
+				}
+			}
+			got, record := retain(current, prev, tc.grace, false, now)
+			if got.Len() != tc.wantCount {
+				t.Fatalf("retain() kept %d CAs, want %d", got.Len(), tc.wantCount)
+			}
+			for _, r := range record {
+				retained := r.SHA256 == bundle.NewCertificate(oldCA.Cert).SHA256
+				if retained != (r.LeftSourceAt != nil) {
+					t.Errorf("%s: LeftSourceAt = %v, want set only on the retained CA", r.Subject, r.LeftSourceAt)
+				}
+				if retained && tc.leftAt != nil && !r.LeftSourceAt.Time.Equal(metav1.NewTime(*tc.leftAt).Time) {
+					t.Errorf("LeftSourceAt moved from %s to %s", *tc.leftAt, r.LeftSourceAt.Time)
+				}
+			}
+		})
+	}
+}
+
+func TestRetainDropsExpiredRetainedCAsWithDropExpired(t *testing.T) {
+	now := time.Now()
+	expired, fresh := testpki.ExpiredCA("expired"), testpki.ValidCA("fresh")
+	_, published := retain(bundle.New([]*x509.Certificate{expired.Cert, fresh.Cert}, nil), nil, time.Hour, false, now)
+	got, _ := retain(bundle.New([]*x509.Certificate{fresh.Cert}, nil), published, time.Hour, true, now)
+	if got.Len() != 1 {
+		t.Fatalf("retain() kept %d CAs, want the expired one dropped", got.Len())
+	}
+}
+
+func TestNextDeadline(t *testing.T) {
+	left := metav1.NewTime(time.Now())
+	tb := &v1alpha1.TrustBundle{}
+	tb.Spec.Options.RetainRemovedFor = &metav1.Duration{Duration: time.Minute}
+	tb.Status.Certificates = []v1alpha1.PublishedCertificate{{SHA256: "a", NotAfter: metav1.NewTime(left.Add(time.Hour))}}
+	if d := NextDeadline(tb); !d.IsZero() {
+		t.Errorf("NextDeadline() = %s without retained CAs or dropExpired, want zero", d)
+	}
+	tb.Status.Certificates[0].LeftSourceAt = &left
+	if d := NextDeadline(tb); !d.Equal(left.Add(time.Minute)) {
+		t.Errorf("NextDeadline() = %s, want the end of the grace period %s", d, left.Add(time.Minute))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func clonePublished(in []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
+	out := make([]v1alpha1.PublishedCertificate, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}

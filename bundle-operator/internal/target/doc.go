@@ -1,0 +1,18 @@
+// Package target writes a rendered bundle to its targets and keeps them in
+// sync with as few writes as possible:
+//
+//   - ConfigMaps and Secrets of a given name in the selected namespaces
+//     (objects.go). They are read from a metadata-only cache filtered by
+//     LabelTrustBundle, so memory grows with our targets, not with every
+//     ConfigMap of the cluster. A target is in sync when its hash annotation
+//     matches and the field manager still owns exactly the data keys it
+//     writes (a key changed or removed by hand moves out of the manager's
+//     managedFields), so an unchanged bundle writes nothing.
+//   - the caBundle of every ValidatingWebhookConfiguration,
+//     MutatingWebhookConfiguration, APIService and CRD conversion webhook
+//     annotated with v1alpha1.InjectAnnotation (inject.go). These are few,
+//     so each is read live and compared before writing.
+//
+// Every write is a server-side apply with the field manager FieldManager
+// that names only our keys, so keys of others in a shared object survive.
+package target

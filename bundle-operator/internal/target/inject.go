@@ -1,0 +1,147 @@
+package target
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+)
+
+// The kinds whose caBundle fields are injected.
+var (
+	// ValidatingWebhookConfigurationGVK gets webhooks[].clientConfig.caBundle.
+	ValidatingWebhookConfigurationGVK = schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"}
+	// MutatingWebhookConfigurationGVK gets webhooks[].clientConfig.caBundle.
+	MutatingWebhookConfigurationGVK = schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"}
+	// APIServiceGVK gets spec.caBundle.
+	APIServiceGVK = schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}
+	// CustomResourceDefinitionGVK gets spec.conversion.webhook.clientConfig.caBundle.
+	CustomResourceDefinitionGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+)
+
+// InjectionKinds lists the kinds Injector handles, for watches and caches.
+func InjectionKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{ValidatingWebhookConfigurationGVK, MutatingWebhookConfigurationGVK, APIServiceGVK, CustomResourceDefinitionGVK}
+}
+
+// Injector writes a PEM bundle into the caBundle fields of annotated objects.
+type Injector struct {
+	// Cache lists PartialObjectMetadata of the injection kinds (metadata
+	// only: CRDs carry large schemas we never need).
+	Cache client.Reader
+	// Live reads the full objects to compare their caBundle.
+	Live client.Reader
+	// Client applies.
+	Client client.Client
+}
+
+// Sync injects caBundle into every object annotated for bundle. An object
+// that already holds it is not written.
+func (in *Injector) Sync(ctx context.Context, bundle string, caBundle []byte) Report {
+	var rep Report
+	want := base64.StdEncoding.EncodeToString(caBundle)
+	for _, gvk := range InjectionKinds() {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := in.Cache.List(ctx, l); err != nil {
+			rep.fail("list "+gvk.Kind, err)
+			continue
+		}
+		for _, m := range l.Items {
+			if m.Annotations[v1alpha1.InjectAnnotation] != bundle || m.DeletionTimestamp != nil {
+				continue
+			}
+			rep.Add(in.syncOne(ctx, gvk, m.Name, want))
+		}
+	}
+	return rep
+}
+
+func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, name, want string) Report {
+	var rep Report
+	what := fmt.Sprintf("%s %s", gvk.Kind, name)
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(gvk)
+	if err := in.Live.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			rep.fail(what, err)
+		}
+		return rep
+	}
+	patch, inSync, err := injection(gvk, live, want)
+	if err != nil {
+		rep.fail(what, err)
+		return rep
+	}
+	if inSync {
+		rep.InSync++
+		return rep
+	}
+	if err := in.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(patch),
+		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		rep.fail(what, err)
+		return rep
+	}
+	rep.InSync++
+	rep.Written++
+	return rep
+}
+
+// injection returns the apply object that sets want into live's caBundle
+// fields, and whether live already holds want everywhere.
+func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, want string) (*unstructured.Unstructured, bool, error) {
+	patch := &unstructured.Unstructured{Object: map[string]any{}}
+	patch.SetGroupVersionKind(gvk)
+	patch.SetName(live.GetName())
+	inSync := true
+	check := func(obj map[string]any, path ...string) {
+		got, _, _ := unstructured.NestedString(obj, path...)
+		if got != want {
+			inSync = false
+		}
+	}
+	switch gvk {
+	case ValidatingWebhookConfigurationGVK, MutatingWebhookConfigurationGVK:
+		webhooks, _, err := unstructured.NestedSlice(live.Object, "webhooks")
+		if err != nil {
+			return nil, false, fmt.Errorf("read webhooks: %w", err)
+		}
+		if len(webhooks) == 0 {
+			return nil, false, fmt.Errorf("no webhooks to inject into")
+		}
+		var items []any
+		for _, w := range webhooks {
+			wm, ok := w.(map[string]any)
+			if !ok {
+				return nil, false, fmt.Errorf("webhook is %T, not an object", w)
+			}
+			check(wm, "clientConfig", "caBundle")
+			items = append(items, map[string]any{
+				"name":         wm["name"],
+				"clientConfig": map[string]any{"caBundle": want},
+			})
+		}
+		patch.Object["webhooks"] = items
+	case APIServiceGVK:
+		check(live.Object, "spec", "caBundle")
+		patch.Object["spec"] = map[string]any{"caBundle": want}
+	case CustomResourceDefinitionGVK:
+		strategy, _, _ := unstructured.NestedString(live.Object, "spec", "conversion", "strategy")
+		if strategy != "Webhook" {
+			return nil, false, fmt.Errorf("conversion strategy is %q, not Webhook: nothing to inject", strategy)
+		}
+		check(live.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+		patch.Object["spec"] = map[string]any{"conversion": map[string]any{
+			"webhook": map[string]any{"clientConfig": map[string]any{"caBundle": want}},
+		}}
+	default:
+		return nil, false, fmt.Errorf("kind %s cannot be injected", gvk.Kind)
+	}
+	return patch, inSync, nil
+}

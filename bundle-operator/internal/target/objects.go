@@ -1,0 +1,314 @@
+package target
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Kind is the kind of a namespaced target object.
+type Kind string
+
+const (
+	// KindConfigMap targets ConfigMaps (data holds text).
+	KindConfigMap Kind = "ConfigMap"
+	// KindSecret targets Secrets (data holds base64).
+	KindSecret Kind = "Secret"
+)
+
+// Objects writes ConfigMap and Secret targets.
+type Objects struct {
+	// Cache reads PartialObjectMetadata of targets from the metadata-only
+	// cache filtered by LabelTrustBundle.
+	Cache client.Reader
+	// Client applies and deletes.
+	Client client.Client
+	// Workers bounds concurrent writes; 0 means 16.
+	Workers int
+	// Expectations, when set, suppress duplicate writes while the cache
+	// has not yet seen our last write. Feed them from the target watch.
+	Expectations *Expectations
+}
+
+// Desired is the content every target of one kind should hold.
+type Desired struct {
+	// Bundle is the TrustBundle's name.
+	Bundle string
+	// Kind is ConfigMap or Secret.
+	Kind Kind
+	// Name is the object name in each namespace.
+	Name string
+	// Namespaces are the selected namespaces.
+	Namespaces []string
+	// Data maps each key to its content.
+	Data map[string][]byte
+	// Labels go on every target; they must include LabelTrustBundle.
+	Labels map[string]string
+}
+
+// Sync brings every selected namespace's target in line with d and releases
+// our targets in namespaces that are no longer selected (or under an old
+// name). Unchanged targets are not written.
+func (o *Objects) Sync(ctx context.Context, d Desired) Report {
+	hash := Hash(d.Data)
+	var (
+		mu  sync.Mutex
+		rep Report
+	)
+	record := func(r Report) {
+		mu.Lock()
+		rep.Add(r)
+		mu.Unlock()
+	}
+	o.parallel(len(d.Namespaces), func(i int) {
+		record(o.syncOne(ctx, d, d.Namespaces[i], hash))
+	})
+
+	selected := make(map[string]bool, len(d.Namespaces))
+	for _, ns := range d.Namespaces {
+		selected[ns] = true
+	}
+	owned, err := o.list(ctx, d.Kind, d.Bundle)
+	if err != nil {
+		rep.fail(fmt.Sprintf("list %ss of %s", d.Kind, d.Bundle), err)
+		return rep
+	}
+	var stale []*metav1.PartialObjectMetadata
+	for i := range owned {
+		if !selected[owned[i].Namespace] || owned[i].Name != d.Name {
+			stale = append(stale, &owned[i])
+		}
+	}
+	o.parallel(len(stale), func(i int) { record(o.release(ctx, d.Kind, stale[i])) })
+	return rep
+}
+
+// ReleaseAll releases every target of kind that belongs to bundle: when the
+// TrustBundle is deleted or the target kind is removed from its spec.
+func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, bundle string) Report {
+	var rep Report
+	owned, err := o.list(ctx, kind, bundle)
+	if err != nil {
+		rep.fail(fmt.Sprintf("list %ss of %s", kind, bundle), err)
+		return rep
+	}
+	var mu sync.Mutex
+	o.parallel(len(owned), func(i int) {
+		r := o.release(ctx, kind, &owned[i])
+		mu.Lock()
+		rep.Add(r)
+		mu.Unlock()
+	})
+	return rep
+}
+
+func (o *Objects) parallel(n int, f func(i int)) {
+	workers := o.Workers
+	if workers <= 0 {
+		workers = 16
+	}
+	workers = min(workers, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+func (o *Objects) list(ctx context.Context, kind Kind, bundle string) ([]metav1.PartialObjectMetadata, error) {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind) + "List"))
+	if err := o.Cache.List(ctx, l, client.MatchingLabels{LabelTrustBundle: bundle}); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Report {
+	var rep Report
+	what := fmt.Sprintf("%s %s/%s", d.Kind, ns, d.Name)
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(d.Kind)))
+	err := o.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: d.Name}, m)
+	if err != nil && !apierrors.IsNotFound(err) {
+		rep.fail(what, err)
+		return rep
+	}
+	if !o.expectationsMet(d.Kind, ns, d.Name, m.ResourceVersion) {
+		// Our write is on its way to the cache; its watch event requeues.
+		rep.InSync++
+		return rep
+	}
+	if err == nil && InSync(m, d, hash) {
+		rep.InSync++
+		return rep
+	}
+	obj := applyObject(d, ns, hash)
+	if err := o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
+		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		rep.fail(what, err)
+		return rep
+	}
+	o.expect(d.Kind, ns, d.Name, obj.GetResourceVersion())
+	rep.InSync++
+	rep.Written++
+	return rep
+}
+
+func applyObject(d Desired, ns, hash string) *unstructured.Unstructured {
+	data := make(map[string]any, len(d.Data))
+	for k, v := range d.Data {
+		if d.Kind == KindSecret {
+			data[k] = base64.StdEncoding.EncodeToString(v)
+		} else {
+			data[k] = string(v)
+		}
+	}
+	labels := make(map[string]any, len(d.Labels))
+	for k, v := range d.Labels {
+		labels[k] = v
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       string(d.Kind),
+		"metadata": map[string]any{
+			"name":        d.Name,
+			"namespace":   ns,
+			"labels":      labels,
+			"annotations": map[string]any{AnnotationHash: hash},
+		},
+		"data": data,
+	}}
+}
+
+// InSync reports, from metadata alone, whether m holds d's content: the hash
+// annotation matches, the labels are ours, and our field manager owns
+// exactly the data keys of d. A key edited or removed by someone else
+// leaves our managedFields entry, so hand edits are seen without reading data.
+func InSync(m *metav1.PartialObjectMetadata, d Desired, hash string) bool {
+	if m.GetDeletionTimestamp() != nil || m.Annotations[AnnotationHash] != hash {
+		return false
+	}
+	for k, v := range d.Labels {
+		if m.Labels[k] != v {
+			return false
+		}
+	}
+	owned, ok := ownedDataKeys(m.ManagedFields)
+	if !ok || len(owned) != len(d.Data) {
+		return false
+	}
+	for k := range d.Data {
+		if !owned[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// ownedDataKeys returns the data keys our Apply entry owns.
+func ownedDataKeys(entries []metav1.ManagedFieldsEntry) (map[string]bool, bool) {
+	for _, e := range entries {
+		if e.Manager != FieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Data map[string]json.RawMessage `json:"f:data"`
+		}
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			return nil, false
+		}
+		keys := make(map[string]bool, len(fields.Data))
+		for k := range fields.Data {
+			if len(k) > 2 && k[:2] == "f:" {
+				keys[k[2:]] = true
+			}
+		}
+		return keys, true
+	}
+	return nil, false
+}
+
+// release takes our keys out of m: an object only we manage is deleted
+// (preconditioned on its UID and resourceVersion, so a concurrent edit wins);
+// an object shared with others gets an empty apply, which drops exactly the
+// fields our manager owned and leaves the rest.
+func (o *Objects) release(ctx context.Context, kind Kind, m *metav1.PartialObjectMetadata) Report {
+	var rep Report
+	what := fmt.Sprintf("release %s %s/%s", kind, m.Namespace, m.Name)
+	if !o.expectationsMet(kind, m.Namespace, m.Name, m.ResourceVersion) {
+		return rep
+	}
+	shared := false
+	for _, e := range m.ManagedFields {
+		if e.Manager != FieldManager {
+			shared = true
+		}
+	}
+	var err error
+	if shared {
+		empty := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1",
+			"kind":       string(kind),
+			"metadata":   map[string]any{"name": m.Name, "namespace": m.Namespace},
+		}}
+		err = o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(FieldManager), client.ForceOwnership)
+		if err == nil {
+			o.expect(kind, m.Namespace, m.Name, empty.GetResourceVersion())
+		}
+	} else {
+		obj := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
+		obj.SetNamespace(m.Namespace)
+		obj.SetName(m.Name)
+		uid, rv := m.UID, m.ResourceVersion
+		err = client.IgnoreNotFound(o.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
+		if err == nil {
+			// The delete event carries a newer resourceVersion than rv.
+			o.expect(kind, m.Namespace, m.Name, nextRV(rv))
+		}
+	}
+	if err != nil {
+		rep.fail(what, err)
+		return rep
+	}
+	rep.Written++
+	return rep
+}
+
+func (o *Objects) expectationsMet(kind Kind, ns, name, cachedRV string) bool {
+	return o.Expectations == nil || o.Expectations.satisfied(kind, ns, name, cachedRV)
+}
+
+func (o *Objects) expect(kind Kind, ns, name, rv string) {
+	if o.Expectations != nil {
+		o.Expectations.expect(kind, ns, name, rv)
+	}
+}
+
+// nextRV returns the resourceVersion after rv, or rv when it is not numeric.
+func nextRV(rv string) string {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return rv
+	}
+	return strconv.FormatUint(n+1, 10)
+}

@@ -1,0 +1,78 @@
+package target
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+const (
+	// FieldManager is the server-side apply field manager of every write.
+	FieldManager = "trustplane-bundle-operator"
+	// LabelTrustBundle marks a ConfigMap or Secret target with the name of
+	// its TrustBundle; the target cache selects on it.
+	LabelTrustBundle = "bundle.trustplane.dev/trustbundle"
+	// AnnotationHash holds the hash of the data we wrote, so an unchanged
+	// bundle is recognised from metadata alone.
+	AnnotationHash = "bundle.trustplane.dev/hash"
+	// maxFailuresNamed caps the failures a Report names.
+	maxFailuresNamed = 5
+)
+
+// Report counts the targets of one pass.
+type Report struct {
+	// InSync counts targets that hold the desired content after the pass.
+	InSync int
+	// Written counts targets written (created, updated or released).
+	Written int
+	// Failed names the targets that could not be written, with the error;
+	// at most maxFailuresNamed are named, FailedCount counts all.
+	Failed []string
+	// FailedCount counts all failed targets.
+	FailedCount int
+}
+
+// Add merges o into r.
+func (r *Report) Add(o Report) {
+	r.InSync += o.InSync
+	r.Written += o.Written
+	r.FailedCount += o.FailedCount
+	for _, f := range o.Failed {
+		if len(r.Failed) < maxFailuresNamed {
+			r.Failed = append(r.Failed, f)
+		}
+	}
+}
+
+func (r *Report) fail(what string, err error) {
+	r.FailedCount++
+	if len(r.Failed) < maxFailuresNamed {
+		r.Failed = append(r.Failed, fmt.Sprintf("%s: %v", what, err))
+	}
+}
+
+// Hash returns the hex SHA-256 over the sorted keys and values of data.
+func Hash(data map[string][]byte) string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(data[k]))
+		h.Write(data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func sortedKeys(data map[string][]byte) []string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
