@@ -40,8 +40,8 @@ const (
 	flagQPS                = "kube-api-qps"
 	flagBurst              = "kube-api-burst"
 	flagSpireSocket        = "spire-socket"
-	flagSpireAddress       = "spire-server-address"
-	flagSpireWorkloadAPI   = "spire-workload-api-socket"
+	flagSpireAddress       = "spire-address"
+	flagSpireWorkloadAPI   = "workload-api-socket"
 	flagSpireServerID      = "spire-server-id"
 	flagAllowSecretSources = "allow-secret-sources"
 	flagPollInterval       = "poll-interval"
@@ -64,7 +64,7 @@ func run() error {
 	fs.Float32(flagQPS, 100, "queries per second allowed to the Kubernetes API")
 	fs.Int(flagBurst, 200, "burst of queries allowed to the Kubernetes API")
 	fs.String(flagSpireSocket, "", "SPIRE Server admin API Unix socket")
-	fs.String(flagSpireAddress, "", "SPIRE Server address (host:port) for mTLS; needs --spire-workload-api-socket")
+	fs.String(flagSpireAddress, "", "SPIRE Server address (host:port) for mTLS; needs --workload-api-socket")
 	fs.String(flagSpireWorkloadAPI, "", "SPIRE agent Workload API socket giving the operator's X509-SVID for mTLS")
 	fs.String(flagSpireServerID, "", "SPIFFE ID the SPIRE Server presents over mTLS")
 	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets")

@@ -25,6 +25,9 @@ import (
 	"github.com/trustplane/trustplane/common/testenv"
 )
 
+// InferenceExtensionModule provides the InferencePool CRD the local cluster serves.
+const InferenceExtensionModule = "sigs.k8s.io/gateway-api-inference-extension@v1.0.0"
+
 // LocalOptions configure StartLocal.
 type LocalOptions struct {
 	// Root is the repository root; empty means RepoRoot().
@@ -105,6 +108,12 @@ func StartLocal(ctx context.Context, opts LocalOptions) (_ *Local, err error) {
 	for _, op := range opts.Operators {
 		crds = append(crds, filepath.Join(l.root, op, "config", "crd", "bases"))
 	}
+	// InferencePool, the default pool kind of IdentityBinding, from the Go module cache.
+	gaie, err := testenv.ModuleDir(InferenceExtensionModule)
+	if err != nil {
+		return nil, err
+	}
+	crds = append(crds, filepath.Join(gaie, "config", "crd", "bases", "inference.networking.k8s.io_inferencepools.yaml"))
 	if l.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: crds, Scheme: scheme}); err != nil {
 		return nil, err
 	}
@@ -173,7 +182,7 @@ func (l *Local) operatorArgs(op string) []string {
 	case "identity-operator":
 		return append(common, "--trust-domain="+l.td, "--parent-id="+l.AgentParentID())
 	case "bundle-operator":
-		return append(common, "--spire-socket="+l.spire.SocketPath, "--trust-domain="+l.td)
+		return append(common, "--spire-socket="+l.spire.SocketPath, "--poll-interval=2s")
 	}
 	return common
 }

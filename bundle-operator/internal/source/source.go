@@ -189,7 +189,7 @@ func (r *Resolver) get(ctx context.Context, ks *v1alpha1.KeySelector, obj client
 
 func (r *Resolver) readSpire(ctx context.Context, s *v1alpha1.SPIRESource) ([]*x509.Certificate, []bundle.JWTAuthority, string, error) {
 	if r.Spire == nil {
-		return nil, nil, "", &Error{Reason: ReasonSpireNotConfigured, Err: errors.New("start the operator with --spire-socket or --spire-server-address")}
+		return nil, nil, "", &Error{Reason: ReasonSpireNotConfigured, Err: errors.New("start the operator with --spire-socket or --spire-address")}
 	}
 	own, err := r.Spire.ServerBundle(ctx)
 	if err != nil {

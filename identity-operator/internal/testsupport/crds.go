@@ -1,13 +1,12 @@
 package testsupport
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
+
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 // Pinned versions of the external CRDs.
@@ -19,25 +18,7 @@ const (
 // ModuleDir returns the module cache directory of module@version,
 // downloading it through the Go module proxy when it is not cached.
 func ModuleDir(moduleAtVersion string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", moduleAtVersion)
-	cmd.Dir = os.TempDir()
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w: %s%s", moduleAtVersion, err, stderr.String(), stdout.String())
-	}
-	var info struct {
-		Dir   string
-		Error string
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &info); err != nil {
-		return "", fmt.Errorf("decode go mod download output for %s: %w", moduleAtVersion, err)
-	}
-	if info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %s", moduleAtVersion, info.Error)
-	}
-	return info.Dir, nil
+	return testenv.ModuleDir(moduleAtVersion)
 }
 
 // ExternalCRDs returns the CRD files of the InferencePool
