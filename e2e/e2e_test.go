@@ -219,4 +219,3 @@ webhooks:
 		}, timeout).ShouldNot(BeEmpty())
 	})
 })
-

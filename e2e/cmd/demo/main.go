@@ -198,4 +198,3 @@ func shortenCABundles(s string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
