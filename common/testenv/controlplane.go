@@ -22,6 +22,9 @@ type ControlPlaneOptions struct {
 	Scheme *runtime.Scheme
 	// APIServerFlags are extra kube-apiserver flags (name without dashes).
 	APIServerFlags map[string]string
+	// KeepLogs keeps LogDir (logs and kubeconfigs) after Stop; by default
+	// Stop removes it, so print Logs() from a failing test before Stop.
+	KeepLogs bool
 }
 
 // ControlPlane is a running kube-apiserver and etcd.
@@ -37,7 +40,8 @@ type ControlPlane struct {
 	// LogDir holds the kube-apiserver's logs.
 	LogDir string
 
-	env *envtest.Environment
+	env      *envtest.Environment
+	keepLogs bool
 }
 
 // StartControlPlane starts kube-apiserver and etcd and installs the CRDs.
@@ -79,7 +83,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("start control plane (logs in %s): %w", logDir, err)
 	}
-	cp := &ControlPlane{Config: cfg, Scheme: scheme, LogDir: logDir, env: env}
+	cp := &ControlPlane{Config: cfg, Scheme: scheme, LogDir: logDir, env: env, keepLogs: opts.KeepLogs}
 	if cp.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		_ = cp.Stop()
 		return nil, fmt.Errorf("client: %w", err)
@@ -126,14 +130,19 @@ func (cp *ControlPlane) Logs() string {
 	return string(b)
 }
 
-// Stop stops kube-apiserver and etcd (SIGTERM, then SIGKILL after 30s). The
-// log directory is kept.
+// Stop stops kube-apiserver and etcd (SIGTERM, then SIGKILL after 30s) and
+// removes LogDir unless KeepLogs was set.
 func (cp *ControlPlane) Stop() error {
 	if cp == nil || cp.env == nil {
 		return nil
 	}
 	if err := cp.env.Stop(); err != nil {
-		return fmt.Errorf("stop control plane: %w", err)
+		return fmt.Errorf("stop control plane (logs kept in %s): %w", cp.LogDir, err)
+	}
+	if !cp.keepLogs {
+		if err := os.RemoveAll(cp.LogDir); err != nil {
+			return fmt.Errorf("remove %s: %w", cp.LogDir, err)
+		}
 	}
 	return nil
 }

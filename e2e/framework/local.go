@@ -281,7 +281,6 @@ func (l *Local) Stop() error {
 	}
 	if l.cp != nil {
 		errs = append(errs, l.cp.Stop())
-		_ = os.RemoveAll(l.cp.LogDir)
 	}
 	if l.dir != "" {
 		errs = append(errs, os.RemoveAll(l.dir))
@@ -303,7 +302,6 @@ func (l *Local) Kill() {
 	}
 	if l.cp != nil {
 		_ = l.cp.Stop() // envtest's own stop already ends with SIGKILL
-		_ = os.RemoveAll(l.cp.LogDir)
 	}
 	_ = os.RemoveAll(l.dir)
 }

@@ -9,10 +9,12 @@ package main
 import (
 	"context"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sort"
 	"strings"
 	"syscall"
@@ -65,11 +67,21 @@ func run() (err error) {
 	fmt.Printf(`
 The demo keeps running. Try:
   export KUBECONFIG=%s
-  %s get spiffeentries,spifferegistrations 2>/dev/null; %s get identitybindings -A
+  %s get spifferegistrations,spiffeentries,trustbundles
+  %s get identitybindings -A
+  %s entry show -socketPath %s
 Press Ctrl-C to stop and clean up.
-`, local.KubeconfigPath(), kubectlPath(), kubectlPath())
+`, local.KubeconfigPath(), kubectlPath(), kubectlPath(), spireServerPath(), local.Spire().SocketPath)
 	<-signals
 	return nil
+}
+
+func spireServerPath() string {
+	p, err := testenv.Binary("spire-server")
+	if err != nil {
+		return "spire-server"
+	}
+	return p
 }
 
 func kubectlPath() string {
@@ -153,13 +165,20 @@ func report(ctx context.Context, l *framework.Local) {
 		fmt.Print(indent(out))
 	}
 
-	section("Bundle ConfigMaps (label trustplane.dev/environment)")
-	out, err = kubectl(ctx, l, "get", "configmaps", "-A", "-l", "trustplane.dev/environment", "-o",
-		`jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}: keys {range .data}{end}{"\n"}{end}`)
-	if err != nil {
-		out = err.Error()
+	section("Bundle ConfigMaps written by bundle-operator")
+	cms := &corev1.ConfigMapList{}
+	if err := l.Client().List(ctx, cms, client.HasLabels{"bundle.trustplane.dev/trustbundle"}); err != nil {
+		fmt.Println("  ", err)
 	}
-	fmt.Print(indent(sortLines(out)))
+	for _, cm := range cms.Items {
+		keys := make([]string, 0, len(cm.Data))
+		for k, v := range cm.Data {
+			keys = append(keys, fmt.Sprintf("%s (%d bytes)", k, len(v)))
+		}
+		sort.Strings(keys)
+		fmt.Printf("  %s/%s: %s; %d certificate(s) in the PEM\n", cm.Namespace, cm.Name, strings.Join(keys, ", "),
+			strings.Count(strings.Join(mapValues(cm.Data), ""), "BEGIN CERTIFICATE")/max(1, countPEMKeys(cm.Data)))
+	}
 
 	section("Webhooks with an injected caBundle")
 	out, err = kubectl(ctx, l, "get", "validatingwebhookconfigurations,mutatingwebhookconfigurations", "-o",
@@ -168,6 +187,25 @@ func report(ctx context.Context, l *framework.Local) {
 		out = err.Error()
 	}
 	fmt.Print(indent(shortenCABundles(out)))
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// countPEMKeys counts the keys holding PEM, so the certificate count is per bundle.
+func countPEMKeys(m map[string]string) int {
+	n := 0
+	for _, v := range m {
+		if strings.Contains(v, "BEGIN CERTIFICATE") {
+			n++
+		}
+	}
+	return n
 }
 
 func indent(s string) string {
