@@ -83,7 +83,11 @@ const (
 )
 
 // PoolReference names the pool, in the binding's namespace, whose pods the
-// binding gives an identity.
+// binding gives an identity. Admission refuses a group that does not go with
+// the kind; the operator still reports UnsupportedPoolKind for objects
+// stored before this validation existed.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.group) || size(self.group) == 0 || self.group == ((has(self.kind) ? self.kind : 'InferencePool') == 'InferencePool' ? 'inference.networking.k8s.io' : 'apps')",message="poolRef.group must be inference.networking.k8s.io for InferencePool and apps for Deployment and StatefulSet (or empty)"
 type PoolReference struct {
 	// Group is the API group of the pool. Empty means the group of Kind:
 	// inference.networking.k8s.io for InferencePool, apps for Deployment and
@@ -94,12 +98,14 @@ type PoolReference struct {
 	// Kind is the kind of the pool: InferencePool (default), Deployment or
 	// StatefulSet.
 	// +kubebuilder:default=InferencePool
-	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Enum=InferencePool;Deployment;StatefulSet
 	// +optional
 	Kind string `json:"kind,omitempty"`
-	// Name is the name of the pool.
+	// Name is the name of the pool: a DNS-1123 subdomain, as the names of
+	// all three pool kinds are.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 }
 
@@ -135,11 +141,17 @@ type IdentityBoundary struct {
 type IdentityBindingSpec struct {
 	// PoolRef names the pool whose selector the identity is limited to.
 	PoolRef PoolReference `json:"poolRef"`
-	// ServiceAccountName is the service account the pods run as.
+	// ServiceAccountName is the service account the pods run as: a DNS-1123
+	// subdomain, as Kubernetes requires of service account names.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	ServiceAccountName string `json:"serviceAccountName"`
 	// IdentityBoundary holds the variant that separates this workload from
-	// others of the same namespace and service account.
+	// others of the same namespace and service account. The variant is
+	// checked by the operator, not at admission, so that a missing or
+	// invalid one is reported as UnsafeSelector/InvalidIdentityBoundary on
+	// the binding, as the selector-safety rules require.
 	IdentityBoundary IdentityBoundary `json:"identityBoundary"`
 	// SPIFFEIDPathTemplate is the path of the SPIFFE ID within the operator's
 	// trust domain. Placeholders: {namespace}, {serviceAccount}, {pool},
@@ -148,9 +160,11 @@ type IdentityBindingSpec struct {
 	// +optional
 	SPIFFEIDPathTemplate string `json:"spiffeIDPathTemplate,omitempty"`
 	// X509SVIDTTL is the lifetime of X509-SVIDs; empty uses SPIRE's default.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="x509SVIDTTL must not be negative"
 	// +optional
 	X509SVIDTTL *metav1.Duration `json:"x509SVIDTTL,omitempty"`
 	// JWTSVIDTTL is the lifetime of JWT-SVIDs; empty uses SPIRE's default.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="jwtSVIDTTL must not be negative"
 	// +optional
 	JWTSVIDTTL *metav1.Duration `json:"jwtSVIDTTL,omitempty"`
 	// Hint is passed to the entry so workloads with several identities can
@@ -219,7 +233,9 @@ type IdentityBinding struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   IdentityBindingSpec   `json:"spec,omitempty"`
+	// Spec is the desired identity.
+	Spec IdentityBindingSpec `json:"spec,omitempty"`
+	// Status is the observed state, written by the operator.
 	Status IdentityBindingStatus `json:"status,omitempty"`
 }
 
@@ -246,7 +262,8 @@ func (b *IdentityBinding) SetObservedGeneration(g int64) { b.Status.ObservedGene
 type IdentityBindingList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []IdentityBinding `json:"items"`
+	// Items are the bindings.
+	Items []IdentityBinding `json:"items"`
 }
 
 // GetItems returns pointers to the items.

@@ -64,13 +64,12 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 	var setter, dev client.Client
 
 	BeforeAll(func(ctx context.Context) {
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trustplane-system"}})).To(Succeed())
 		applyPolicyManifests(ctx)
 		ns = newNamespace(ctx)
 		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}))).To(Succeed())
 		Expect(k8s.Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "pod-writer"},
-			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "update", "patch"}}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "pods/status", "pods/ephemeralcontainers", "pods/resize"}, Verbs: []string{"get", "list", "create", "update", "patch"}}},
 		})).To(Succeed())
 		Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "pod-writer"},
@@ -125,6 +124,29 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			Expect(err.Error()).To(ContainSubstring("immutable"))
 		}
 	})
+
+	// The API server keeps label changes made through pods/status (without
+	// the policy a status update relabels the pod), so the policy covers
+	// that subresource, and pods/resize and pods/ephemeralcontainers as well
+	// in case their strategies ever keep metadata changes. Whatever the
+	// route, the label must survive.
+	DescribeTable("keeps the label through the subresources that carry the whole pod",
+		func(ctx context.Context, subResource string, denied bool) {
+			p := &corev1.Pod{}
+			Expect(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, p)).To(Succeed())
+			p.Labels[v1alpha1.BoundaryLabel] = "v2"
+			err := dev.SubResource(subResource).Update(ctx, p)
+			if denied {
+				Expect(err).To(MatchError(ContainSubstring("immutable")))
+			}
+			cur := &corev1.Pod{}
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, cur)).To(Succeed())
+			Expect(cur.Labels).To(HaveKeyWithValue(v1alpha1.BoundaryLabel, "v1"), "update error: %v", err)
+		},
+		Entry("status: denied by the policy", "status", true),
+		Entry("resize", "resize", false),
+		Entry("ephemeralcontainers", "ephemeralcontainers", false),
+	)
 
 	It("allows other label changes on a labelled pod", func(ctx context.Context) {
 		Expect(relabel(ctx, dev, ns, "labelled", func(l map[string]string) map[string]string { l["tier"] = "gold"; return l })).To(Succeed())

@@ -6,10 +6,19 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/labels"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/index"
 )
+
+// holdFinalizer keeps an output in deletion until a test releases it.
+const holdFinalizer = "test.trustplane.dev/hold"
 
 func conflictsOf(ctx context.Context, ns, name string) func(Gomega) []v1alpha1.Conflict {
 	return func(g Gomega) []v1alpha1.Conflict { return getBinding(ctx, ns, name)(g).Status.Conflicts }
@@ -69,24 +78,89 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		Eventually(entryExists(ctx, ns1, a.Name)).Should(BeFalse())
 
 		By("deleting one member lets the other recover")
-		Expect(k8s.Delete(ctx, getBinding(ctx, ns2, b.Name)(Default))).To(Succeed())
-		Eventually(func() error {
-			return k8s.Get(ctx, client.ObjectKey{Namespace: ns2, Name: b.Name}, &v1alpha1.IdentityBinding{})
-		}).Should(MatchError(ContainSubstring("not found")))
+		deleteBinding(ctx, ns2, b.Name)
 		Eventually(readyReason(ctx, ns1, a.Name)).Should(Equal("True"))
 		Eventually(entryExists(ctx, ns1, a.Name)).Should(BeTrue())
 	}, SpecTimeout(time.Minute))
 
-	It("no conflict across service accounts or variants", func(ctx context.Context) {
-		ns := newNamespace(ctx)
-		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+	It("no conflict across namespaces, service accounts, variants or environments", func(ctx context.Context) {
+		ns, other := newNamespace(ctx), newNamespace(ctx)
+		for _, n := range []string{ns, other} {
+			createDeployment(ctx, n, "web", webSelector("web"), map[string]string{"app": "web"})
+		}
 		createBinding(ctx, ns, "sa1", "one", "v1")
+		createBinding(ctx, other, "sa1", "one", "v1")
 		createBinding(ctx, ns, "sa2", "two", "v1")
 		createBinding(ctx, ns, "sa1-v2", "one", "v2")
-		for _, n := range []string{"sa1", "sa2", "sa1-v2"} {
-			Eventually(readyReason(ctx, ns, n)).Should(Equal("True"))
-			Expect(conflictsOf(ctx, ns, n)(Default)).To(BeEmpty())
+		createBinding(ctx, ns, "sa1-prod", "one", "v1", func(b *v1alpha1.IdentityBinding) {
+			b.Labels = map[string]string{labels.Environment: "prod"}
+		})
+		for _, key := range [][2]string{{ns, "sa1"}, {other, "sa1"}, {ns, "sa2"}, {ns, "sa1-v2"}, {ns, "sa1-prod"}} {
+			Eventually(readyReason(ctx, key[0], key[1])).Should(Equal("True"), "%s/%s", key[0], key[1])
+			Expect(conflictsOf(ctx, key[0], key[1])(Default)).To(BeEmpty())
 		}
+	}, SpecTimeout(time.Minute))
+
+	It("a peer being deleted counts until its output is confirmed gone", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+		createDeployment(ctx, ns, "web2", webSelector("web2"), map[string]string{"app": "web2"})
+		b := createBinding(ctx, ns, "b", "serving", "v1", withPool("", v1alpha1.DeploymentKind, "web2"))
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal("True"))
+		By("holding b's SpiffeEntry, so that its deletion cannot complete")
+		Eventually(func(g Gomega) {
+			e := getEntry(ctx, ns, b.Name)(g)
+			e.Finalizers = append(e.Finalizers, holdFinalizer)
+			g.Expect(k8s.Update(ctx, e)).To(Succeed())
+		}).Should(Succeed())
+
+		a := createBinding(ctx, ns, "a", "serving", "v1")
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonVariantConflict))
+		Eventually(func(g Gomega) string {
+			return findMessage(getBinding(ctx, ns, b.Name)(g), v1alpha1.ConditionConflict)
+		}).Should(ContainSubstring("outputs are being withdrawn"), "b's conflict is not settled while its output exists")
+
+		By("deleting b: it stays, and keeps a in conflict, until its output is gone")
+		Expect(k8s.Delete(ctx, getBinding(ctx, ns, b.Name)(Default))).To(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(readyReason(ctx, ns, a.Name)(g)).To(Equal(v1alpha1.ReasonVariantConflict))
+			g.Expect(getBinding(ctx, ns, b.Name)(g).DeletionTimestamp).NotTo(BeNil())
+			g.Expect(entryExists(ctx, ns, a.Name)()).To(BeFalse())
+		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+
+		By("releasing b's output lets b go and a recover")
+		Eventually(func(g Gomega) {
+			e := getEntry(ctx, ns, b.Name)(g)
+			e.Finalizers = nil
+			g.Expect(k8s.Update(ctx, e)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Name}, &v1alpha1.IdentityBinding{}))
+		}).Should(BeTrue())
+		Eventually(readyReason(ctx, ns, a.Name)).Should(Equal("True"))
+		Expect(entryExists(ctx, ns, a.Name)()).To(BeTrue())
+		Expect(conflictsOf(ctx, ns, a.Name)(Default)).To(BeEmpty())
+	}, SpecTimeout(time.Minute))
+
+	It("PeerOutputPending: no output while another binding's output for the same workloads exists", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+		stale := &spiffev1alpha1.SpiffeEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: "stale-" + ns, Labels: map[string]string{
+				labels.Environment: environment, labels.OwnerUID: "a-binding-that-is-gone",
+				index.LabelGroup: index.GroupKey(ns, "serving", "v1"),
+			}},
+			Spec: spiffev1alpha1.SpiffeEntrySpec{SpiffeID: "spiffe://example.org/old", ParentID: parentID, Selectors: []string{"k8s:ns:" + ns}},
+		}
+		Expect(k8s.Create(ctx, stale)).To(Succeed())
+		a := createBinding(ctx, ns, "a", "serving", "v1")
+		Eventually(readyReason(ctx, ns, a.Name)).Should(Equal(v1alpha1.ReasonPeerOutputPending))
+		Consistently(entryExists(ctx, ns, a.Name), time.Second, 100*time.Millisecond).Should(BeFalse())
+		Expect(failures(getBinding(ctx, ns, a.Name)(Default))).To(BeEmpty())
+
+		Expect(k8s.Delete(ctx, stale)).To(Succeed())
+		Eventually(readyReason(ctx, ns, a.Name)).Should(Equal("True"))
+		Expect(entryExists(ctx, ns, a.Name)()).To(BeTrue())
 	}, SpecTimeout(time.Minute))
 })
 

@@ -52,7 +52,7 @@ func inferencePool(ns, name string, matchLabels map[string]any) *unstructured.Un
 			"endpointPickerRef": map[string]any{"name": "epp", "port": map[string]any{"number": int64(9002)}},
 		},
 	}}
-	u.SetGroupVersionKind(pool.InferencePoolGVK)
+	u.SetGroupVersionKind(pool.InferencePoolGVK())
 	u.SetNamespace(ns)
 	u.SetName(name)
 	return u
@@ -132,7 +132,7 @@ func entryExists(ctx context.Context, ns, name string) func() bool {
 func clusterSPIFFEIDExists(ctx context.Context, ns, name string) func() bool {
 	return func() bool {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 		err := k8s.Get(ctx, client.ObjectKey{Name: output.Name(ns, name)}, u)
 		return !apierrors.IsNotFound(err)
 	}
@@ -152,4 +152,25 @@ func webSelector(app string) *metav1.LabelSelector {
 
 func appsGVK(kind string) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: kind}
+}
+
+// deleteBinding deletes a binding and waits until it is gone, that is until
+// its finalizer has run.
+func deleteBinding(ctx context.Context, ns, name string) {
+	Expect(k8s.Delete(ctx, getBinding(ctx, ns, name)(Default))).To(Succeed())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.IdentityBinding{}))
+	}).Should(BeTrue(), "binding %s/%s still exists", ns, name)
+}
+
+// readyWebBinding creates a namespace with the Deployment "web" and a
+// binding "web" to it (service account serving, variant v1), waits until it
+// is Ready and returns the namespace and binding name.
+func readyWebBinding(ctx context.Context) (string, string) {
+	ns := newNamespace(ctx)
+	createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+	b := createBinding(ctx, ns, "web", "serving", "v1")
+	Eventually(readyReason(ctx, ns, b.Name)).Should(Equal("True"))
+	Expect(entryExists(ctx, ns, b.Name)()).To(BeTrue())
+	return ns, b.Name
 }

@@ -51,19 +51,34 @@ type SetupOptions struct {
 	Outputs []output.Kind
 }
 
-// Setup registers the indexes and the controller c with mgr.
+// Setup registers the indexes and the controller c with mgr. It fails with
+// a clear error when the CRD of a configured output kind is not installed;
+// a missing InferencePool CRD is not an error (bindings report it).
 func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1alpha1.IdentityBinding], opts SetupOptions) error {
 	if err := index.Register(ctx, mgr.GetFieldIndexer(), opts.TrustDomain); err != nil {
 		return err
 	}
+	for _, k := range opts.Outputs {
+		gvk := spiffev1alpha1.GroupVersion.WithKind("SpiffeEntry")
+		if k == output.KindClusterSPIFFEID {
+			gvk = output.ClusterSPIFFEIDGVK()
+		}
+		ok, err := crdInstalled(mgr, gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("output %s needs the %s CRD (%s), which is not installed: install it or choose another --output", k, gvk.Kind, gvk.GroupVersion())
+		}
+	}
 	m := &mapper{client: mgr.GetClient(), td: opts.TrustDomain}
-	inferencePools, err := crdInstalled(mgr, pool.InferencePoolGVK.GroupKind(), pool.InferencePoolGVK.Version)
+	inferencePools, err := crdInstalled(mgr, pool.InferencePoolGVK().GroupKind(), pool.InferencePoolGVK().Version)
 	if err != nil {
 		return err
 	}
 	if !inferencePools {
 		logf.FromContext(ctx).Info("InferencePool CRD not installed: bindings to InferencePools report InferencePoolCRDMissing and retry slowly; restart the operator after installing it to watch pools",
-			"gvk", pool.InferencePoolGVK.String())
+			"gvk", pool.InferencePoolGVK().String())
 	}
 	return controller.SetupWithManager(mgr, c, func() *v1alpha1.IdentityBinding { return &v1alpha1.IdentityBinding{} },
 		func(b *builder.Builder) *builder.Builder {
@@ -72,7 +87,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 				Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.AppsGroup, v1alpha1.StatefulSetKind)))
 			if inferencePools {
 				u := &unstructured.Unstructured{}
-				u.SetGroupVersionKind(pool.InferencePoolGVK)
+				u.SetGroupVersionKind(pool.InferencePoolGVK())
 				b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.InferencePoolGroup, v1alpha1.InferencePoolKind)))
 			}
 			for _, k := range opts.Outputs {
@@ -81,7 +96,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 					b = b.Watches(&spiffev1alpha1.SpiffeEntry{}, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
 				case output.KindClusterSPIFFEID:
 					u := &unstructured.Unstructured{}
-					u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+					u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 					b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/labels"
@@ -41,30 +42,41 @@ var _ = Describe("Ownership: an object the operator did not create is never adop
 		}, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
 
 		By("deleting the binding does not delete the foreign object either")
-		Expect(k8s.Delete(ctx, getBinding(ctx, ns, b.Name)(Default))).To(Succeed())
-		Eventually(func() error {
-			return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Name}, &v1alpha1.IdentityBinding{})
-		}).ShouldNot(Succeed())
+		deleteBinding(ctx, ns, b.Name)
 		cur := &spiffev1alpha1.SpiffeEntry{}
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
 		Expect(cur.ResourceVersion).To(Equal(rv))
 	}, SpecTimeout(time.Minute))
 })
 
-var _ = Describe("Deletion: a deleted binding's outputs are deleted before it goes", func() {
-	It("removes the SpiffeEntry and ClusterSPIFFEID, then the binding", func(ctx context.Context) {
+var _ = Describe("Ownership across output kinds", func() {
+	It("a foreign ClusterSPIFFEID stops the SpiffeEntry too, so no pass writes one kind and withdraws it", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
-		b := createBinding(ctx, ns, "web", "serving", "v1")
-		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal("True"))
-		Expect(entryExists(ctx, ns, b.Name)()).To(BeTrue())
-		Expect(clusterSPIFFEIDExists(ctx, ns, b.Name)()).To(BeTrue())
+		foreign := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"spiffeIDTemplate": "spiffe://example.org/someone/else"}}}
+		foreign.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+		foreign.SetName(output.Name(ns, "web"))
+		Expect(k8s.Create(ctx, foreign)).To(Succeed())
+		rv := foreign.GetResourceVersion()
 
-		Expect(k8s.Delete(ctx, getBinding(ctx, ns, b.Name)(Default))).To(Succeed())
-		Eventually(func() error {
-			return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Name}, &v1alpha1.IdentityBinding{})
-		}).ShouldNot(Succeed())
-		Expect(entryExists(ctx, ns, b.Name)()).To(BeFalse())
-		Expect(clusterSPIFFEIDExists(ctx, ns, b.Name)()).To(BeFalse())
+		b := createBinding(ctx, ns, "web", "serving", "v1")
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
+		Expect(failures(getBinding(ctx, ns, b.Name)(Default))).To(Equal([]string{"RenderFailure=ManagedOutputApplyFailed"}))
+		Consistently(entryExists(ctx, ns, b.Name), time.Second, 100*time.Millisecond).Should(BeFalse())
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
+		Expect(cur.GetResourceVersion()).To(Equal(rv))
+	}, SpecTimeout(time.Minute))
+})
+
+var _ = Describe("Deletion: a deleted binding's outputs are deleted before it goes", func() {
+	It("removes the SpiffeEntry and ClusterSPIFFEID, then the binding", func(ctx context.Context) {
+		ns, name := readyWebBinding(ctx)
+		Expect(clusterSPIFFEIDExists(ctx, ns, name)()).To(BeTrue())
+
+		deleteBinding(ctx, ns, name)
+		Expect(entryExists(ctx, ns, name)()).To(BeFalse())
+		Expect(clusterSPIFFEIDExists(ctx, ns, name)()).To(BeFalse())
 	}, SpecTimeout(time.Minute))
 })

@@ -22,7 +22,7 @@ var _ = Describe("Pool change: a pool change requeues the bindings that referenc
 
 		Eventually(func(g Gomega) {
 			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(pool.InferencePoolGVK)
+			u.SetGroupVersionKind(pool.InferencePoolGVK())
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "llm"}, u)).To(Succeed())
 			g.Expect(unstructured.SetNestedStringMap(u.Object, map[string]string{"app": "llm-v2"}, "spec", "selector", "matchLabels")).To(Succeed())
 			g.Expect(k8s.Update(ctx, u)).To(Succeed())

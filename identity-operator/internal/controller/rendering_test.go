@@ -6,6 +6,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,7 +53,7 @@ var _ = Describe("Rendering: a Ready binding gets outputs with the safe selector
 		Expect(e.OwnerReferences).To(BeEmpty(), "a namespaced binding cannot own a cluster-scoped object by reference")
 
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: output.Name(ns, b.Name)}, u)).To(Succeed())
 		Expect(u.Object["spec"]).To(HaveKeyWithValue("spiffeIDTemplate", wantID))
 		Expect(u.Object["spec"]).To(HaveKeyWithValue("podSelector", map[string]any{"matchLabels": map[string]any{"app": "web"}}))
@@ -62,6 +64,26 @@ var _ = Describe("Rendering: a Ready binding gets outputs with the safe selector
 		By("a steady binding does not rewrite its outputs (no write loop)")
 		rv := e.ResourceVersion
 		Consistently(func(g Gomega) string { return getEntry(ctx, ns, b.Name)(g).ResourceVersion }, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+	}, SpecTimeout(time.Minute))
+
+	It("reads a StatefulSet's spec.selector as the pool selector", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		sts := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			Spec: appsv1.StatefulSetSpec{
+				Selector: webSelector("db"),
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "example.org/db:1"}}},
+				},
+			},
+		}
+		Expect(k8s.Create(ctx, sts)).To(Succeed())
+		b := createBinding(ctx, ns, "db", "serving", "primary", withPool("", v1alpha1.StatefulSetKind, "db"))
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal("True"))
+		Expect(getEntry(ctx, ns, b.Name)(Default).Spec.Selectors).To(Equal([]string{
+			"k8s:ns:" + ns, "k8s:pod-label:app:db", "k8s:pod-label:identity.trustplane.dev/variant:primary", "k8s:sa:serving",
+		}))
 	}, SpecTimeout(time.Minute))
 
 	It("reads an InferencePool's matchLabels and applies TTLs", func(ctx context.Context) {

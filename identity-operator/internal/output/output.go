@@ -46,9 +46,11 @@ func ParseKinds(values []string) ([]Kind, error) {
 	return out, nil
 }
 
-// ClusterSPIFFEIDGVK is the spire-controller-manager kind written for
-// KindClusterSPIFFEID.
-var ClusterSPIFFEIDGVK = schema.GroupVersionKind{Group: "spire.spiffe.io", Version: "v1alpha1", Kind: "ClusterSPIFFEID"}
+// ClusterSPIFFEIDGVK returns the spire-controller-manager kind written for
+// KindClusterSPIFFEID (a function, so no caller can change it for everyone).
+func ClusterSPIFFEIDGVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: "spire.spiffe.io", Version: "v1alpha1", Kind: "ClusterSPIFFEID"}
+}
 
 // MaxSelectors is the most selectors a SpiffeEntry accepts.
 const MaxSelectors = 64

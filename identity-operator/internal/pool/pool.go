@@ -17,8 +17,11 @@ import (
 	"github.com/trustplane/trustplane/identity-operator/internal/selector"
 )
 
-// InferencePoolGVK is the InferencePool version the operator reads.
-var InferencePoolGVK = schema.GroupVersionKind{Group: v1alpha1.InferencePoolGroup, Version: "v1", Kind: v1alpha1.InferencePoolKind}
+// InferencePoolGVK returns the InferencePool version the operator reads (a
+// function, so no caller can change it for everyone).
+func InferencePoolGVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: v1alpha1.InferencePoolGroup, Version: "v1", Kind: v1alpha1.InferencePoolKind}
+}
 
 // RefError is a pool reference that cannot be resolved, with the InvalidRef
 // reason to report.
@@ -49,7 +52,7 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 	switch {
 	case ref.Group == v1alpha1.InferencePoolGroup && ref.Kind == v1alpha1.InferencePoolKind:
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(InferencePoolGVK)
+		u.SetGroupVersionKind(InferencePoolGVK())
 		if err := r.Reader.Get(ctx, key, u); err != nil {
 			return nil, readError(ref, namespace, err)
 		}
@@ -94,7 +97,7 @@ func readError(ref v1alpha1.PoolReference, namespace string, err error) error {
 	switch {
 	case meta.IsNoMatchError(err):
 		return &RefError{Reason: v1alpha1.ReasonInferencePoolCRDMissing,
-			err: fmt.Errorf("the %s CRD (%s) is not installed: %w", ref.Kind, InferencePoolGVK.GroupVersion(), err)}
+			err: fmt.Errorf("the %s CRD (%s) is not installed: %w", ref.Kind, InferencePoolGVK().GroupVersion(), err)}
 	case apierrors.IsNotFound(err):
 		return &RefError{Reason: v1alpha1.ReasonTargetPoolNotFound,
 			err: fmt.Errorf("%s %s/%s not found", ref.Kind, namespace, ref.Name)}

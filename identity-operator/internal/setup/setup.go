@@ -55,10 +55,12 @@ type Settings struct {
 	Outputs []output.Kind
 	// ClassName of ClusterSPIFFEID outputs.
 	ClassName string
-	// MetricsAddr, ProbeAddr, LeaderElect and LeaderElectionNamespace
-	// configure the manager.
-	MetricsAddr, ProbeAddr  string
-	LeaderElect             bool
+	// MetricsAddr and ProbeAddr are the manager's metrics and health probe
+	// addresses ("0" disables).
+	MetricsAddr, ProbeAddr string
+	// LeaderElect enables leader election.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the leader election lease.
 	LeaderElectionNamespace string
 	// Handler holds the handler options derived from the settings.
 	Handler identitybinding.Options
@@ -176,11 +178,11 @@ func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.
 func Run(ctx context.Context, fs *pflag.FlagSet) error {
 	v, err := config.NewViper(fs)
 	if err != nil {
-		return err
+		return fmt.Errorf("read settings: %w", err)
 	}
 	s, err := Load(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("invalid settings: %w", err)
 	}
 	scheme, err := NewScheme()
 	if err != nil {
@@ -208,5 +210,8 @@ func RunWithConfig(ctx context.Context, cfg *rest.Config, s Settings, scheme *ru
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
-	return mgr.Start(ctx)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
 }

@@ -3,68 +3,115 @@ package identitybinding_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
+	"github.com/trustplane/trustplane/common/testenv"
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/index"
-	"github.com/trustplane/trustplane/identity-operator/internal/output"
 	"github.com/trustplane/trustplane/identity-operator/internal/pool"
 	"github.com/trustplane/trustplane/identity-operator/internal/setup"
+	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
 )
+
+// These tests drive the handler directly against a real kube-apiserver that
+// starts WITHOUT the InferencePool CRD, so the missing-CRD path is the real
+// one; they then install an InferencePool CRD whose spec is schemaless, the
+// way other served versions deliver selector shapes the v1 schema would
+// refuse, and run every pool-selector rule through the handler.
 
 const env = "test"
 
-var td = spiffeid.RequireTrustDomainFromString("example.org")
+var (
+	td = spiffeid.RequireTrustDomainFromString("example.org")
+	cp *testenv.ControlPlane
+	ns atomic.Int32
+)
 
-func newScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
 	s, err := setup.NewScheme()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	external, err := testsupport.ExternalCRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	crds := testsupport.OwnCRDs()
+	for _, f := range external {
+		if !strings.Contains(f, "inferencepools") {
+			crds = append(crds, f)
+		}
+	}
+	cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: crds, Scheme: s})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
+}
+
+// cachedClient returns a client that reads through a fresh informer cache
+// with the handler's indexes, as the manager's client does.
+func cachedClient(t *testing.T) client.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := cache.New(cp.Config, cache.Options{Scheme: cp.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fake client handles InferencePools as unstructured objects.
-	s.AddKnownTypeWithName(pool.InferencePoolGVK, &unstructured.Unstructured{})
-	s.AddKnownTypeWithName(pool.InferencePoolGVK.GroupVersion().WithKind("InferencePoolList"), &unstructured.UnstructuredList{})
-	s.AddKnownTypeWithName(output.ClusterSPIFFEIDGVK, &unstructured.Unstructured{})
-	s.AddKnownTypeWithName(output.ClusterSPIFFEIDGVK.GroupVersion().WithKind("ClusterSPIFFEIDList"), &unstructured.UnstructuredList{})
-	return s
-}
-
-func newClient(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.Client {
-	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.IdentityBinding{})
-	for field, fn := range index.Funcs(td) {
-		b = b.WithIndex(&v1alpha1.IdentityBinding{}, field, fn)
+	if err := index.Register(ctx, c, td); err != nil {
+		t.Fatal(err)
 	}
-	if funcs != nil {
-		b = b.WithInterceptorFuncs(*funcs)
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
 	}
-	return b.Build()
+	cl, err := client.New(cp.Config, client.Options{Scheme: cp.Scheme, Cache: &client.CacheOptions{Reader: c, Unstructured: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 func newHandler(t *testing.T, c client.Client) *identitybinding.Handler {
 	t.Helper()
-	h, err := identitybinding.New(c, c, identitybinding.Options{
+	h, err := identitybinding.New(c, cp.Client, identitybinding.Options{
 		TrustDomain: td, ParentID: "spiffe://example.org/nodes", DefaultEnvironment: env,
+		CRDMissingRetry: 45 * time.Second, WithdrawalRetry: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,31 +119,60 @@ func newHandler(t *testing.T, c client.Client) *identitybinding.Handler {
 	return h
 }
 
-func binding(ns, name, sa, variant, poolName string) *v1alpha1.IdentityBinding {
-	return &v1alpha1.IdentityBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), Labels: map[string]string{labels.Environment: env}},
-		Spec: v1alpha1.IdentityBindingSpec{
-			PoolRef:            v1alpha1.PoolReference{Name: poolName},
-			ServiceAccountName: sa,
-			IdentityBoundary:   v1alpha1.IdentityBoundary{Variant: variant},
-		},
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("h-%d", ns.Add(1))
+	if err := cp.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
 	}
+	return name
 }
 
-func inferencePoolWithSelector(t *testing.T, ns, name, selectorJSON string) *unstructured.Unstructured {
+// createBinding creates a binding to the InferencePool "llm" and waits until
+// c's cache holds it, so the handler's index lookups see it.
+func createBinding(t *testing.T, c client.Client, namespace string) *v1alpha1.IdentityBinding {
 	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
+	b := &v1alpha1.IdentityBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "b", Labels: map[string]string{labels.Environment: env}},
+		Spec: v1alpha1.IdentityBindingSpec{
+			PoolRef:            v1alpha1.PoolReference{Name: "llm"},
+			ServiceAccountName: "serving",
+			IdentityBoundary:   v1alpha1.IdentityBoundary{Variant: "v1"},
+		},
+	}
+	if err := cp.Client.Create(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() error {
+		return c.Get(context.Background(), client.ObjectKeyFromObject(b), &v1alpha1.IdentityBinding{})
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	return b
+}
+
+// createPool creates an InferencePool whose spec.selector is the given JSON
+// ("" leaves it out) and waits until c's cache holds it.
+func createPool(t *testing.T, c client.Client, namespace, selectorJSON string) {
+	t.Helper()
+	spec := map[string]any{}
 	if selectorJSON != "" {
 		var sel any
 		if err := json.Unmarshal([]byte(selectorJSON), &sel); err != nil {
 			t.Fatal(err)
 		}
-		u.Object["spec"].(map[string]any)["selector"] = sel
+		spec["selector"] = sel
 	}
-	u.SetGroupVersionKind(pool.InferencePoolGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(pool.InferencePoolGVK())
+	u.SetNamespace(namespace)
+	u.SetName("llm")
+	if err := cp.Client.Create(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() error {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(pool.InferencePoolGVK())
+		return c.Get(context.Background(), client.ObjectKeyFromObject(u), got)
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 }
 
 func reconcile(t *testing.T, h *identitybinding.Handler, c client.Client, b *v1alpha1.IdentityBinding) error {
@@ -116,27 +192,98 @@ func failureConditions(b *v1alpha1.IdentityBinding) map[string]string {
 	return out
 }
 
-func entryCount(t *testing.T, c client.Client) int {
+// entriesOf counts the SpiffeEntries owned by b, read uncached.
+func entriesOf(t *testing.T, b *v1alpha1.IdentityBinding) int {
 	t.Helper()
 	var l spiffev1alpha1.SpiffeEntryList
-	if err := c.List(context.Background(), &l); err != nil {
+	if err := cp.Client.List(context.Background(), &l, client.MatchingLabels{labels.OwnerUID: string(b.UID)}); err != nil {
 		t.Fatal(err)
 	}
 	return len(l.Items)
 }
 
-// TestPoolSelectorRulesThroughHandler runs every pool-selector rule through
-// the handler with an InferencePool read as unstructured, as served schemas
-// vary: accepted shapes reach Ready with an output, rejected ones set
-// UnsafeSelector/InvalidPoolSelector and write nothing.
-func TestPoolSelectorRulesThroughHandler(t *testing.T) {
+// schemalessInferencePoolCRD serves inference.networking.k8s.io/v1
+// InferencePool with an unvalidated spec.
+func schemalessInferencePoolCRD() *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "inferencepools." + v1alpha1.InferencePoolGroup,
+			// *.k8s.io groups need it; the upstream CRD carries it too.
+			Annotations: map[string]string{"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api-inference-extension"},
+		},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: v1alpha1.InferencePoolGroup,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "inferencepools", Singular: "inferencepool", Kind: "InferencePool", ListKind: "InferencePoolList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: pool.InferencePoolGVK().Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", XPreserveUnknownFields: &preserve},
+					},
+				}},
+			}},
+		},
+	}
+}
+
+// TestUnsupportedPoolKindIsReported proves the handler's own guard: a kind
+// that admission refuses today (an object stored before that validation)
+// is InvalidRef UnsupportedPoolKind with no output, never a panic.
+func TestUnsupportedPoolKindIsReported(t *testing.T) {
+	c := cachedClient(t)
+	b := createBinding(t, c, newNamespace(t))
+	b.Spec.PoolRef = v1alpha1.PoolReference{Group: "batch", Kind: "Job", Name: "llm"}
+	err := reconcile(t, newHandler(t, c), c, b)
+	if got := ctrlerrors.Reason(err, ""); got != v1alpha1.ReasonUnsupportedPoolKind || !ctrlerrors.IsBlocked(err) {
+		t.Fatalf("want blocked UnsupportedPoolKind, got %q (%v)", got, err)
+	}
+	if f := failureConditions(b); f[v1alpha1.ConditionInvalidRef] != v1alpha1.ReasonUnsupportedPoolKind || len(f) != 1 {
+		t.Fatalf("want exactly InvalidRef=UnsupportedPoolKind, got %v", f)
+	}
+	if entriesOf(t, b) != 0 {
+		t.Fatal("no output for an unsupported pool kind")
+	}
+}
+
+// TestInferencePoolReadAsUnstructured runs in a fixed order: first with no
+// InferencePool CRD (InvalidRef InferencePoolCRDMissing, slow retry, never a
+// crash), then with a schemaless one, through every pool-selector rule.
+func TestInferencePoolReadAsUnstructured(t *testing.T) {
+	t.Run("missing CRD: InvalidRef InferencePoolCRDMissing with a slow retry", func(t *testing.T) {
+		c := cachedClient(t)
+		b := createBinding(t, c, newNamespace(t))
+		err := reconcile(t, newHandler(t, c), c, b)
+		r, ok := ctrlerrors.AsRetryable(err)
+		if !ok || r.Delay != 45*time.Second {
+			t.Fatalf("want the configured slow retry, got %v", err)
+		}
+		if got := ctrlerrors.Reason(err, ""); got != v1alpha1.ReasonInferencePoolCRDMissing {
+			t.Fatalf("want reason InferencePoolCRDMissing, got %q (%v)", got, err)
+		}
+		if f := failureConditions(b); f[v1alpha1.ConditionInvalidRef] != v1alpha1.ReasonInferencePoolCRDMissing || len(f) != 1 {
+			t.Fatalf("want exactly InvalidRef=InferencePoolCRDMissing, got %v", f)
+		}
+		if entriesOf(t, b) != 0 {
+			t.Fatal("no output without a pool")
+		}
+	})
+
+	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{
+		CRDs: []*apiextensionsv1.CustomResourceDefinition{schemalessInferencePoolCRD()},
+	}); err != nil {
+		t.Fatalf("install InferencePool CRD: %v", err)
+	}
+
 	cases := []struct {
 		name     string
 		selector string
 		ok       bool
 	}{
 		{"matchLabels", `{"matchLabels":{"app":"llm"}}`, true},
-		{"flat map", `{"app":"llm"}`, true},
+		{"flat map normalised to matchLabels", `{"app":"llm"}`, true},
 		{"missing selector", ``, false},
 		{"empty selector", `{}`, false},
 		{"empty matchLabels", `{"matchLabels":{}}`, false},
@@ -148,17 +295,24 @@ func TestPoolSelectorRulesThroughHandler(t *testing.T) {
 		{"leading whitespace", `{"app":" llm"}`, false},
 		{"trailing whitespace", `{"app":"llm\t"}`, false},
 		{"matchExpressions", `{"matchExpressions":[{"key":"app","operator":"Exists"}]}`, false},
-		{"matchLabels with matchExpressions", `{"matchLabels":{"app":"llm"},"matchExpressions":[]}`, false},
+		{"matchLabels with empty matchExpressions", `{"matchLabels":{"app":"llm"},"matchExpressions":[]}`, false},
 		{"undecodable list", `["app"]`, false},
 	}
+	c := cachedClient(t)
+	h := newHandler(t, c)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := binding("ns", "b", "serving", "v1", "llm")
-			c := newClient(t, nil, b, inferencePoolWithSelector(t, "ns", "llm", tc.selector))
-			err := reconcile(t, newHandler(t, c), c, b)
+			namespace := newNamespace(t)
+			createPool(t, c, namespace, tc.selector)
+			b := createBinding(t, c, namespace)
+			err := reconcile(t, h, c, b)
 			if tc.ok {
-				if err != nil || entryCount(t, c) != 1 || len(b.Status.Outputs) != 1 {
-					t.Fatalf("want Ready with one output, got %v, %d entries, outputs %v", err, entryCount(t, c), b.Status.Outputs)
+				if err != nil || entriesOf(t, b) != 1 || len(b.Status.Outputs) != 1 {
+					t.Fatalf("want Ready with one output, got %v, %d entries, outputs %v", err, entriesOf(t, b), b.Status.Outputs)
+				}
+				want := []string{"k8s:ns:" + namespace, "k8s:pod-label:app:llm", "k8s:pod-label:identity.trustplane.dev/variant:v1", "k8s:sa:serving"}
+				if strings.Join(b.Status.Selectors, ",") != strings.Join(want, ",") {
+					t.Fatalf("selectors %v, want %v", b.Status.Selectors, want)
 				}
 				return
 			}
@@ -168,217 +322,9 @@ func TestPoolSelectorRulesThroughHandler(t *testing.T) {
 			if f := failureConditions(b); f[v1alpha1.ConditionUnsafeSelector] != v1alpha1.ReasonInvalidPoolSelector || len(f) != 1 {
 				t.Fatalf("want exactly UnsafeSelector=InvalidPoolSelector, got %v", f)
 			}
-			if entryCount(t, c) != 0 || b.Status.Selectors != nil {
-				t.Fatalf("a rejected binding must have no output and no selectors, got %d entries, %v", entryCount(t, c), b.Status.Selectors)
+			if entriesOf(t, b) != 0 || b.Status.Selectors != nil {
+				t.Fatalf("a rejected binding must have no output and no selectors, got %d entries, %v", entriesOf(t, b), b.Status.Selectors)
 			}
 		})
-	}
-}
-
-// TestInferencePoolCRDMissing proves a missing CRD is InvalidRef
-// InferencePoolCRDMissing with a slow retry, not a crash or a fast loop.
-func TestInferencePoolCRDMissing(t *testing.T) {
-	b := binding("ns", "b", "serving", "v1", "llm")
-	c := newClient(t, &interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-		if u, ok := obj.(*unstructured.Unstructured); ok && u.GroupVersionKind() == pool.InferencePoolGVK {
-			return &meta.NoKindMatchError{GroupKind: pool.InferencePoolGVK.GroupKind(), SearchedVersions: []string{"v1"}}
-		}
-		return c.Get(ctx, key, obj, opts...)
-	}}, b)
-	err := reconcile(t, newHandler(t, c), c, b)
-	r, ok := ctrlerrors.AsRetryable(err)
-	if !ok || r.Delay < 30*time.Second {
-		t.Fatalf("want a slow retry, got %v", err)
-	}
-	if got := ctrlerrors.Reason(err, ""); got != v1alpha1.ReasonInferencePoolCRDMissing {
-		t.Fatalf("want reason InferencePoolCRDMissing, got %q", got)
-	}
-	if f := failureConditions(b); f[v1alpha1.ConditionInvalidRef] != v1alpha1.ReasonInferencePoolCRDMissing || len(f) != 1 {
-		t.Fatalf("want exactly InvalidRef=InferencePoolCRDMissing, got %v", f)
-	}
-}
-
-// TestDeploymentAndStatefulSetPools proves both apps kinds are pools.
-func TestDeploymentAndStatefulSetPools(t *testing.T) {
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
-	for _, kind := range []string{v1alpha1.DeploymentKind, v1alpha1.StatefulSetKind} {
-		t.Run(kind, func(t *testing.T) {
-			b := binding("ns", "b", "serving", "v1", "web")
-			b.Spec.PoolRef.Kind = kind
-			var p client.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: appsv1.DeploymentSpec{Selector: sel}}
-			if kind == v1alpha1.StatefulSetKind {
-				p = &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: appsv1.StatefulSetSpec{Selector: sel}}
-			}
-			c := newClient(t, nil, b, p)
-			if err := reconcile(t, newHandler(t, c), c, b); err != nil {
-				t.Fatal(err)
-			}
-			if len(b.Status.Selectors) != 4 || b.Status.Selectors[1] != "k8s:pod-label:app:web" {
-				t.Fatalf("unexpected selectors %v", b.Status.Selectors)
-			}
-		})
-	}
-}
-
-// TestConflictRulesThroughHandler proves each conflict rule as the handler
-// applies it, and that a binding of another environment is no peer.
-func TestConflictRulesThroughHandler(t *testing.T) {
-	pools := []client.Object{
-		inferencePoolWithSelector(t, "ns", "p1", `{"app":"one"}`),
-		inferencePoolWithSelector(t, "ns", "p2", `{"app":"two"}`),
-		inferencePoolWithSelector(t, "other", "p1", `{"app":"one"}`),
-	}
-	cases := []struct {
-		name string
-		peer *v1alpha1.IdentityBinding
-		want string
-	}{
-		{"same SPIFFE ID", func() *v1alpha1.IdentityBinding {
-			p := binding("other", "peer", "serving", "v2", "p1")
-			p.Spec.SPIFFEIDPathTemplate = "ns/ns/sa/serving/pool/p1/variant/v1"
-			return p
-		}(), v1alpha1.ReasonDuplicateSPIFFEID},
-		{"different namespace", binding("other", "peer", "serving", "v1", "p1"), ""},
-		{"different service account", binding("ns", "peer", "other", "v1", "p2"), ""},
-		{"different variant", binding("ns", "peer", "serving", "v2", "p2"), ""},
-		{"same namespace, service account and variant", binding("ns", "peer", "serving", "v1", "p2"), v1alpha1.ReasonVariantConflict},
-		{"other environment", func() *v1alpha1.IdentityBinding {
-			p := binding("ns", "peer", "serving", "v1", "p2")
-			p.Labels[labels.Environment] = "prod"
-			return p
-		}(), ""},
-		{"peer with an invalid variant holds nothing", binding("ns", "peer", "serving", " v1", "p2"), ""},
-		{"a deleting peer counts until its finalizer is gone", func() *v1alpha1.IdentityBinding {
-			p := binding("ns", "peer", "serving", "v1", "p2")
-			now := metav1.Now()
-			p.DeletionTimestamp = &now
-			p.Finalizers = []string{labels.Finalizer}
-			return p
-		}(), v1alpha1.ReasonVariantConflict},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			self := binding("ns", "self", "serving", "v1", "p1")
-			c := newClient(t, nil, append([]client.Object{self, tc.peer}, pools...)...)
-			h := newHandler(t, c)
-			err := reconcile(t, h, c, self)
-			if tc.want == "" {
-				if err != nil || len(self.Status.Conflicts) != 0 {
-					t.Fatalf("want no conflict, got %v, %v", err, self.Status.Conflicts)
-				}
-				return
-			}
-			if got := ctrlerrors.Reason(err, ""); got != tc.want {
-				t.Fatalf("want %s, got %q (%v)", tc.want, got, err)
-			}
-			want := []v1alpha1.Conflict{{Peer: tc.peer.Namespace + "/peer", Cause: tc.want}}
-			if len(self.Status.Conflicts) != 1 || self.Status.Conflicts[0] != want[0] {
-				t.Fatalf("want conflicts %v, got %v", want, self.Status.Conflicts)
-			}
-			if f := failureConditions(self); f[v1alpha1.ConditionConflict] != tc.want || len(f) != 1 {
-				t.Fatalf("want exactly Conflict=%s, got %v", tc.want, f)
-			}
-			if entryCount(t, c) != 0 {
-				t.Fatal("a conflict member must keep no output")
-			}
-			// The peer reaches the same verdict about self.
-			if err := reconcile(t, h, c, tc.peer); ctrlerrors.Reason(err, "") != tc.want {
-				t.Fatalf("peer: want %s, got %v", tc.want, err)
-			}
-		})
-	}
-}
-
-// TestConflictWithdrawsExistingOutput proves a Ready binding that gains a
-// conflict deletes its output and reports the conflict settled only once
-// the output is gone.
-func TestConflictWithdrawsExistingOutput(t *testing.T) {
-	self := binding("ns", "self", "serving", "v1", "p1")
-	c := newClient(t, nil, self, inferencePoolWithSelector(t, "ns", "p1", `{"app":"one"}`), inferencePoolWithSelector(t, "ns", "p2", `{"app":"two"}`))
-	h := newHandler(t, c)
-	if err := reconcile(t, h, c, self); err != nil || entryCount(t, c) != 1 {
-		t.Fatalf("want Ready with an output, got %v", err)
-	}
-	if err := c.Create(context.Background(), binding("ns", "peer", "serving", "v1", "p2")); err != nil {
-		t.Fatal(err)
-	}
-	err := reconcile(t, h, c, self)
-	if ctrlerrors.Reason(err, "") != v1alpha1.ReasonVariantConflict || !ctrlerrors.IsBlocked(err) {
-		t.Fatalf("want a settled VariantConflict, got %v", err)
-	}
-	if entryCount(t, c) != 0 || len(self.Status.Outputs) != 0 {
-		t.Fatalf("output not withdrawn: %d entries, outputs %v", entryCount(t, c), self.Status.Outputs)
-	}
-}
-
-// TestPeerOutputPending proves a binding does not write its output while a
-// peer's output for the same workloads still exists.
-func TestPeerOutputPending(t *testing.T) {
-	self := binding("ns", "self", "serving", "v1", "p1")
-	stale := &spiffev1alpha1.SpiffeEntry{ObjectMeta: metav1.ObjectMeta{Name: "stale", Labels: map[string]string{
-		labels.Environment: env, labels.OwnerUID: "someone",
-		index.LabelGroup: index.GroupKey("ns", "serving", "v1"),
-	}}}
-	c := newClient(t, nil, self, stale, inferencePoolWithSelector(t, "ns", "p1", `{"app":"one"}`))
-	err := reconcile(t, newHandler(t, c), c, self)
-	if ctrlerrors.Reason(err, "") != v1alpha1.ReasonPeerOutputPending {
-		t.Fatalf("want PeerOutputPending, got %v", err)
-	}
-	if _, ok := ctrlerrors.AsRetryable(err); !ok {
-		t.Fatalf("want a retry, got %v", err)
-	}
-	if entryCount(t, c) != 1 {
-		t.Fatal("no output may be written while a peer's output is pending")
-	}
-}
-
-// TestForeignOutputUntouched proves an object in the way is never adopted.
-func TestForeignOutputUntouched(t *testing.T) {
-	self := binding("ns", "self", "serving", "v1", "p1")
-	foreign := &spiffev1alpha1.SpiffeEntry{
-		ObjectMeta: metav1.ObjectMeta{Name: output.Name("ns", "self"), Labels: map[string]string{labels.Environment: env}},
-		Spec:       spiffev1alpha1.SpiffeEntrySpec{SpiffeID: "spiffe://example.org/x", ParentID: "spiffe://example.org/y", Selectors: []string{"k8s:ns:x"}},
-	}
-	c := newClient(t, nil, self, foreign, inferencePoolWithSelector(t, "ns", "p1", `{"app":"one"}`))
-	before := &spiffev1alpha1.SpiffeEntry{}
-	_ = c.Get(context.Background(), client.ObjectKeyFromObject(foreign), before)
-	err := reconcile(t, newHandler(t, c), c, self)
-	if ctrlerrors.Reason(err, "") != v1alpha1.ReasonManagedOutputApplyFailed {
-		t.Fatalf("want ManagedOutputApplyFailed, got %v", err)
-	}
-	after := &spiffev1alpha1.SpiffeEntry{}
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(foreign), after); err != nil {
-		t.Fatalf("foreign object deleted: %v", err)
-	}
-	if after.ResourceVersion != before.ResourceVersion {
-		t.Fatal("foreign object was changed")
-	}
-}
-
-// TestForeignOutputBlocksEveryKind proves that with both outputs
-// configured, a foreign ClusterSPIFFEID stops the SpiffeEntry from being
-// written too, so a pass never writes one kind and withdraws it again.
-func TestForeignOutputBlocksEveryKind(t *testing.T) {
-	self := binding("ns", "self", "serving", "v1", "p1")
-	foreign := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"spiffeIDTemplate": "x"}}}
-	foreign.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
-	foreign.SetName(output.Name("ns", "self"))
-	c := newClient(t, nil, self, foreign, inferencePoolWithSelector(t, "ns", "p1", `{"app":"one"}`))
-	h, err := identitybinding.New(c, c, identitybinding.Options{
-		TrustDomain: td, ParentID: "spiffe://example.org/nodes", DefaultEnvironment: env,
-		Outputs: []output.Kind{output.KindSpiffeEntry, output.KindClusterSPIFFEID},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = reconcile(t, h, c, self)
-	if ctrlerrors.Reason(err, "") != v1alpha1.ReasonManagedOutputApplyFailed || !ctrlerrors.IsBlocked(err) {
-		t.Fatalf("want blocked ManagedOutputApplyFailed, got %v", err)
-	}
-	if entryCount(t, c) != 0 {
-		t.Fatal("no SpiffeEntry may be written while the ClusterSPIFFEID is blocked")
-	}
-	if f := failureConditions(self); f[v1alpha1.ConditionRenderFailure] != v1alpha1.ReasonManagedOutputApplyFailed {
-		t.Fatalf("want RenderFailure=ManagedOutputApplyFailed, got %v", f)
 	}
 }

@@ -26,6 +26,7 @@ import (
 // (never adopted, changed or deleted), or an output the API would reject.
 type blockedOutputError struct{ msg string }
 
+// Error implements error.
 func (e *blockedOutputError) Error() string { return e.msg }
 
 func foreign(kind, name string) error {
@@ -41,7 +42,7 @@ func ownedBy(obj metav1.Object, b *v1alpha1.IdentityBinding) bool {
 func listFor(k output.Kind) client.ObjectList {
 	if k == output.KindClusterSPIFFEID {
 		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(output.ClusterSPIFFEIDGVK.GroupVersion().WithKind(output.ClusterSPIFFEIDGVK.Kind + "List"))
+		l.SetGroupVersionKind(output.ClusterSPIFFEIDGVK().GroupVersion().WithKind(output.ClusterSPIFFEIDGVK().Kind + "List"))
 		return l
 	}
 	return &spiffev1alpha1.SpiffeEntryList{}
@@ -114,7 +115,7 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 			refs = append(refs, v1alpha1.OutputReference{APIVersion: spiffev1alpha1.GroupVersion.String(), Kind: "SpiffeEntry", Name: name})
 		case output.KindClusterSPIFFEID:
 			err = h.ensureClusterSPIFFEID(ctx, j, b, name, d)
-			refs = append(refs, v1alpha1.OutputReference{APIVersion: output.ClusterSPIFFEIDGVK.GroupVersion().String(), Kind: output.ClusterSPIFFEIDGVK.Kind, Name: name})
+			refs = append(refs, v1alpha1.OutputReference{APIVersion: output.ClusterSPIFFEIDGVK().GroupVersion().String(), Kind: output.ClusterSPIFFEIDGVK().Kind, Name: name})
 		}
 		if err != nil {
 			return nil, err
@@ -135,7 +136,7 @@ func (h *Handler) checkNotForeign(ctx context.Context, b *v1alpha1.IdentityBindi
 	var obj client.Object = &spiffev1alpha1.SpiffeEntry{}
 	if k == output.KindClusterSPIFFEID {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 		obj = u
 	}
 	err := h.client.Get(ctx, client.ObjectKey{Name: name}, obj)
@@ -150,10 +151,11 @@ func (h *Handler) checkNotForeign(ctx context.Context, b *v1alpha1.IdentityBindi
 	return nil
 }
 
+// declareOutputs tells the janitor which output kinds it may clean up.
 func (h *Handler) declareOutputs(j *janitor.Client) error {
 	for _, k := range h.opts.Outputs {
 		if err := j.Declare(listFor(k)); err != nil {
-			return err
+			return fmt.Errorf("declare %s outputs: %w", k, err)
 		}
 	}
 	return nil
@@ -241,12 +243,12 @@ func managedSpec(spec map[string]any) map[string]any {
 func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, name string, d output.Desired) error {
 	want := d.ClusterSPIFFEIDSpec()
 	cur := &unstructured.Unstructured{}
-	cur.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+	cur.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 	err := h.client.Get(ctx, client.ObjectKey{Name: name}, cur)
 	switch {
 	case apierrors.IsNotFound(err):
 		obj := &unstructured.Unstructured{Object: map[string]any{"spec": want}}
-		obj.SetGroupVersionKind(output.ClusterSPIFFEIDGVK)
+		obj.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 		obj.SetName(name)
 		obj.SetLabels(d.Labels())
 		if err := j.Create(ctx, obj); err != nil {
