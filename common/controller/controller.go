@@ -45,12 +45,15 @@ type Controller[T object.Object] struct {
 	client  client.Client
 	handler handler.Handler[T]
 	opts    Options
+	// emitted remembers the state each object's events last announced, so a
+	// reconcile that reads a stale cached copy does not announce it again.
+	emitted *transitions
 }
 
 // New returns a Controller named name (used in logs, events and metrics)
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
-	return &Controller[T]{name: name, client: c, handler: h, opts: opts}
+	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions()}
 }
 
 // Name returns the controller name.
@@ -66,6 +69,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
+			c.emitted.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
@@ -118,6 +122,7 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 // It needs no environment label: deletion must never get stuck.
 func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, string, error) {
 	defer c.opts.Metrics.setReady(c.name, client.ObjectKeyFromObject(obj), "")
+	defer c.emitted.forget(client.ObjectKeyFromObject(obj))
 	if !controllerutil.ContainsFinalizer(obj, labels.Finalizer) {
 		return ctrl.Result{}, ResultDeleted, nil
 	}
@@ -266,26 +271,41 @@ func (c *Controller[T]) updateFinalizer(ctx context.Context, obj T, add bool) er
 }
 
 // emitTransitions emits an event when Ready flips or the object becomes
-// Blocked; steady passes emit nothing.
+// Blocked; steady passes emit nothing. The state before the pass is what this
+// controller last announced for the object, or orig when it announced nothing
+// yet (after a restart), so a stale cached read cannot repeat an event.
 func (c *Controller[T]) emitTransitions(orig, obj T) {
 	if c.opts.Recorder == nil {
 		return
 	}
-	before, after := condition.Find(orig, condition.TypeReady), condition.Find(obj, condition.TypeReady)
-	if after != nil && (before == nil || before.Status != after.Status) {
+	key := client.ObjectKeyFromObject(obj)
+	after := condition.Find(obj, condition.TypeReady)
+	now := announced{ready: readyStatus(after), blocked: isBlocked(obj)}
+	before, known := c.emitted.swap(key, now)
+	if !known {
+		before = announced{ready: readyStatus(condition.Find(orig, condition.TypeReady)), blocked: isBlocked(orig)}
+	}
+	if after != nil && before.ready != now.ready {
 		if after.Status == metav1.ConditionTrue {
 			c.opts.Recorder.Eventf(obj, nil, "Normal", condition.ReasonReady, "Reconcile", "%s is ready", obj.GetName())
-		} else if !isBlocked(obj) {
+		} else if !now.blocked {
 			c.opts.Recorder.Eventf(obj, nil, "Warning", after.Reason, "Reconcile", "%s", after.Message)
 		}
 	}
-	if isBlocked(obj) && !isBlocked(orig) {
+	if now.blocked && !before.blocked {
 		reason := condition.ReasonBlocked
 		if after != nil {
 			reason = after.Reason
 		}
 		c.opts.Recorder.Eventf(obj, nil, "Warning", reason, "Reconcile", "%s", condition.Find(obj, condition.TypeProcessing).Message)
 	}
+}
+
+func readyStatus(c *metav1.Condition) metav1.ConditionStatus {
+	if c == nil {
+		return ""
+	}
+	return c.Status
 }
 
 func isBlocked(obj object.Object) bool {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -327,6 +328,33 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		get(ctx, w)
 		Expect(cond(w, condition.TypeProcessing).Reason).To(Equal(condition.ReasonBlocked))
 		Expect(cond(w, condition.TypeReady).Message).To(ContainSubstring("spec.children"))
+	})
+
+	It("does not repeat a transition event when a stale cached copy is read again", func(ctx context.Context) {
+		w := newWidget(ns, "stale-cache", true, "a")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		var stale *testapi.Widget
+		staleClient := interceptor.NewClient(watchClient(), interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if w, ok := obj.(*testapi.Widget); ok && stale != nil {
+					stale.DeepCopyInto(w)
+					return nil
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+		})
+		recorder := events.NewFakeRecorder(10)
+		c := controller.New("widget-events", staleClient, h, controller.Options{Config: cfg, Recorder: recorder})
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(recorder.Events).To(Receive(ContainSubstring("Ready")))
+
+		// A cache that has not seen the status write yet still shows the object as not ready.
+		stale = get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget).DeepCopy()
+		stale.Status = testapi.WidgetStatus{}
+		_, err = reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		Consistently(recorder.Events, "500ms").ShouldNot(Receive(), "the transition was announced already")
 	})
 
 	Describe("error mapping", func() {
