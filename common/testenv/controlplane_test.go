@@ -2,7 +2,9 @@ package testenv_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -61,5 +63,38 @@ var _ = Describe("ControlPlane", Ordered, func() {
 		err = c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default"))
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("forbidden"))
+	})
+})
+
+var _ = Describe("AsServiceAccount", Ordered, func() {
+	It("gives exactly the rights of the role file", func(ctx context.Context) {
+		cp, err := testapi.StartControlPlane()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cp.Stop)
+		role := filepath.Join(GinkgoT().TempDir(), "role.yaml")
+		Expect(os.WriteFile(role, []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: reader}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list]
+`), 0o600)).To(Succeed())
+		access, err := cp.AsServiceAccount(ctx, "ops", "reader", role)
+		Expect(err).NotTo(HaveOccurred())
+		c, err := client.New(access.Config, client.Options{Scheme: cp.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default"))).To(Succeed())
+		err = c.List(ctx, &corev1.SecretList{}, client.InNamespace("default"))
+		Expect(err).To(MatchError(ContainSubstring("forbidden")))
+
+		kubectl, err := testenv.Binary("kubectl")
+		Expect(err).NotTo(HaveOccurred())
+		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", access.KubeconfigPath, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(Equal("system:serviceaccount:ops:reader"))
+
+		_, err = cp.AsServiceAccount(ctx, "ops", "other", filepath.Join(GinkgoT().TempDir(), "missing.yaml"))
+		Expect(err).To(MatchError(ContainSubstring("read role")))
 	})
 })

@@ -13,10 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -126,9 +122,6 @@ func StartLocal(ctx context.Context, opts LocalOptions) (_ *Local, err error) {
 		return nil, err
 	}
 
-	if err := l.ensureNamespace(ctx, Namespace); err != nil {
-		return nil, err
-	}
 	for _, op := range opts.Operators {
 		l.step("installing RBAC of %s", op)
 		if l.configs[op], err = l.installRBAC(ctx, op); err != nil {
@@ -145,32 +138,15 @@ func (l *Local) step(format string, args ...any) {
 	fmt.Fprintf(l.out, "[trustplane] "+format+"\n", args...)
 }
 
-// installRBAC applies the operator's generated ClusterRole, binds it to the
-// operator's service account and returns a kubeconfig authenticated as that
-// service account.
+// installRBAC runs the operator as its own service account holding only its
+// generated ClusterRole (config/rbac/role.yaml), and returns the kubeconfig.
 func (l *Local) installRBAC(ctx context.Context, op string) (string, error) {
-	kubectl, err := testenv.Binary("kubectl")
-	if err != nil {
-		return "", err
-	}
 	role := filepath.Join(l.root, op, "config", "rbac", "role.yaml")
-	if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", l.cp.KubeconfigPath, "apply", "--server-side", "-f", role).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("apply %s: %w\n%s", role, err, out)
+	access, err := l.cp.AsServiceAccount(ctx, Namespace, op, role)
+	if err != nil {
+		return "", fmt.Errorf("RBAC of %s: %w", op, err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: op, Namespace: Namespace}}
-	if err := l.client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("service account %s: %w", op, err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: op + "-local-process"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: op + "-manager-role"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: op, Namespace: Namespace}},
-	}
-	if err := l.client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("role binding %s: %w", op, err)
-	}
-	user := "system:serviceaccount:" + Namespace + ":" + op
-	return l.cp.WriteKubeconfig(user, []string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace, "system:authenticated"})
+	return access.KubeconfigPath, nil
 }
 
 // operatorArgs are the flags of each operator in the local setup.
@@ -304,14 +280,6 @@ func (l *Local) Kill() {
 		_ = l.cp.Stop() // envtest's own stop already ends with SIGKILL
 	}
 	_ = os.RemoveAll(l.dir)
-}
-
-func (l *Local) ensureNamespace(ctx context.Context, name string) error {
-	err := l.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("namespace %s: %w", name, err)
-	}
-	return nil
 }
 
 func clientFromKubeconfig(path string, scheme *runtime.Scheme) (client.Client, error) {

@@ -101,30 +101,37 @@ func kubectl(ctx context.Context, l *framework.Local, args ...string) (string, e
 	return string(out), nil
 }
 
-// applyAll applies the demo workloads, then every operator's samples.
+// applyAll applies the demo workloads (with a field manager of their own, so
+// the samples' apply of the same namespaces keeps their labels), then every
+// operator's config/samples kustomization, as a user would.
 func applyAll(ctx context.Context, l *framework.Local) error {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return err
 	}
-	files, _ := filepath.Glob(filepath.Join(root, "hack", "demo", "*.yaml"))
-	for _, op := range framework.Operators {
-		samples, _ := filepath.Glob(filepath.Join(root, op, "config", "samples", "*.yaml"))
-		for _, s := range samples {
-			if filepath.Base(s) != "kustomization.yaml" {
-				files = append(files, s)
-			}
-		}
-	}
-	for _, f := range files {
-		rel, _ := filepath.Rel(root, f)
-		fmt.Printf("[trustplane] applying %s\n", rel)
-		if out, err := kubectl(ctx, l, "apply", "--server-side", "-f", f); err != nil {
+	demo, _ := filepath.Glob(filepath.Join(root, "hack", "demo", "*.yaml"))
+	for _, f := range demo {
+		if err := apply(ctx, l, root, f, "-f", f, "--field-manager=trustplane-demo"); err != nil {
 			return err
-		} else {
-			fmt.Print(indent(out))
 		}
 	}
+	for _, op := range framework.Operators {
+		dir := filepath.Join(root, op, "config", "samples")
+		if err := apply(ctx, l, root, dir, "-k", dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func apply(ctx context.Context, l *framework.Local, root, path string, args ...string) error {
+	rel, _ := filepath.Rel(root, path)
+	fmt.Printf("[trustplane] applying %s\n", rel)
+	out, err := kubectl(ctx, l, append([]string{"apply", "--server-side"}, args...)...)
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(out))
 	return nil
 }
 

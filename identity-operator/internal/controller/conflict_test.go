@@ -120,6 +120,8 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 			return findMessage(getBinding(ctx, ns, b.Name)(g), v1alpha1.ConditionConflict)
 		}).Should(ContainSubstring("outputs are being withdrawn"), "b's conflict is not settled while its output exists")
 
+		Eventually(readyReason(ctx, ns, a.Name)).Should(Equal(v1alpha1.ReasonVariantConflict), "the conflict is recorded on both sides")
+
 		By("deleting b: it stays, and keeps a in conflict, until its output is gone")
 		Expect(k8s.Delete(ctx, getBinding(ctx, ns, b.Name)(Default))).To(Succeed())
 		Consistently(func(g Gomega) {

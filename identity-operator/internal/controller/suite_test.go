@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,15 +10,11 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/testenv"
@@ -110,26 +105,12 @@ var _ = AfterSuite(func() {
 	Expect(cp.Stop()).To(Succeed())
 })
 
-// installOperatorRBAC applies config/rbac/role.yaml unchanged, binds it to
-// the operator's service account and returns a config that impersonates
-// that account, so every spec also proves the generated RBAC is enough.
+// installOperatorRBAC runs the operator as its service account holding only
+// config/rbac/role.yaml unchanged, as in e2e, so every spec also proves the
+// generated RBAC is enough.
 func installOperatorRBAC(ctx context.Context) *rest.Config {
-	data, err := os.ReadFile(filepath.Join(testsupport.ModuleRoot(), "config", "rbac", "role.yaml"))
+	access, err := cp.AsServiceAccount(ctx, operatorNamespace, operatorSA,
+		filepath.Join(testsupport.ModuleRoot(), "config", "rbac", "role.yaml"))
 	Expect(err).NotTo(HaveOccurred())
-	role := &rbacv1.ClusterRole{}
-	Expect(yaml.UnmarshalStrict(data, role)).To(Succeed())
-	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}})).To(Succeed())
-	Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: operatorSA}})).To(Succeed())
-	Expect(k8s.Create(ctx, role)).To(Succeed())
-	Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "identity-operator-test"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: operatorSA}},
-	})).To(Succeed())
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + operatorNamespace + ":" + operatorSA,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNamespace, "system:authenticated"},
-	}
-	return cfg
+	return access.Config
 }

@@ -1,0 +1,67 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// ServiceAccountAccess is an identity that holds only an operator's
+// generated ClusterRole.
+type ServiceAccountAccess struct {
+	// Config authenticates as the service account (a client certificate
+	// whose user and groups are the service account's, so RBAC treats it
+	// exactly as the account).
+	Config *rest.Config
+	// KubeconfigPath is the same identity as a kubeconfig file, for processes.
+	KubeconfigPath string
+}
+
+// AsServiceAccount applies the ClusterRole in roleFile unchanged (as
+// controller-gen writes config/rbac/role.yaml), binds it to the service
+// account namespace/name (creating both), and returns that identity. Running
+// an operator as it proves its generated RBAC is enough.
+func (cp *ControlPlane) AsServiceAccount(ctx context.Context, namespace, name, roleFile string) (*ServiceAccountAccess, error) {
+	data, err := os.ReadFile(roleFile)
+	if err != nil {
+		return nil, fmt.Errorf("read role: %w", err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(data, role); err != nil {
+		return nil, fmt.Errorf("decode ClusterRole in %s: %w", roleFile, err)
+	}
+	objects := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+		role,
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + namespace + "-" + name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+		},
+	}
+	for _, obj := range objects {
+		if err := cp.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	user := "system:serviceaccount:" + namespace + ":" + name
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	cfg, err := cp.UserConfig(user, groups)
+	if err != nil {
+		return nil, err
+	}
+	path, err := cp.WriteKubeconfig(user, groups)
+	if err != nil {
+		return nil, err
+	}
+	return &ServiceAccountAccess{Config: cfg, KubeconfigPath: path}, nil
+}
