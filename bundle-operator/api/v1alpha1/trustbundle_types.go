@@ -12,6 +12,7 @@ const InjectAnnotation = "bundle.trustplane.dev/inject"
 
 // TrustBundleSpec is the desired state of a TrustBundle: where the CA
 // certificates come from, where they go, and how they are filtered.
+// +kubebuilder:validation:XValidation:rule="has(self.trustDomain) || self.sources.exists(s, has(s.spire)) || !has(self.target) || ((!has(self.target.configMap) || !has(self.target.configMap.keys) || !has(self.target.configMap.keys.spiffe) || self.target.configMap.keys.spiffe.size() == 0) && (!has(self.target.secret) || !has(self.target.secret.keys) || !has(self.target.secret.keys.spiffe) || self.target.secret.keys.spiffe.size() == 0))",message="a spiffe key needs spec.trustDomain or a spire source to name the trust domain"
 type TrustBundleSpec struct {
 	// Sources are merged into one bundle. Every source must pass validation;
 	// one that does not stops all writes, so targets keep their last good bundle.
@@ -27,6 +28,8 @@ type TrustBundleSpec struct {
 	// TrustDomain names the trust domain of the SPIFFE bundle format. Empty
 	// means the trust domain of the SPIRE server of a spire source.
 	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[a-z0-9._-]+$`
 	TrustDomain string `json:"trustDomain,omitempty"`
 
 	// Options filter and stabilise the merged bundle.
@@ -53,6 +56,7 @@ type Source struct {
 
 	// Inline is a PEM bundle given in place.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1048576
 	Inline string `json:"inline,omitempty"`
 }
 
@@ -63,6 +67,9 @@ type SPIRESource struct {
 	// bundle is always included.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=255
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9._-]+$`
 	FederatedTrustDomains []string `json:"federatedTrustDomains,omitempty"`
 }
 
@@ -70,12 +77,18 @@ type SPIRESource struct {
 type KeySelector struct {
 	// Namespace of the object.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespace string `json:"namespace"`
 	// Name of the object.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 	// Key holding a PEM bundle.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	Key string `json:"key"`
 }
 
@@ -101,6 +114,7 @@ type ObjectTarget struct {
 	// Name of the object in each selected namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 
 	// Keys names the key of each format. Only the keys set are written.
@@ -110,16 +124,23 @@ type ObjectTarget struct {
 
 // Keys names the data key of each output format; an empty name skips that
 // format. With no key set at all, the PEM bundle goes to "ca.crt".
+// +kubebuilder:validation:XValidation:rule="(!has(self.pem) || self.pem.size() == 0 || ((!has(self.spiffe) || self.pem != self.spiffe) && (!has(self.jwks) || self.pem != self.jwks))) && (!has(self.spiffe) || self.spiffe.size() == 0 || !has(self.jwks) || self.spiffe != self.jwks)",message="the keys of the formats must be distinct"
 type Keys struct {
 	// PEM is the key of the concatenated PEM certificates.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
 	PEM string `json:"pem,omitempty"`
 	// SPIFFE is the key of the SPIFFE bundle (JSON, JWKS with x509-svid and
 	// jwt-svid keys) of TrustDomain.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
 	SPIFFE string `json:"spiffe,omitempty"`
 	// JWKS is the key of a JSON Web Key Set of the JWT authorities.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
 	JWKS string `json:"jwks,omitempty"`
 }
 
@@ -132,6 +153,7 @@ type Options struct {
 	// RetainRemovedFor keeps a CA that left every source for this long, so
 	// that during a rotation peers holding the old CA keep being trusted.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	RetainRemovedFor *metav1.Duration `json:"retainRemovedFor,omitempty"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -32,13 +33,20 @@ type Error struct {
 	Reason string
 	// Message explains what was found and where.
 	Message string
+	// Err is the parser's error behind Message, when there is one.
+	Err error
 }
 
 // Error implements error.
 func (e *Error) Error() string { return e.Reason + ": " + e.Message }
 
+// Unwrap returns the parser's error, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// reject builds an Error; a %w verb in format makes its argument the cause.
 func reject(reason, format string, args ...any) *Error {
-	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	return &Error{Reason: reason, Message: err.Error(), Err: errors.Unwrap(err)}
 }
 
 // ParsePEM parses a PEM bundle under the parsing rules of the package and
@@ -64,7 +72,7 @@ func ParsePEM(data []byte) ([]*x509.Certificate, error) {
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, reject(ReasonUnparseable, "block %d: %v", n, err)
+			return nil, reject(ReasonUnparseable, "block %d: %w", n, err)
 		}
 		certs = append(certs, cert)
 	}
@@ -88,7 +96,7 @@ func ParseDER(ders [][]byte) ([]*x509.Certificate, error) {
 	for i, der := range ders {
 		cert, err := x509.ParseCertificate(der)
 		if err != nil {
-			return nil, reject(ReasonUnparseable, "certificate %d: %v", i+1, err)
+			return nil, reject(ReasonUnparseable, "certificate %d: %w", i+1, err)
 		}
 		certs = append(certs, cert)
 	}

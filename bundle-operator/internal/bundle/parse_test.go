@@ -1,6 +1,7 @@
 package bundle_test
 
 import (
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"strings"
@@ -129,4 +130,23 @@ func FuzzParsePEM(f *testing.F) {
 			t.Fatalf("round trip: %d certificates, want %d", got, want)
 		}
 	})
+}
+
+// TestRejectionWrapsTheParserError proves that a block that does not parse
+// is rejected with the x509 error as its cause, not only its text.
+func TestRejectionWrapsTheParserError(t *testing.T) {
+	_, want := x509.ParseCertificate([]byte("not DER"))
+	_, err := bundle.ParsePEM(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")}))
+	var be *bundle.Error
+	if !errors.As(err, &be) || be.Reason != bundle.ReasonUnparseable {
+		t.Fatalf("ParsePEM() = %v, want an %s *bundle.Error", err, bundle.ReasonUnparseable)
+	}
+	cause := errors.Unwrap(be)
+	if cause == nil || cause.Error() != want.Error() {
+		t.Fatalf("cause = %v, want the x509 error %v", cause, want)
+	}
+	_, err = bundle.ParseDER([][]byte{[]byte("not DER")})
+	if cause := errors.Unwrap(err); cause == nil || cause.Error() != want.Error() {
+		t.Fatalf("ParseDER() cause = %v, want the x509 error %v", cause, want)
+	}
 }

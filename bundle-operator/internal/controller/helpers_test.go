@@ -60,12 +60,15 @@ func configMap(ctx context.Context, ns, name string) *corev1.ConfigMap {
 }
 
 // caData returns the PEM key of the target ConfigMap "ca" in ns ("" if absent).
-func caData(ctx context.Context, ns string) string {
-	cm := configMap(ctx, ns, "ca")
+func caData(ctx context.Context, ns string) string { return keyData(ctx, ns, "ca", "ca.crt") }
+
+// keyData returns key of ConfigMap ns/name ("" if either is absent).
+func keyData(ctx context.Context, ns, name, key string) string {
+	cm := configMap(ctx, ns, name)
 	if cm == nil {
 		return ""
 	}
-	return cm.Data["ca.crt"]
+	return cm.Data[key]
 }
 
 // resourceVersion of the target ConfigMap "ca" in ns.

@@ -87,7 +87,7 @@ var _ = Describe("SPIRE CA rotation", func() {
 
 		By("the TrustBundle with a grace period still publishing the revoked CA")
 		for _, ns := range nss {
-			Consistently(func() int { return countCAs(configMap(ctx, ns, "ca-retained").Data["ca.crt"]) }).Should(Equal(countCAs(prepared)))
+			Consistently(func() int { return countCAs(keyData(ctx, ns, "ca-retained", "ca.crt")) }).Should(Equal(countCAs(prepared)))
 		}
 		var left int
 		for _, c := range get(ctx, retained).Status.Certificates {

@@ -13,6 +13,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -27,10 +28,12 @@ import (
 )
 
 var (
-	cp         *testenv.ControlPlane
-	spireSrv   *testenv.Spire
-	scheme     = runtime.NewScheme()
-	stopManger context.CancelFunc
+	cp       *testenv.ControlPlane
+	spireSrv *testenv.Spire
+	scheme   = runtime.NewScheme()
+	// stopManager stops the running operator; operatorCache is its cache.
+	stopManager   context.CancelFunc
+	operatorCache cache.Cache
 )
 
 func TestController(t *testing.T) {
@@ -61,8 +64,8 @@ var _ = BeforeSuite(func() {
 		}
 		Expect(spireSrv.Cleanup()).To(Succeed())
 	})
-	stopManger = startManager()
-	DeferCleanup(func() { stopManger() })
+	stopManager = startManager()
+	DeferCleanup(func() { stopManager() })
 })
 
 // startManager runs the operator's controller in this process, as
@@ -90,6 +93,7 @@ func startManager() context.CancelFunc {
 		PollInterval: 300 * time.Millisecond,
 	})).To(Succeed())
 
+	operatorCache = mgr.GetCache()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -67,19 +67,26 @@ type Options struct {
 
 // CacheOptions returns the manager's cache options: ConfigMaps and Secrets
 // are cached only when they carry target.LabelTrustBundle (they are read as
-// metadata only, so a Secret's data never enters the cache), and Namespaces
-// without their managedFields.
+// metadata only, so a Secret's data never enters the cache; their
+// managedFields stay, target.InSync reads them), and Namespaces without
+// their managedFields.
 func CacheOptions() (cache.Options, error) {
 	req, err := labels.NewRequirement(target.LabelTrustBundle, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("target label selector: %w", err)
 	}
 	ours := labels.NewSelector().Add(*req)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}: {Label: ours},
-		&corev1.Secret{}:    {Label: ours},
-		&corev1.Namespace{}: {Transform: cache.TransformStripManagedFields()},
-	}}, nil
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Label: ours},
+			&corev1.Secret{}:    {Label: ours},
+			&corev1.Namespace{}: {Transform: cache.TransformStripManagedFields()},
+		},
+		// A read of a kind nothing watches fails instead of quietly starting
+		// an informer for it: a typed ConfigMap read through the cache would
+		// otherwise cache every ConfigMap of the cluster with its data.
+		ReaderFailOnMissingInformer: true,
+	}, nil
 }
 
 // Setup registers the TrustBundle controller and its poller with mgr.

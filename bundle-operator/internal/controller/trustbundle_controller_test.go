@@ -3,12 +3,14 @@ package controller_test
 import (
 	"context"
 	"encoding/pem"
+	"errors"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
@@ -121,8 +123,8 @@ var _ = Describe("Unchanged output writes nothing", func() {
 		Consistently(snapshot).Should(Equal(rvs))
 
 		By("restarting the operator")
-		stopManger()
-		stopManger = startManager()
+		stopManager()
+		stopManager = startManager()
 		Consistently(snapshot, 4*time.Second).Should(Equal(rvs))
 	})
 })
@@ -259,3 +261,35 @@ func conditionMessage(ctx context.Context, tb *v1alpha1.TrustBundle, t string) s
 	}
 	return ""
 }
+
+var _ = Describe("Targets are cached metadata-only and filtered by our label", func() {
+	It("holds our targets and no other ConfigMap, and refuses reads that would cache whole ConfigMaps", func(ctx context.Context) {
+		group := unique("cache")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns},
+			Data:       map[string]string{"k": "v"},
+		})).To(Succeed())
+		tb := newTrustBundle(group, inline(testpki.ValidCA("cache").PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() string { return caData(ctx, ns) }).ShouldNot(BeEmpty())
+
+		cached := func() []string {
+			l := &metav1.PartialObjectMetadataList{}
+			l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+			Expect(operatorCache.List(ctx, l, client.InNamespace(ns))).To(Succeed())
+			var names []string
+			for _, m := range l.Items {
+				Expect(m.Labels).To(HaveKey(target.LabelTrustBundle), m.Name)
+				names = append(names, m.Name)
+			}
+			return names
+		}
+		Eventually(cached).Should(ConsistOf("ca"))
+
+		var full corev1.ConfigMapList
+		err := operatorCache.List(ctx, &full, client.InNamespace(ns))
+		var notCached *cache.ErrResourceNotCached
+		Expect(errors.As(err, &notCached)).To(BeTrue(), "a typed ConfigMap read must not start an informer: %v", err)
+	})
+})

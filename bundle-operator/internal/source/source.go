@@ -142,38 +142,48 @@ func Describe(i int, s v1alpha1.Source) string {
 }
 
 func (r *Resolver) read(ctx context.Context, s v1alpha1.Source) ([]*x509.Certificate, []bundle.JWTAuthority, string, error) {
-	switch {
-	case s.SPIRE != nil:
+	if s.SPIRE != nil {
 		return r.readSpire(ctx, s.SPIRE)
+	}
+	data, err := r.pemText(ctx, s)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	certs, err := bundle.ParsePEM(data)
+	return certs, nil, "", err
+}
+
+// pemText returns the PEM text of a ConfigMap, Secret or inline source.
+func (r *Resolver) pemText(ctx context.Context, s v1alpha1.Source) ([]byte, error) {
+	switch {
 	case s.ConfigMap != nil:
 		var cm corev1.ConfigMap
 		if err := r.get(ctx, s.ConfigMap, &cm); err != nil {
-			return nil, nil, "", err
+			return nil, err
 		}
 		data, ok := cm.Data[s.ConfigMap.Key]
-		if !ok {
-			return nil, nil, "", &Error{Reason: ReasonNotFound, Err: fmt.Errorf("key %q not in ConfigMap", s.ConfigMap.Key)}
-		}
-		certs, err := bundle.ParsePEM([]byte(data))
-		return certs, nil, "", err
+		return []byte(data), keyFound(ok, "ConfigMap", s.ConfigMap.Key)
 	case s.Secret != nil:
 		if !r.AllowSecrets {
-			return nil, nil, "", &Error{Reason: ReasonSecretsDisabled, Err: errors.New("start the operator with --allow-secret-sources to read Secrets")}
+			return nil, &Error{Reason: ReasonSecretsDisabled, Err: errors.New("start the operator with --allow-secret-sources to read Secrets")}
 		}
 		var sec corev1.Secret
 		if err := r.get(ctx, s.Secret, &sec); err != nil {
-			return nil, nil, "", err
+			return nil, err
 		}
 		data, ok := sec.Data[s.Secret.Key]
-		if !ok {
-			return nil, nil, "", &Error{Reason: ReasonNotFound, Err: fmt.Errorf("key %q not in Secret", s.Secret.Key)}
-		}
-		certs, err := bundle.ParsePEM(data)
-		return certs, nil, "", err
+		return data, keyFound(ok, "Secret", s.Secret.Key)
 	default:
-		certs, err := bundle.ParsePEM([]byte(s.Inline))
-		return certs, nil, "", err
+		return []byte(s.Inline), nil
 	}
+}
+
+// keyFound returns the SourceNotFound error of a missing key, or nil.
+func keyFound(ok bool, kind, key string) error {
+	if ok {
+		return nil
+	}
+	return &Error{Reason: ReasonNotFound, Err: fmt.Errorf("key %q not in %s", key, kind)}
 }
 
 func (r *Resolver) get(ctx context.Context, ks *v1alpha1.KeySelector, obj client.Object) error {

@@ -4,8 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 )
 
 const (
@@ -55,24 +55,10 @@ func (r *Report) fail(what string, err error) {
 
 // Hash returns the hex SHA-256 over the sorted keys and values of data.
 func Hash(data map[string][]byte) string {
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	h := sha256.New()
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(data)) {
 		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(data[k]))
 		h.Write(data[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func sortedKeys(data map[string][]byte) []string {
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -7,51 +7,46 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/source"
-	"github.com/trustplane/trustplane/bundle-operator/internal/spire"
+	"github.com/trustplane/trustplane/bundle-operator/internal/testbed"
 )
 
-type fakeSpire struct{ seq uint64 }
-
-func (f *fakeSpire) ServerBundle(context.Context) (*spire.Bundle, error) {
-	return &spire.Bundle{TrustDomain: "example.org", SequenceNumber: f.seq, X509Authorities: [][]byte{{byte(f.seq)}}}, nil
-}
-func (f *fakeSpire) FederatedBundles(context.Context) (map[string]*spire.Bundle, error) {
-	return map[string]*spire.Bundle{}, nil
-}
-
-// TestPollRequeuesOnlyWhatChanged proves the trigger rules: a SPIRE change
-// requeues the bundles with a spire source, a source edit requeues its
-// bundle, a due grace period requeues, and a quiet poll requeues nothing.
+// TestPollRequeuesOnlyWhatChanged proves the trigger rules against a real
+// kube-apiserver and spire-server: a SPIRE CA rotation requeues the bundles
+// with a spire source, a source edit requeues its bundle, a grace period
+// that ended requeues, and a quiet poll requeues nothing.
 func TestPollRequeuesOnlyWhatChanged(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bed := testbed.Start(t)
+	sp, spireClient := bed.Spire, bed.SpireClient
+	c := bed.ControlPlane.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "trigger-"}}
+	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "src"}, Data: map[string]string{"ca": "x"}}
+	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "src"}, Data: map[string]string{"ca": "x"}}
 	fromSpire := &v1alpha1.TrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "from-spire"},
 		Spec: v1alpha1.TrustBundleSpec{Sources: []v1alpha1.Source{{SPIRE: &v1alpha1.SPIRESource{}}}}}
 	fromCM := &v1alpha1.TrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "from-cm"},
-		Spec: v1alpha1.TrustBundleSpec{Sources: []v1alpha1.Source{{ConfigMap: &v1alpha1.KeySelector{Namespace: "ns", Name: "src", Key: "ca"}}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(src, fromSpire, fromCM).Build()
-	sp := &fakeSpire{seq: 1}
+		Spec: v1alpha1.TrustBundleSpec{Sources: []v1alpha1.Source{{ConfigMap: &v1alpha1.KeySelector{Namespace: ns.Name, Name: "src", Key: "ca"}}}}}
+	for _, o := range []client.Object{src, fromSpire, fromCM} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	events := make(chan event.TypedGenericEvent[*v1alpha1.TrustBundle], 10)
 	now := time.Now()
-	p := &Poller{Client: c, Sources: &source.Resolver{Reader: c}, Spire: sp, Events: events, Now: func() time.Time { return now }}
+	p := &Poller{Client: c, Sources: &source.Resolver{Reader: c}, Spire: spireClient, Events: events, Now: func() time.Time { return now }}
 	last := map[string]string{}
 	poll := func() []string {
 		t.Helper()
-		if err := p.poll(context.Background(), last); err != nil {
+		if err := p.poll(ctx, last); err != nil {
 			t.Fatal(err)
 		}
 		var names []string
@@ -67,12 +62,14 @@ func TestPollRequeuesOnlyWhatChanged(t *testing.T) {
 	if got := poll(); len(got) != 0 {
 		t.Fatalf("quiet poll requeued %v", got)
 	}
-	sp.seq = 2
+	if out, err := sp.CLI(ctx, "localauthority", "x509", "prepare"); err != nil {
+		t.Fatalf("prepare a new CA: %v\n%s", err, out)
+	}
 	if got := poll(); len(got) != 1 || got[0] != "from-spire" {
-		t.Fatalf("after a SPIRE change requeued %v, want [from-spire]", got)
+		t.Fatalf("after a SPIRE CA rotation requeued %v, want [from-spire]", got)
 	}
 	src.Data["ca"] = "y"
-	if err := c.Update(context.Background(), src); err != nil {
+	if err := c.Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
 	if got := poll(); len(got) != 1 || got[0] != "from-cm" {
@@ -80,20 +77,22 @@ func TestPollRequeuesOnlyWhatChanged(t *testing.T) {
 	}
 
 	left := metav1.NewTime(now.Add(-2 * time.Minute))
-	fromCM.Spec.Options.RetainRemovedFor = &metav1.Duration{Duration: time.Minute}
-	fromCM.Status.Certificates = []v1alpha1.PublishedCertificate{{SHA256: "a", LeftSourceAt: &left}}
 	cur := &v1alpha1.TrustBundle{}
-	if err := c.Get(context.Background(), clientKey(fromCM), cur); err != nil {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(fromCM), cur); err != nil {
 		t.Fatal(err)
 	}
-	cur.Spec.Options = fromCM.Spec.Options
-	cur.Status = fromCM.Status
-	if err := c.Update(context.Background(), cur); err != nil {
+	cur.Spec.Options.RetainRemovedFor = &metav1.Duration{Duration: time.Minute}
+	if err := c.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	if got := poll(); len(got) != 0 {
+		t.Fatalf("a spec change without a deadline requeued %v (the controller's own watch does that)", got)
+	}
+	cur.Status.Certificates = []v1alpha1.PublishedCertificate{{SHA256: "a", Subject: "CN=old", NotAfter: metav1.NewTime(now.Add(time.Hour)), LeftSourceAt: &left, PEM: "-"}}
+	if err := c.Status().Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
 	if got := poll(); len(got) != 1 || got[0] != "from-cm" {
 		t.Fatalf("with a grace period over requeued %v, want [from-cm]", got)
 	}
 }
-
-func clientKey(tb *v1alpha1.TrustBundle) client.ObjectKey { return client.ObjectKeyFromObject(tb) }
