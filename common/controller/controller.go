@@ -178,6 +178,14 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	stampGeneration(obj)
 
 	if err := c.writeStatus(ctx, obj, orig); err != nil {
+		if apierrors.IsConflict(err) && hErr == nil {
+			// The object changed since it was read (or the read came from a
+			// stale cache): the status describes an outdated object. Run the
+			// whole pass again on a fresh read rather than write it.
+			log := logf.FromContext(ctx)
+			log.V(1).Info("status write conflicted; reconciling again", "error", err.Error())
+			return ctrl.Result{RequeueAfter: c.opts.Config.RequeueAfterOnError}, ResultRetryable, nil
+		}
 		// Never lose the handler's error behind the status error.
 		return ctrl.Result{}, ResultError, errors.Join(hErr, fmt.Errorf("write status: %w", err))
 	}
@@ -224,16 +232,15 @@ func stampGeneration(obj object.Object) {
 }
 
 // writeStatus patches the status subresource when the status differs from
-// orig. The merge patch carries only the changed status fields, so it never
-// overwrites the spec or metadata of a newer object; conflicts are retried.
+// orig. The merge patch carries only the changed status fields and is guarded
+// by the resourceVersion that was read, so a status computed from an outdated
+// or stale-cached object never overwrites a newer one: the write conflicts and
+// the caller reconciles again.
 func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
 	if equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj)) {
 		return nil
 	}
-	patch := client.MergeFrom(orig)
-	return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
-		return c.client.Status().Patch(ctx, obj, patch)
-	})
+	return c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }
 
 func statusOf(obj client.Object) any {

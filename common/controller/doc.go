@@ -13,7 +13,8 @@
 //     call Handler.CreateOrUpdate;
 //  6. map the handler's error to the Processing and Ready conditions and a
 //     requeue; stamp ObservedGeneration;
-//  7. patch the status only when it changed, retrying conflicts and keeping
-//     the handler's error when the write fails too;
+//  7. patch the status only when it changed, guarded by the resourceVersion
+//     that was read; on a conflict the pass runs again on a fresh read, and a
+//     handler error is kept when the write fails too;
 //  8. emit events on transitions only (Ready flips, Blocked) and record metrics.
 package controller
