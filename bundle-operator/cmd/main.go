@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,13 +18,12 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/manager"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	bundlecontroller "github.com/trustplane/trustplane/bundle-operator/internal/controller"
@@ -35,12 +33,6 @@ import (
 // Flags of this operator, besides the framework's (config.AddFlags). Each
 // can also be set by its environment variable (upper case, "_" for "-").
 const (
-	flagMetricsAddr        = "metrics-bind-address"
-	flagProbeAddr          = "health-probe-bind-address"
-	flagPprofAddr          = "pprof-bind-address"
-	flagLeaderElect        = "leader-elect"
-	flagQPS                = "kube-api-qps"
-	flagBurst              = "kube-api-burst"
 	flagSpireSocket        = "spire-socket"
 	flagSpireAddress       = "spire-address"
 	flagSpireWorkloadAPI   = "workload-api-socket"
@@ -48,7 +40,6 @@ const (
 	flagAllowSecretSources = "allow-secret-sources"
 	flagPollInterval       = "poll-interval"
 	flagTargetWorkers      = "target-workers"
-	flagGCPercent          = "gc-percent"
 )
 
 // defaultGCPercent makes the garbage collector run when the heap has grown
@@ -57,7 +48,14 @@ const (
 // little CPU for a smaller resident heap. In the benchmark (docs/
 // bundle-operator.md) it saves about 5 MiB of RSS against 100 and 1.4 MiB
 // against 50, for about 4% more CPU than 50.
-const defaultGCPercent = 25
+// managerDefaults: fan-out to many namespaces wants a higher client rate than
+// the framework's default, and a mostly idle operator trades a little CPU for
+// memory with a low GC target.
+func managerDefaults() manager.Options {
+	d := manager.Defaults()
+	d.KubeQPS, d.KubeBurst, d.GCPercent = 100, 200, 25
+	return d
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -71,12 +69,7 @@ func main() {
 func newFlagSet() (*pflag.FlagSet, *zap.Options) {
 	fs := pflag.NewFlagSet("bundle-operator", pflag.ContinueOnError)
 	config.AddFlags(fs)
-	fs.String(flagMetricsAddr, ":8080", "address of the metrics endpoint; 0 disables it")
-	fs.String(flagProbeAddr, ":8081", "address of the health probes; 0 disables them")
-	fs.String(flagPprofAddr, "0", "address of the pprof endpoint, to see what the memory is made of; 0 disables it")
-	fs.Bool(flagLeaderElect, false, "elect a leader so that only one replica writes")
-	fs.Float32(flagQPS, 100, "queries per second allowed to the Kubernetes API")
-	fs.Int(flagBurst, 200, "burst of queries allowed to the Kubernetes API")
+	manager.AddFlags(fs, managerDefaults())
 	fs.String(flagSpireSocket, "", "SPIRE Server admin API Unix socket")
 	fs.String(flagSpireAddress, "", "SPIRE Server address (host:port) for mTLS; needs --workload-api-socket")
 	fs.String(flagSpireWorkloadAPI, "", "SPIRE agent Workload API socket giving the operator's X509-SVID for mTLS")
@@ -84,7 +77,6 @@ func newFlagSet() (*pflag.FlagSet, *zap.Options) {
 	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets")
 	fs.Duration(flagPollInterval, bundlecontroller.DefaultPollInterval, "how often to poll SPIRE and ConfigMap/Secret sources for changes")
 	fs.Int(flagTargetWorkers, 16, "concurrent target writes per TrustBundle")
-	fs.Int(flagGCPercent, defaultGCPercent, "garbage collection target percentage (debug.SetGCPercent); ignored when GOGC is set")
 	zapOpts := &zap.Options{}
 	goFlags := flag.NewFlagSet("", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
@@ -110,16 +102,17 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(v.GetInt(flagGCPercent))
+	mgrOpts, err := manager.Load(v)
+	if err != nil {
+		return err
 	}
+	mgrOpts.ApplyGCPercent()
 
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	restCfg.QPS = float32(v.GetFloat64(flagQPS))
-	restCfg.Burst = v.GetInt(flagBurst)
+	restCfg = mgrOpts.RestConfig(restCfg)
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -129,23 +122,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cacheOpts,
-		Metrics:                metricsserver.Options{BindAddress: v.GetString(flagMetricsAddr)},
-		HealthProbeBindAddress: v.GetString(flagProbeAddr),
-		PprofBindAddress:       v.GetString(flagPprofAddr),
-		LeaderElection:         v.GetBool(flagLeaderElect),
-		LeaderElectionID:       "bundle-operator.trustplane.dev",
-	})
+	ctrlOpts := mgrOpts.ManagerOptions("bundle-operator")
+	ctrlOpts.Scheme = scheme
+	ctrlOpts.Cache = cacheOpts
+	mgr, err := ctrl.NewManager(restCfg, ctrlOpts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("ready check: %w", err)
+	if err := manager.AddHealthChecks(mgr); err != nil {
+		return err
 	}
 
 	ctx := ctrl.SetupSignalHandler()

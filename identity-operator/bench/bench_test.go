@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/common/testenv"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
@@ -93,7 +94,7 @@ func BenchmarkThousandBindings(b *testing.B) {
 	fw.DefaultEnvironment = "bench"
 	outputs := []output.Kind{output.KindSpiffeEntry}
 	s := setup.Settings{
-		Framework: fw, TrustDomain: td, ParentID: parentID, Outputs: outputs, MetricsAddr: "0", ProbeAddr: "0",
+		Framework: fw, TrustDomain: td, ParentID: parentID, Outputs: outputs, Manager: manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
 		Handler: identitybinding.Options{TrustDomain: td, ParentID: parentID, Outputs: outputs, DefaultEnvironment: fw.DefaultEnvironment},
 	}
 	mgr, err := ctrl.NewManager(cfg, setup.ManagerOptions(s, scheme))

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/common/testenv"
 
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
@@ -77,8 +78,7 @@ var _ = BeforeSuite(func() {
 		TrustDomain: spiffeid.RequireTrustDomainFromString(trustDomain),
 		ParentID:    parentID,
 		Outputs:     outputs,
-		MetricsAddr: "0",
-		ProbeAddr:   "0",
+		Manager:     manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
 		Handler: identitybinding.Options{
 			TrustDomain:        spiffeid.RequireTrustDomainFromString(trustDomain),
 			ParentID:           parentID,

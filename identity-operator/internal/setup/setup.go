@@ -15,12 +15,11 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/manager"
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
@@ -36,10 +35,6 @@ const (
 	KeyParentID        = "parent-id"
 	KeyOutput          = "output"
 	KeyClassName       = "cluster-spiffeid-class-name"
-	KeyMetricsAddr     = "metrics-bind-address"
-	KeyProbeAddr       = "health-probe-bind-address"
-	KeyLeaderElect     = "leader-elect"
-	KeyLeaderElectNS   = "leader-election-namespace"
 	KeyCRDMissingRetry = "crd-missing-retry"
 )
 
@@ -55,13 +50,9 @@ type Settings struct {
 	Outputs []output.Kind
 	// ClassName of ClusterSPIFFEID outputs.
 	ClassName string
-	// MetricsAddr and ProbeAddr are the manager's metrics and health probe
-	// addresses ("0" disables).
-	MetricsAddr, ProbeAddr string
-	// LeaderElect enables leader election.
-	LeaderElect bool
-	// LeaderElectionNamespace holds the leader election lease.
-	LeaderElectionNamespace string
+	// Manager holds the process settings: metrics and probe addresses,
+	// leader election, client rate limits.
+	Manager manager.Options
 	// Handler holds the handler options derived from the settings.
 	Handler identitybinding.Options
 }
@@ -69,14 +60,11 @@ type Settings struct {
 // AddFlags registers the framework's and the operator's flags on fs.
 func AddFlags(fs *pflag.FlagSet) {
 	config.AddFlags(fs)
+	manager.AddFlags(fs, manager.Defaults())
 	fs.String(KeyTrustDomain, "", "trust domain of every SPIFFE ID (env TRUST_DOMAIN; required)")
 	fs.String(KeyParentID, "", "parent ID of every SpiffeEntry: the node alias of the cluster's agents (env PARENT_ID; default spiffe://<trust-domain>/k8s-cluster-nodes)")
 	fs.StringSlice(KeyOutput, []string{string(output.KindSpiffeEntry)}, "outputs to write: spiffeentry, clusterspiffeid or both (env OUTPUT, comma-separated)")
 	fs.String(KeyClassName, "", "className of ClusterSPIFFEID outputs (env CLUSTER_SPIFFEID_CLASS_NAME)")
-	fs.String(KeyMetricsAddr, ":8080", "metrics address, 0 disables (env METRICS_BIND_ADDRESS)")
-	fs.String(KeyProbeAddr, ":8081", "health probe address (env HEALTH_PROBE_BIND_ADDRESS)")
-	fs.Bool(KeyLeaderElect, false, "enable leader election (env LEADER_ELECT)")
-	fs.String(KeyLeaderElectNS, "", "leader election namespace (env LEADER_ELECTION_NAMESPACE)")
 	fs.Duration(KeyCRDMissingRetry, 0, "retry interval while the InferencePool CRD is missing; 0 means 1m (env CRD_MISSING_RETRY)")
 }
 
@@ -110,10 +98,9 @@ func Load(v *viper.Viper) (Settings, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyOutput, err))
 	}
 	s.ClassName = v.GetString(KeyClassName)
-	s.MetricsAddr = v.GetString(KeyMetricsAddr)
-	s.ProbeAddr = v.GetString(KeyProbeAddr)
-	s.LeaderElect = v.GetBool(KeyLeaderElect)
-	s.LeaderElectionNamespace = v.GetString(KeyLeaderElectNS)
+	if s.Manager, err = manager.Load(v); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return Settings{}, errors.Join(errs...)
 	}
@@ -143,15 +130,10 @@ func NewScheme() (*runtime.Scheme, error) {
 // (InferencePools, ClusterSPIFFEIDs) are read from the cache too, so a
 // steady reconcile makes no API calls.
 func ManagerOptions(s Settings, scheme *runtime.Scheme) ctrl.Options {
-	return ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: s.MetricsAddr},
-		HealthProbeBindAddress:  s.ProbeAddr,
-		LeaderElection:          s.LeaderElect,
-		LeaderElectionID:        "identity-operator.trustplane.dev",
-		LeaderElectionNamespace: s.LeaderElectionNamespace,
-		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-	}
+	opts := s.Manager.ManagerOptions("identity-operator")
+	opts.Scheme = scheme
+	opts.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+	return opts
 }
 
 // Register builds the handler and controller for s and adds them to mgr.
@@ -192,7 +174,8 @@ func Run(ctx context.Context, fs *pflag.FlagSet) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	return RunWithConfig(ctx, cfg, s, scheme)
+	s.Manager.ApplyGCPercent()
+	return RunWithConfig(ctx, s.Manager.RestConfig(cfg), s, scheme)
 }
 
 // RunWithConfig runs the operator against cfg until ctx ends.
@@ -204,11 +187,8 @@ func RunWithConfig(ctx context.Context, cfg *rest.Config, s Settings, scheme *ru
 	if err := Register(ctx, mgr, s, metrics.Registry); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("add health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("add ready check: %w", err)
+	if err := manager.AddHealthChecks(mgr); err != nil {
+		return err
 	}
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)

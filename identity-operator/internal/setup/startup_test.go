@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/common/testenv"
 
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
@@ -40,7 +41,7 @@ func TestStartupWithMissingCRDs(t *testing.T) {
 	register := func(outputs ...output.Kind) error {
 		st := Settings{
 			Framework: config.Default(), TrustDomain: td, ParentID: "spiffe://example.org/nodes", Outputs: outputs,
-			MetricsAddr: "0", ProbeAddr: "0",
+			Manager: manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
 			Handler: identitybinding.Options{TrustDomain: td, ParentID: "spiffe://example.org/nodes", Outputs: outputs},
 		}
 		mgr, err := ctrl.NewManager(cp.Config, ManagerOptions(st, s))

@@ -1,0 +1,140 @@
+// Package manager holds the process-level settings every operator's
+// controller-runtime manager needs: metrics, health probe and pprof
+// addresses, leader election, Kubernetes client rate limits and the GC
+// target. Like package config, the settings come from flags and environment
+// variables through viper and are passed in, never kept in globals.
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Keys of the manager settings, as flags; the environment variable of each is
+// the key upper-cased with dashes turned into underscores.
+const (
+	KeyMetricsAddr          = "metrics-bind-address"
+	KeyProbeAddr            = "health-probe-bind-address"
+	KeyPprofAddr            = "pprof-bind-address"
+	KeyLeaderElect          = "leader-elect"
+	KeyLeaderElectNamespace = "leader-election-namespace"
+	KeyKubeQPS              = "kube-api-qps"
+	KeyKubeBurst            = "kube-api-burst"
+	KeyGCPercent            = "gc-percent"
+)
+
+// Options are the manager settings of one operator process.
+type Options struct {
+	// MetricsAddr serves Prometheus metrics; "0" disables.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; "0" disables.
+	ProbeAddr string
+	// PprofAddr serves net/http/pprof; "0" disables.
+	PprofAddr string
+	// LeaderElect runs one active replica among several.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the lease; empty means the pod's namespace.
+	LeaderElectionNamespace string
+	// KubeQPS and KubeBurst limit the Kubernetes client.
+	KubeQPS   float32
+	KubeBurst int
+	// GCPercent is the Go GC target (debug.SetGCPercent); 0 leaves GOGC's.
+	GCPercent int
+}
+
+// Defaults are the settings an operator starts from; it may change them
+// before AddFlags, e.g. a higher QPS for an operator that fans out.
+func Defaults() Options {
+	return Options{MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0",
+		KubeQPS: 50, KubeBurst: 100, GCPercent: 0}
+}
+
+// AddFlags registers the manager flags on fs with the given defaults.
+func AddFlags(fs *pflag.FlagSet, d Options) {
+	fs.String(KeyMetricsAddr, d.MetricsAddr, "metrics address; 0 disables (env METRICS_BIND_ADDRESS)")
+	fs.String(KeyProbeAddr, d.ProbeAddr, "health probe address; 0 disables (env HEALTH_PROBE_BIND_ADDRESS)")
+	fs.String(KeyPprofAddr, d.PprofAddr, "net/http/pprof address; 0 disables (env PPROF_BIND_ADDRESS)")
+	fs.Bool(KeyLeaderElect, d.LeaderElect, "elect a leader so that one replica is active (env LEADER_ELECT)")
+	fs.String(KeyLeaderElectNamespace, d.LeaderElectionNamespace, "namespace of the leader election lease (env LEADER_ELECTION_NAMESPACE)")
+	fs.Float32(KeyKubeQPS, d.KubeQPS, "Kubernetes client queries per second (env KUBE_API_QPS)")
+	fs.Int(KeyKubeBurst, d.KubeBurst, "Kubernetes client burst (env KUBE_API_BURST)")
+	fs.Int(KeyGCPercent, d.GCPercent, "Go GC target percentage; 0 keeps GOGC's (env GC_PERCENT; ignored when GOGC is set)")
+}
+
+// Load reads the manager settings from v (see config.NewViper) and validates them.
+func Load(v *viper.Viper) (Options, error) {
+	o := Options{
+		MetricsAddr:             v.GetString(KeyMetricsAddr),
+		ProbeAddr:               v.GetString(KeyProbeAddr),
+		PprofAddr:               v.GetString(KeyPprofAddr),
+		LeaderElect:             v.GetBool(KeyLeaderElect),
+		LeaderElectionNamespace: v.GetString(KeyLeaderElectNamespace),
+		KubeQPS:                 float32(v.GetFloat64(KeyKubeQPS)),
+		KubeBurst:               v.GetInt(KeyKubeBurst),
+		GCPercent:               v.GetInt(KeyGCPercent),
+	}
+	var errs []error
+	if o.KubeQPS <= 0 {
+		errs = append(errs, fmt.Errorf("%s must be positive, got %v", KeyKubeQPS, o.KubeQPS))
+	}
+	if o.KubeBurst < 1 {
+		errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", KeyKubeBurst, o.KubeBurst))
+	}
+	if o.GCPercent < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative, got %d", KeyGCPercent, o.GCPercent))
+	}
+	if len(errs) > 0 {
+		return Options{}, fmt.Errorf("invalid manager settings: %w", errors.Join(errs...))
+	}
+	return o, nil
+}
+
+// RestConfig applies the client rate limits to a copy of cfg.
+func (o Options) RestConfig(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.QPS = o.KubeQPS
+	out.Burst = o.KubeBurst
+	return out
+}
+
+// ManagerOptions returns controller-runtime manager options for the operator
+// called name (its leader election lease is <name>.trustplane.dev). Set the
+// Scheme, Cache and other fields on the result.
+func (o Options) ManagerOptions(name string) ctrl.Options {
+	return ctrl.Options{
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		PprofBindAddress:        o.PprofAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        name + ".trustplane.dev",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+	}
+}
+
+// ApplyGCPercent sets the GC target unless it is 0 or GOGC is set.
+func (o Options) ApplyGCPercent() {
+	if _, set := os.LookupEnv("GOGC"); set || o.GCPercent == 0 {
+		return
+	}
+	debug.SetGCPercent(o.GCPercent)
+}
+
+// AddHealthChecks adds ping checks on /healthz and /readyz.
+func AddHealthChecks(mgr ctrl.Manager) error {
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("ready check: %w", err)
+	}
+	return nil
+}

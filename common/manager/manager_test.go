@@ -1,0 +1,67 @@
+package manager_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/manager"
+)
+
+func load(t *testing.T, d manager.Options, args []string, env map[string]string) (manager.Options, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	manager.AddFlags(fs, d)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	v, err := config.NewViper(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return manager.Load(v)
+}
+
+func TestDefaultsFlagsAndEnvironment(t *testing.T) {
+	d := manager.Defaults()
+	d.KubeQPS = 100
+	o, err := load(t, d, []string{"--leader-elect", "--kube-api-burst=7"}, map[string]string{"METRICS_BIND_ADDRESS": "0", "KUBE_API_BURST": "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.KubeQPS != 100 || o.KubeBurst != 7 || !o.LeaderElect || o.MetricsAddr != "0" || o.ProbeAddr != ":8081" {
+		t.Fatalf("options = %+v", o)
+	}
+	rc := o.RestConfig(&rest.Config{Host: "h"})
+	if rc.QPS != 100 || rc.Burst != 7 || rc.Host != "h" {
+		t.Fatalf("rest config = %+v", rc)
+	}
+	mo := o.ManagerOptions("x-operator")
+	if mo.LeaderElectionID != "x-operator.trustplane.dev" || !mo.LeaderElection || mo.Metrics.BindAddress != "0" {
+		t.Fatalf("manager options = %+v", mo)
+	}
+}
+
+func TestInvalidSettings(t *testing.T) {
+	for name, c := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"qps":   {map[string]string{"KUBE_API_QPS": "0"}, "kube-api-qps must be positive"},
+		"burst": {map[string]string{"KUBE_API_BURST": "0"}, "kube-api-burst must be at least 1"},
+		"gc":    {map[string]string{"GC_PERCENT": "-5"}, "gc-percent must not be negative"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := load(t, manager.Defaults(), nil, c.env)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
