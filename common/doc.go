@@ -7,6 +7,8 @@
 //   - condition: the Processing and Ready conditions.
 //   - ctrlerrors: Blocked, Retryable and RetryableWithDelay errors.
 //   - config: viper-backed configuration, passed in rather than read from globals.
+//   - manager: process settings of the controller-runtime manager (metrics,
+//     probes, leader election, client rate limits, GC target).
 //   - scoped: an environment-scoped client.
 //   - janitor: a client that deletes owned children a reconcile did not touch.
 //   - controller: the generic Controller that runs the reconcile lifecycle.
