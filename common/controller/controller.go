@@ -110,7 +110,7 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 	}
 	orig = obj.DeepCopyObject().(T)
 
-	j, err := janitor.New(scoped.New(c.client, env), obj)
+	j, err := janitor.New(c.scopedClient(env), obj)
 	if err != nil {
 		return ctrl.Result{}, ResultError, err
 	}
@@ -129,7 +129,7 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 	orig := obj.DeepCopyObject().(T)
 	sc := scoped.AnyEnvironment(c.client)
 	if env, ok := c.environment(obj); ok {
-		sc = scoped.New(c.client, env)
+		sc = c.scopedClient(env)
 	}
 	j, err := janitor.New(sc, obj)
 	if err != nil {
@@ -146,6 +146,15 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 		return ctrl.Result{}, ResultError, fmt.Errorf("remove finalizer: %w", err)
 	}
 	return ctrl.Result{}, ResultDeleted, nil
+}
+
+// scopedClient returns the client of environment env; the configured default
+// environment also holds objects without the label.
+func (c *Controller[T]) scopedClient(env string) *scoped.Client {
+	if env == c.opts.Config.DefaultEnvironment {
+		return scoped.NewDefault(c.client, env)
+	}
+	return scoped.New(c.client, env)
 }
 
 // environment returns the object's environment: its label, else the

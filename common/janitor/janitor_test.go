@@ -263,3 +263,31 @@ var _ = Describe("JanitorClient writes", func() {
 		Expect(j.Declare(&unknownList{})).To(MatchError(ContainSubstring("declare cleanup type")))
 	})
 })
+
+var _ = Describe("ScopedClient for the default environment", func() {
+	It("sees objects without the label beside its own, but no other environment's", func(ctx context.Context) {
+		ns := namespace(ctx)
+		for name, env := range map[string]string{"mine": "dev", "other": "prod", "unlabelled": ""} {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+			if env != "" {
+				cm.Labels = map[string]string{labels.Environment: env}
+			}
+			Expect(cp.Client.Create(ctx, cm)).To(Succeed())
+		}
+		def := scoped.NewDefault(cp.Client, "dev")
+		list := &corev1.ConfigMapList{}
+		Expect(def.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		var names []string
+		for _, cm := range list.Items {
+			names = append(names, cm.Name)
+		}
+		Expect(names).To(ConsistOf("mine", "unlabelled"))
+		Expect(def.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unlabelled"}, &corev1.ConfigMap{})).To(Succeed())
+		Expect(apierrors.IsNotFound(def.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, &corev1.ConfigMap{}))).To(BeTrue())
+
+		strict := scoped.New(cp.Client, "dev")
+		Expect(strict.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(HaveLen(1))
+		Expect(apierrors.IsNotFound(strict.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unlabelled"}, &corev1.ConfigMap{}))).To(BeTrue())
+	})
+})

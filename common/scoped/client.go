@@ -11,6 +11,7 @@ import (
 	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	klabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,6 +30,9 @@ type Client struct {
 	env string
 	// any disables the environment filter (see AnyEnvironment).
 	any bool
+	// unlabelled counts objects without the label as in scope: this is the
+	// default environment (see NewDefault).
+	unlabelled bool
 }
 
 var _ client.Client = &Client{}
@@ -36,6 +40,13 @@ var _ client.Client = &Client{}
 // New returns a Client for environment env on top of c.
 func New(c client.Client, env string) *Client {
 	return &Client{Client: c, env: env}
+}
+
+// NewDefault returns a Client for the configured default environment env:
+// objects without the environment label belong to it too, so it sees them
+// beside those labelled env. Objects it writes get the label.
+func NewDefault(c client.Client, env string) *Client {
+	return &Client{Client: c, env: env, unlabelled: true}
 }
 
 // AnyEnvironment returns a Client that reads objects of every environment.
@@ -51,6 +62,9 @@ func (c *Client) Environment() string { return c.env }
 
 // InScope reports whether obj carries this client's environment label.
 func (c *Client) InScope(obj client.Object) bool {
+	if _, labelled := obj.GetLabels()[labels.Environment]; c.unlabelled && !labelled {
+		return true
+	}
 	return c.any || obj.GetLabels()[labels.Environment] == c.env
 }
 
@@ -82,14 +96,41 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	return nil
 }
 
-// List lists only objects of this environment, on top of any selector in opts.
+// List lists only objects of this environment, on top of any selector in
+// opts (for the default environment: also objects without the label).
 func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if c.any {
 		return c.Client.List(ctx, list, opts...)
 	}
+	if err := c.listWith(ctx, list, selection.Equals, []string{c.env}, opts); err != nil {
+		return err
+	}
+	if !c.unlabelled {
+		return nil
+	}
+	more, ok := list.DeepCopyObject().(client.ObjectList)
+	if !ok {
+		return fmt.Errorf("copy %T", list)
+	}
+	if err := c.listWith(ctx, more, selection.DoesNotExist, nil, opts); err != nil {
+		return err
+	}
+	labelled, err := meta.ExtractList(list)
+	if err != nil {
+		return fmt.Errorf("extract list: %w", err)
+	}
+	unlabelled, err := meta.ExtractList(more)
+	if err != nil {
+		return fmt.Errorf("extract list: %w", err)
+	}
+	return meta.SetList(list, append(labelled, unlabelled...))
+}
+
+// listWith lists with the environment requirement added to the selector of opts.
+func (c *Client) listWith(ctx context.Context, list client.ObjectList, op selection.Operator, values []string, opts []client.ListOption) error {
 	lo := &client.ListOptions{}
 	lo.ApplyOptions(opts)
-	req, err := klabels.NewRequirement(labels.Environment, selection.Equals, []string{c.env})
+	req, err := klabels.NewRequirement(labels.Environment, op, values)
 	if err != nil {
 		return fmt.Errorf("environment selector for %q: %w", c.env, err)
 	}
@@ -137,6 +178,8 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 // DeleteAllOf deletes only objects of this environment.
 func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	if !c.any {
+		// For the default environment this leaves unlabelled objects alone:
+		// deleting in bulk what no label claims is too broad.
 		opts = append(opts, client.MatchingLabels{labels.Environment: c.env})
 	}
 	return c.Client.DeleteAllOf(ctx, obj, opts...)
