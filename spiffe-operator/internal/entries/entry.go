@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -54,14 +55,26 @@ type Entry struct {
 	Admin bool
 	// Downstream makes the workload a downstream server.
 	Downstream bool
+
+	// key caches Key(); Normalize sets it.
+	key Key
 }
 
-// Normalize sorts and de-duplicates the slices of e.
+// Normalize sorts and de-duplicates the slices of e and caches its key.
+// Call it again after changing the SPIFFE ID, parent ID or selectors.
 func (e *Entry) Normalize() {
-	slices.SortFunc(e.Selectors, func(a, b Selector) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(e.Selectors, compareSelectors)
 	e.Selectors = slices.Compact(e.Selectors)
 	e.DNSNames = sortedSet(e.DNSNames)
 	e.FederatesWith = sortedSet(e.FederatesWith)
+	e.key = e.computeKey()
+}
+
+func compareSelectors(a, b Selector) int {
+	if c := strings.Compare(a.Type, b.Type); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Value, b.Value)
 }
 
 func sortedSet(s []string) []string {
@@ -74,26 +87,42 @@ func sortedSet(s []string) []string {
 }
 
 // Key identifies an entry the way SPIRE does when it refuses a "similar
-// entry": parent ID, SPIFFE ID and selector set. It is a canonical string.
+// entry": parent ID, SPIFFE ID and selector set. It is an 80-bit digest of
+// their canonical form, short enough to be a cheap map key and part of the
+// entry ID.
 type Key string
 
 // Key returns the identity of e; e must be normalized.
 func (e *Entry) Key() Key {
-	var b strings.Builder
-	b.WriteString(e.ParentID.String())
-	b.WriteByte(0)
-	b.WriteString(e.SpiffeID.String())
-	for _, s := range e.Selectors {
-		b.WriteByte(0)
-		b.WriteString(s.String())
+	if e.key != "" {
+		return e.key
 	}
-	return Key(b.String())
+	return e.computeKey()
 }
 
-// Hash returns a short, stable digest of k for use in entry IDs.
-func (k Key) Hash() string {
-	sum := sha256.Sum256([]byte(k))
-	return hex.EncodeToString(sum[:10])
+// KeyHash returns the key as a string, for entry IDs.
+func (e *Entry) KeyHash() string { return string(e.Key()) }
+
+// Hash returns k as a string, for entry IDs.
+func (k Key) Hash() string { return string(k) }
+
+func (e *Entry) computeKey() Key {
+	h := sha256.New()
+	_, _ = io.WriteString(h, e.ParentID.String())
+	for _, s := range append([]string{e.SpiffeID.String()}, selectorStrings(e.Selectors)...) {
+		_, _ = h.Write([]byte{0})
+		_, _ = io.WriteString(h, s)
+	}
+	var sum [sha256.Size]byte
+	return Key(hex.EncodeToString(h.Sum(sum[:0])[:10]))
+}
+
+func selectorStrings(sels []Selector) []string {
+	out := make([]string, len(sels))
+	for i, s := range sels {
+		out[i] = s.String()
+	}
+	return out
 }
 
 // Proto returns e as a SPIRE entry with the given ID.
@@ -165,7 +194,7 @@ func idFromProto(p *types.SPIFFEID) (spiffeid.ID, error) {
 // normalized. Only fields set in the mask are sent, so fields the operator
 // does not manage (expiry, storeSvid) are never cleared.
 func UpdateMask(want, have *Entry) *types.EntryMask {
-	m := &types.EntryMask{
+	m := types.EntryMask{
 		SpiffeId:      want.SpiffeID != have.SpiffeID,
 		ParentId:      want.ParentID != have.ParentID,
 		Selectors:     !slices.Equal(want.Selectors, have.Selectors),
@@ -181,7 +210,7 @@ func UpdateMask(want, have *Entry) *types.EntryMask {
 		m.DnsNames || m.FederatesWith || m.Hint || m.Admin || m.Downstream) {
 		return nil
 	}
-	return m
+	return &m
 }
 
 // MaskString names the fields of m, for logs and grouping.

@@ -49,6 +49,26 @@ func (s IDScheme) EntryID(tag string, k Key) string {
 	return s.Prefix + tag + "." + k.Hash()
 }
 
+// EntryIDFor returns the ID of e owned by the owner with tag, using the
+// hash cached in e.
+func (s IDScheme) EntryIDFor(tag string, e *Entry) string {
+	return s.Prefix + tag + "." + e.KeyHash()
+}
+
+// IsEntryIDFor reports whether id is EntryIDFor(tag, e), without building it.
+func (s IDScheme) IsEntryIDFor(id, tag string, e *Entry) bool {
+	rest, ok := strings.CutPrefix(id, s.Prefix)
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, tag)
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, ".")
+	return ok && rest == e.KeyHash()
+}
+
 // Owner returns the owner tag of an entry ID, and false when the entry was
 // not created by this operator.
 func (s IDScheme) Owner(entryID string) (string, bool) {

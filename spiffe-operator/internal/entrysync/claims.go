@@ -57,29 +57,48 @@ func winner(cs []Owner) Owner {
 	return w
 }
 
-// set replaces the keys o claims. It returns the winner of each of o's keys
-// and the other owners whose winner changed (they must reconcile again).
-func (c *claims) set(o Owner, keys []entries.Key) (map[entries.Key]Owner, []Owner) {
+// set replaces the keys o claims and returns the other owners whose winner
+// changed (they must reconcile again). An unchanged set costs no allocation.
+func (c *claims) set(o Owner, keys []entries.Key) []Owner {
+	old := c.byOwner[o.UID]
+	if len(old) == len(keys) {
+		same := true
+		for _, k := range keys {
+			if _, ok := old[k]; !ok {
+				same = false
+				break
+			}
+		}
+		if same {
+			return nil
+		}
+	}
 	notify := map[k8stypes.UID]Owner{}
 	want := make(map[entries.Key]struct{}, len(keys))
 	for _, k := range keys {
 		want[k] = struct{}{}
 	}
-	old := c.byOwner[o.UID]
 	for k := range old {
 		if _, ok := want[k]; !ok {
 			c.drop(o, k, notify)
 		}
 	}
-	winners := make(map[entries.Key]Owner, len(keys))
 	for k := range want {
 		if _, ok := old[k]; !ok {
 			c.add(o, k, notify)
 		}
-		winners[k] = winner(c.byKey[k])
 	}
 	c.byOwner[o.UID] = want
-	return winners, flatten(notify, o)
+	return flatten(notify, o)
+}
+
+// winnerOf returns the oldest claimant of k.
+func (c *claims) winnerOf(k entries.Key) (Owner, bool) {
+	cs := c.byKey[k]
+	if len(cs) == 0 {
+		return Owner{}, false
+	}
+	return winner(cs), true
 }
 
 // release drops every claim of o and returns the owners whose winner changed.

@@ -11,7 +11,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -51,6 +50,8 @@ type Syncer struct {
 	claims *claims
 	// listing serialises reads of one parent.
 	listing map[string]*sync.Mutex
+	// plans numbers plans, for the keep marks on entries.
+	plans uint64
 }
 
 // New returns a Syncer writing through api.
@@ -99,8 +100,8 @@ type Outcome struct {
 // besides those of want (e.g. a parent the spec used before). It returns an
 // error when SPIRE could not be read or written; nothing is lost then, the
 // next pass re-reads SPIRE and resumes.
-func (s *Syncer) Sync(ctx context.Context, owner Owner, want []entries.Entry) (Outcome, error) {
-	out := Outcome{Registered: map[entries.Key]string{}}
+func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry) (Outcome, error) {
+	out := Outcome{Registered: make(map[entries.Key]string, len(want))}
 	parents := map[string]spiffeid.ID{}
 	for _, e := range want {
 		parents[e.ParentID.String()] = e.ParentID
@@ -121,8 +122,8 @@ func (s *Syncer) Sync(ctx context.Context, owner Owner, want []entries.Entry) (O
 		keys[i] = want[i].Key()
 	}
 	s.mu.Lock()
-	winners, notify := s.claims.set(owner, keys)
-	p := s.plan(owner, want, keys, winners, &out)
+	notify := s.claims.set(owner, keys)
+	p := s.plan(owner, want, keys, &out)
 	s.mu.Unlock()
 	for _, o := range notify {
 		s.opts.Notify(o)
@@ -160,7 +161,7 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		}
 	}
 	s.mu.Unlock()
-	if err := s.deleteAll(ctx, del, nil); err != nil {
+	if err := s.deleteAll(ctx, del); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -170,26 +171,6 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		s.opts.Notify(o)
 	}
 	return nil
-}
-
-// Forget drops owner's claims without touching SPIRE (the object went
-// without a finalizer, e.g. it was never reconciled).
-func (s *Syncer) Forget(owner Owner) {
-	s.mu.Lock()
-	notify := s.claims.release(owner)
-	s.mu.Unlock()
-	for _, o := range notify {
-		s.opts.Notify(o)
-	}
-}
-
-// Invalidate forces the next pass touching parent to read SPIRE again.
-func (s *Syncer) Invalidate(parent spiffeid.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v := s.views[parent.String()]; v != nil {
-		v.valid = false
-	}
 }
 
 // parentsOf returns the parents under which the view holds owner's entries.
@@ -270,7 +251,7 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist", "parentID", parent, "entries", len(del))
 	}
-	return s.deleteAll(ctx, del, nil)
+	return s.deleteAll(ctx, del)
 }
 
 type deletion struct {
@@ -296,19 +277,19 @@ func (p *plan) empty() bool {
 }
 
 // plan compares want with the view; s.mu is held.
-func (s *Syncer) plan(owner Owner, want []entries.Entry, keys []entries.Key, winners map[entries.Key]Owner, out *Outcome) *plan {
+func (s *Syncer) plan(owner Owner, want []*entries.Entry, keys []entries.Key, out *Outcome) *plan {
 	p := &plan{}
 	tag := owner.Tag()
-	keep := map[string]bool{}
+	s.plans++
+	mark := s.plans
 	for i := range want {
-		e, k := &want[i], keys[i]
+		e, k := want[i], keys[i]
 		v := s.views[e.ParentID.String()]
-		myID := s.opts.IDs.EntryID(tag, k)
-		if w := winners[k]; w.UID != owner.UID {
+		if w, ok := s.claims.winnerOf(k); ok && w.UID != owner.UID {
 			out.Masked = append(out.Masked, Masked{Entry: *e, By: w.String()})
 			// Keep an entry we still hold until the winner takes it over.
 			if id, ok := v.byKey[k]; ok && v.ours[id].owner == tag {
-				keep[id] = true
+				v.ours[id].mark = mark
 			}
 			continue
 		}
@@ -316,8 +297,21 @@ func (s *Syncer) plan(owner Owner, want []entries.Entry, keys []entries.Key, win
 			out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + fid})
 			continue
 		}
-		keep[myID] = true
+		// Fast path: the view holds our entry under this key.
+		if id, ok := v.byKey[k]; ok && s.opts.IDs.IsEntryIDFor(id, tag, e) {
+			have := v.ours[id]
+			have.mark = mark
+			if m := entries.UpdateMask(e, &have.entry); m != nil {
+				p.updates = append(p.updates, update{entry: e, id: id, mask: m})
+			} else {
+				out.Registered[k] = id
+			}
+			continue
+		}
+		myID := s.opts.IDs.EntryIDFor(tag, e)
 		if have, ok := v.ours[myID]; ok {
+			// Our entry, edited by hand into another key: restore it.
+			have.mark = mark
 			if m := entries.UpdateMask(e, &have.entry); m != nil {
 				p.updates = append(p.updates, update{entry: e, id: myID, mask: m})
 			} else {
@@ -333,7 +327,7 @@ func (s *Syncer) plan(owner Owner, want []entries.Entry, keys []entries.Key, win
 	}
 	for parent, v := range s.views {
 		for id, o := range v.ours {
-			if o.owner == tag && !keep[id] {
+			if o.owner == tag && o.mark != mark {
 				p.stale = append(p.stale, deletion{parent: parent, id: id})
 			}
 		}
@@ -355,14 +349,14 @@ func compare(a, b string) int {
 // execute runs the plan: takeovers, creates, updates, and only then the
 // deletes of stale entries, so a workload never goes without an entry.
 func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome) error {
-	if err := s.deleteAll(ctx, p.takeovers, out); err != nil {
+	if err := s.deleteAll(ctx, p.takeovers); err != nil {
 		return err
 	}
 	tag := owner.Tag()
 	if len(p.creates) > 0 {
 		in := make([]*types.Entry, len(p.creates))
 		for i, e := range p.creates {
-			in[i] = e.Proto(s.opts.IDs.EntryID(tag, e.Key()))
+			in[i] = e.Proto(s.opts.IDs.EntryIDFor(tag, e))
 		}
 		res, err := s.api.Create(ctx, in)
 		s.mu.Lock()
@@ -400,7 +394,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
 		return err
 	}
-	return s.deleteAll(ctx, p.stale, out)
+	return s.deleteAll(ctx, p.stale)
 }
 
 func isTransport(c codes.Code) bool {
@@ -462,7 +456,7 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 }
 
 // deleteAll deletes entries by ID; NotFound counts as deleted.
-func (s *Syncer) deleteAll(ctx context.Context, del []deletion, out *Outcome) error {
+func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 	if len(del) == 0 {
 		return nil
 	}
@@ -495,7 +489,6 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion, out *Outcome) er
 	if len(failed) > 0 {
 		return fmt.Errorf("SPIRE refused to delete %d entries: %v", len(failed), failed)
 	}
-	_ = out
 	return nil
 }
 
@@ -507,15 +500,4 @@ func (s *Syncer) Stats() (parents, ours int) {
 		ours += len(v.ours)
 	}
 	return len(s.views), ours
-}
-
-// ownerUIDs is used by tests.
-func (s *Syncer) claimants(k entries.Key) []k8stypes.UID {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []k8stypes.UID
-	for _, o := range s.claims.byKey[k] {
-		out = append(out, o.UID)
-	}
-	return out
 }

@@ -12,6 +12,8 @@ import (
 type ours struct {
 	entry entries.Entry
 	owner string // owner tag from the entry ID
+	// mark is the number of the last plan that wanted the entry kept.
+	mark uint64
 }
 
 // parentView is the in-memory view of the entries under one parent ID.
@@ -32,8 +34,7 @@ func newParentView() *parentView {
 	return &parentView{ours: map[string]*ours{}, byKey: map[entries.Key]string{}, foreign: map[entries.Key]string{}}
 }
 
-// put records an entry SPIRE returned; it returns false when the entry is
-// not one of ours.
+// put records an entry SPIRE returned, as ours or as foreign by its ID.
 func (v *parentView) put(ids entries.IDScheme, p *types.Entry) {
 	e, err := entries.FromProto(p)
 	if err != nil {

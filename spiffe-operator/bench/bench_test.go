@@ -1,0 +1,669 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/testenv"
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
+)
+
+const (
+	trustDomain = "example.org"
+	parentID    = "spiffe://example.org/spire/agent/k8s_psat/bench"
+	// Kubernetes client limits of the operator in this run (its defaults).
+	kubeQPS   = "50"
+	kubeBurst = "100"
+)
+
+// settings of a run, from the environment.
+type settings struct {
+	sizes   []int
+	idle    time.Duration
+	samples int
+}
+
+func loadSettings() settings {
+	s := settings{sizes: []int{1000, 10000}, idle: 10 * time.Minute, samples: 100}
+	if v := os.Getenv("BENCH_SIZES"); v != "" {
+		s.sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err == nil && n > 0 {
+				s.sizes = append(s.sizes, n)
+			}
+		}
+	}
+	if d, err := time.ParseDuration(os.Getenv("BENCH_IDLE")); err == nil {
+		s.idle = d
+	}
+	if n, err := strconv.Atoi(os.Getenv("BENCH_SAMPLES")); err == nil && n > 0 {
+		s.samples = n
+	}
+	return s
+}
+
+// report collects the figures and prints them at the end.
+type report struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *report) add(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	line := fmt.Sprintf(format, args...)
+	r.lines = append(r.lines, line)
+	fmt.Println(line)
+}
+
+func (r *report) write(path string) error {
+	if path == "" {
+		return nil
+	}
+	return os.WriteFile(path, []byte(strings.Join(r.lines, "\n")+"\n"), 0o644)
+}
+
+// BenchmarkSpiffeOperator runs the whole measurement once (use -benchtime 1x).
+func BenchmarkSpiffeOperator(b *testing.B) {
+	for range b.N {
+		if err := run(b, loadSettings()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func run(b *testing.B, s settings) error {
+	ctx := context.Background()
+	rep := &report{}
+	rep.add("# spiffe-operator benchmark, %s", time.Now().UTC().Format(time.RFC3339))
+	rep.add("# operator: own process, kube-api-qps=%s kube-api-burst=%s, spire-write-concurrency=%s, batch 50, requeue-after 30m, gc-percent %s", kubeQPS, kubeBurst, writeConcurrency(), gcPercent())
+
+	scheme, err := operator.Scheme()
+	if err != nil {
+		return err
+	}
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{
+		CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")},
+		Scheme:            scheme,
+		APIServerFlags:    map[string]string{"max-requests-inflight": "800", "max-mutating-requests-inflight": "400"},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cp.Stop() }()
+	cp.Config.QPS, cp.Config.Burst = 2000, 4000
+	k8s, err := client.New(cp.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+
+	bin := filepath.Join(b.TempDir(), "spiffe-operator")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd").CombinedOutput(); err != nil {
+		return fmt.Errorf("build operator: %w: %s", err, out)
+	}
+
+	for i, n := range s.sizes {
+		last := i == len(s.sizes)-1
+		if err := runSize(ctx, b, rep, k8s, cp.KubeconfigPath, bin, n, s, last); err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+	}
+	return rep.write(os.Getenv("BENCH_OUT"))
+}
+
+func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.Client, kubeconfig, bin string, n int, s settings, idle bool) error {
+	var floor time.Duration
+	if os.Getenv("BENCH_FLOOR") != "0" {
+		var err error
+		if floor, err = measureFloor(ctx, n); err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+	}
+
+	ns := fmt.Sprintf("bench-%d", n)
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"bench": "on"}}}); err != nil {
+		return err
+	}
+	createStart := time.Now()
+	if err := createDeployments(ctx, k8s, ns, "w", n); err != nil {
+		return err
+	}
+	b.Logf("created %d Deployments in %s", n, time.Since(createStart).Round(time.Millisecond))
+	defer func() {
+		_ = k8s.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(ns))
+		_ = k8s.DeleteAllOf(ctx, &v1alpha1.SpiffeRegistration{})
+	}()
+
+	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Cleanup() }()
+
+	proc, err := startOperator(bin, kubeconfig, srv.SocketPath)
+	if err != nil {
+		return err
+	}
+	defer proc.stop()
+
+	// Converge from nothing: the operator process is up, the Deployments
+	// exist, SPIRE is empty; the clock runs from the policy's creation to
+	// the policy's status reporting every entry registered.
+	policy := &v1alpha1.SpiffeRegistration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: v1alpha1.SpiffeRegistrationSpec{
+			TrustDomain:       trustDomain,
+			ParentID:          parentID,
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		},
+	}
+	if err := proc.waitReady(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := k8s.Create(ctx, policy); err != nil {
+		return err
+	}
+	if err := waitRegistered(ctx, k8s, policy, n, 10*time.Minute); err != nil {
+		return err
+	}
+	converge := time.Since(start)
+	conn, closer, err := spire.Dial(ctx, spire.ConnectOptions{SocketPath: srv.SocketPath})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = closer.Close() }()
+	api := spire.NewClient(conn, spire.Options{})
+	list, err := api.ListByParent(ctx, spiffeid.RequireFromString(parentID))
+	if err != nil {
+		return err
+	}
+	if len(list) != n {
+		return fmt.Errorf("SPIRE holds %d entries, want %d", len(list), n)
+	}
+	if floor > 0 {
+		rep.add("N=%d converge: %s, raw floor %s (%d BatchCreateEntry of 50 on a fresh server), ratio %.2fx (target <= 1.10x)",
+			n, converge.Round(time.Millisecond), floor.Round(time.Millisecond), (n+49)/50, converge.Seconds()/floor.Seconds())
+	} else {
+		rep.add("N=%d converge: %s (floor not measured)", n, converge.Round(time.Millisecond))
+	}
+
+	// One new Deployment at a time: from the Create call to its entry in SPIRE.
+	entryClient := entryv1.NewEntryClient(conn)
+	ids := entries.IDScheme{Prefix: entries.DefaultIDPrefix}
+	tag := entries.OwnerTag(policy.UID)
+	var lat []time.Duration
+	for j := range s.samples {
+		name := fmt.Sprintf("new-%d", j)
+		e := entries.Entry{
+			SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, name)),
+			ParentID:  spiffeid.RequireFromString(parentID),
+			Selectors: []entries.Selector{{Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + name}},
+		}
+		e.Normalize()
+		id := ids.EntryID(tag, e.Key())
+		t0 := time.Now()
+		if err := k8s.Create(ctx, deployment(ns, name, name)); err != nil {
+			return err
+		}
+		if err := waitEntry(ctx, entryClient, id, 30*time.Second); err != nil {
+			return fmt.Errorf("entry of %s: %w", name, err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	rep.add("N=%d one new Deployment to its entry (%d samples): p50 %s, p99 %s, max %s (target p99 < 100ms)",
+		n, len(lat), pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(100*time.Microsecond))
+
+	// For context: SPIRE's own latency for one BatchCreateEntry of one entry
+	// at this size, under a parent the operator does not use.
+	raw, err := rawCreates(ctx, api, n, 20)
+	if err != nil {
+		return err
+	}
+	rep.add("N=%d SPIRE alone, one BatchCreateEntry of 1 entry (%d samples): p50 %s, p99 %s (part of the figure above)",
+		n, len(raw), pct(raw, 50), pct(raw, 99))
+
+	rss, err := proc.rss()
+	if err != nil {
+		return err
+	}
+	if a := os.Getenv("BENCH_PPROF"); a != "" {
+		if out, err := exec.Command("curl", "-s", "-o", fmt.Sprintf("/tmp/spiffe-operator-heap-%d.pb.gz", n), "http://"+a+"/debug/pprof/heap").CombinedOutput(); err != nil {
+			b.Logf("heap profile: %v: %s", err, out)
+		}
+	}
+	anon, file := proc.rssDetail()
+	rep.add("N=%d operator RSS %.1f MiB after convergence (anon %.1f, file %.1f; target <= 100 MiB at 10,000)", n, rss, anon, file)
+
+	if idle && s.idle > 0 {
+		m0, err := proc.settle(30 * time.Second)
+		if err != nil {
+			return err
+		}
+		cpu0, err := proc.cpuSeconds()
+		if err != nil {
+			return err
+		}
+		b.Logf("idle window of %s", s.idle)
+		timer := time.NewTimer(s.idle)
+		<-timer.C
+		m1, err := proc.metrics()
+		if err != nil {
+			return err
+		}
+		cpu1, err := proc.cpuSeconds()
+		if err != nil {
+			return err
+		}
+		rss1, err := proc.rss()
+		if err != nil {
+			return err
+		}
+		rep.add("N=%d idle %s: %d SPIRE calls, %d API writes, %.2f CPU-seconds per minute, RSS %.1f MiB (targets: 0 calls, 0 writes)",
+			n, s.idle, int(m1.spireCalls-m0.spireCalls), int(m1.apiWrites-m0.apiWrites),
+			(cpu1-cpu0)/s.idle.Minutes(), rss1)
+	}
+	return nil
+}
+
+// rawCreates times k single-entry creates straight against SPIRE.
+func rawCreates(ctx context.Context, api *spire.Client, n, k int) ([]time.Duration, error) {
+	var out []time.Duration
+	for j := range k {
+		e := &types.Entry{
+			SpiffeId:  &types.SPIFFEID{TrustDomain: trustDomain, Path: fmt.Sprintf("/raw/%d/%d", n, j)},
+			ParentId:  &types.SPIFFEID{TrustDomain: trustDomain, Path: "/spire/agent/k8s_psat/raw"},
+			Selectors: []*types.Selector{{Type: "k8s", Value: fmt.Sprintf("sa:raw-%d", j)}},
+		}
+		t0 := time.Now()
+		res, err := api.Create(ctx, []*types.Entry{e})
+		if err != nil {
+			return nil, err
+		}
+		if res[0].Code != codes.OK {
+			return nil, fmt.Errorf("raw create: %s %s", res[0].Code, res[0].Message)
+		}
+		out = append(out, time.Since(t0))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return sorted[i].Round(100 * time.Microsecond)
+}
+
+// measureFloor times n creates in batches of 50, one call at a time, on a fresh server.
+func measureFloor(ctx context.Context, n int) (time.Duration, error) {
+	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = srv.Cleanup() }()
+	conn, closer, err := spire.Dial(ctx, spire.ConnectOptions{SocketPath: srv.SocketPath})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = closer.Close() }()
+	api := spire.NewClient(conn, spire.Options{BatchSize: 50, Concurrency: 1})
+	in := make([]*types.Entry, n)
+	for i := range in {
+		in[i] = &types.Entry{
+			SpiffeId:    &types.SPIFFEID{TrustDomain: trustDomain, Path: fmt.Sprintf("/ns/floor/sa/w-%d", i)},
+			ParentId:    &types.SPIFFEID{TrustDomain: trustDomain, Path: "/spire/agent/k8s_psat/bench"},
+			Selectors:   []*types.Selector{{Type: "k8s", Value: "ns:floor"}, {Type: "k8s", Value: fmt.Sprintf("sa:w-%d", i)}},
+			X509SvidTtl: 3600,
+		}
+	}
+	start := time.Now()
+	res, err := api.Create(ctx, in)
+	d := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range res {
+		if r.Code != codes.OK {
+			return 0, fmt.Errorf("floor create: %s %s", r.Code, r.Message)
+		}
+	}
+	return d, nil
+}
+
+func deployment(ns, name, sa string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{ServiceAccountName: sa,
+					Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+			},
+		},
+	}
+}
+
+// createDeployments creates n Deployments, one service account each.
+func createDeployments(ctx context.Context, k8s client.Client, ns, prefix string, n int) error {
+	work := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				name := fmt.Sprintf("%s-%d", prefix, i)
+				if err := k8s.Create(ctx, deployment(ns, name, name)); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+func waitRegistered(ctx context.Context, k8s client.Client, p *v1alpha1.SpiffeRegistration, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), p); err == nil && int(p.Status.EntriesRegistered) == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("policy %s: %d of %d entries registered after %s", p.Name, p.Status.EntriesRegistered, n, timeout)
+		}
+	}
+	return nil
+}
+
+func waitEntry(ctx context.Context, c entryv1.EntryClient, id string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		_, err := c.GetEntry(ctx, &entryv1.GetEntryRequest{Id: id})
+		if err == nil {
+			return nil
+		}
+		if status.Code(err) != codes.NotFound {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("entry %s not there after %s", id, timeout)
+		}
+	}
+	return nil
+}
+
+// gcPercent is BENCH_GC_PERCENT or the operator's default.
+func gcPercent() string {
+	if v := os.Getenv("BENCH_GC_PERCENT"); v != "" {
+		return v
+	}
+	return "25"
+}
+
+// pprofAddr is BENCH_PPROF (e.g. 127.0.0.1:6060) or disabled.
+func pprofAddr() string {
+	if v := os.Getenv("BENCH_PPROF"); v != "" {
+		return v
+	}
+	return "0"
+}
+
+func writeConcurrency() string {
+	if v := os.Getenv("BENCH_WRITE_CONCURRENCY"); v != "" {
+		return v
+	}
+	return "2"
+}
+
+// process is the operator running as its own process.
+type process struct {
+	cmd        *exec.Cmd
+	metricsURL string
+	log        string
+}
+
+func startOperator(bin, kubeconfig, socket string) (*process, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.CreateTemp("", "spiffe-operator-bench-*.log")
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(bin,
+		"--kubeconfig", kubeconfig,
+		"--spire-socket", socket,
+		"--trust-domain", trustDomain,
+		"--default-environment", "bench",
+		"--metrics-bind-address", addr,
+		"--health-probe-bind-address", "0",
+		"--kube-api-qps", kubeQPS, "--kube-api-burst", kubeBurst,
+		"--spire-write-concurrency", writeConcurrency(),
+		"--zap-time-encoding", "rfc3339nano",
+		"--pprof-bind-address", pprofAddr(),
+		"--gc-percent", gcPercent(),
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start operator: %w", err)
+	}
+	return &process{cmd: cmd, metricsURL: "http://" + addr + "/metrics", log: logf.Name()}, nil
+}
+
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// waitReady waits until the SpiffeRegistration controller runs its workers
+// (caches synced), as its log says.
+func (p *process) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		if log, err := os.ReadFile(p.log); err == nil &&
+			strings.Contains(string(log), `"msg":"Starting workers","controller":"spifferegistration"`) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(p.log)
+			return fmt.Errorf("operator not up after 60s: %s", lastLines(string(log), 30))
+		}
+	}
+	return ctx.Err()
+}
+
+type counters struct {
+	spireCalls float64
+	apiWrites  float64
+}
+
+func (p *process) metrics() (counters, error) { return p.metricsNow() }
+
+func (p *process) metricsNow() (counters, error) {
+	resp, err := http.Get(p.metricsURL)
+	if err != nil {
+		return counters{}, err
+	}
+	defer resp.Body.Close()
+	var c counters
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "trustplane_spire_rpcs_total{"):
+			c.spireCalls += v
+		case strings.HasPrefix(line, "rest_client_requests_total{"):
+			for _, m := range []string{`method="POST"`, `method="PUT"`, `method="PATCH"`, `method="DELETE"`} {
+				if strings.Contains(line, m) {
+					c.apiWrites += v
+				}
+			}
+		}
+	}
+	return c, sc.Err()
+}
+
+// settle waits until the operator's counters stop moving for two seconds
+// (the last sample's status write landed) and returns them.
+func (p *process) settle(timeout time.Duration) (counters, error) {
+	deadline := time.Now().Add(timeout)
+	prev, err := p.metricsNow()
+	if err != nil {
+		return counters{}, err
+	}
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for range tick.C {
+		cur, err := p.metricsNow()
+		if err != nil {
+			return counters{}, err
+		}
+		if cur == prev || time.Now().After(deadline) {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, nil
+}
+
+// rssDetail returns RssAnon and RssFile in MiB.
+func (p *process) rssDetail() (anon, file float64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "RssAnon:":
+			anon = kb / 1024
+		case "RssFile:":
+			file = kb / 1024
+		}
+	}
+	return anon, file
+}
+
+// rss returns the resident set size in MiB.
+func (p *process) rss() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			kb, err := strconv.ParseFloat(f[1], 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// cpuSeconds returns user+system CPU time of the process.
+func (p *process) cpuSeconds() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,187 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
+)
+
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations;spiffeentries,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/status;spiffeentries/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/finalizers;spiffeentries/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Controller names, used in logs, events and metrics.
+const (
+	RegistrationControllerName = "spifferegistration"
+	EntryControllerName        = "spiffeentry"
+)
+
+// CacheOptions returns the cache options that keep workloads and namespaces
+// trimmed to what the handlers read (no pod templates in memory).
+func CacheOptions() cache.Options {
+	by := map[client.Object]cache.ByObject{&corev1.Namespace{}: {Transform: workload.Transform}}
+	for _, obj := range workload.Objects() {
+		by[obj] = cache.ByObject{Transform: workload.Transform}
+	}
+	return cache.Options{ByObject: by, DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// Options configure Setup.
+type Options struct {
+	// Config holds the framework settings.
+	Config config.Config
+	// Syncer writes entries to SPIRE; build it with the Notifier's Notify.
+	Syncer *entrysync.Syncer
+	// Notifier delivers the Syncer's notifications.
+	Notifier *Notifier
+	// TrustDomain is the SPIRE server's trust domain; empty skips the check.
+	TrustDomain string
+	// EntryMetrics is the gauge of entries by object and state.
+	EntryMetrics *entrysync.Metrics
+	// Metrics are the framework's reconcile metrics.
+	Metrics *controller.Metrics
+}
+
+// Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
+func Setup(mgr ctrl.Manager, o Options) error {
+	regHandler := &spifferegistration.Handler{Reader: mgr.GetClient(), Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
+	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
+		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics,
+	})
+	c := mgr.GetClient()
+	toPolicies := func(kind v1alpha1.WorkloadKind) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+			return policiesFor(ctx, c, kind)
+		})
+	}
+	workloadChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return workload.Changed(e.ObjectOld, e.ObjectNew) }}
+	nsChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !equalLabels(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
+			(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	}}
+	err := controller.SetupWithManager(mgr, regCtrl, func() *v1alpha1.SpiffeRegistration { return &v1alpha1.SpiffeRegistration{} },
+		func(b *builder.Builder) *builder.Builder {
+			for kind, obj := range workload.Objects() {
+				b = b.Watches(obj, toPolicies(kind), builder.WithPredicates(workloadChanged))
+			}
+			return b.Watches(&corev1.Namespace{}, toPolicies(""), builder.WithPredicates(nsChanged)).
+				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
+				WithEventFilter(ignoreOwnStatusUpdates())
+		})
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", RegistrationControllerName, err)
+	}
+
+	entryHandler := &spiffeentry.Handler{Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
+	entryCtrl := controller.New(EntryControllerName, mgr.GetClient(), entryHandler, controller.Options{
+		Config: o.Config, Recorder: mgr.GetEventRecorder(EntryControllerName), Metrics: o.Metrics,
+	})
+	err = controller.SetupWithManager(mgr, entryCtrl, func() *v1alpha1.SpiffeEntry { return &v1alpha1.SpiffeEntry{} },
+		func(b *builder.Builder) *builder.Builder {
+			return b.WatchesRawSource(o.Notifier.source(spiffeentry.Kind)).WithEventFilter(ignoreOwnStatusUpdates())
+		})
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", EntryControllerName, err)
+	}
+	return nil
+}
+
+// ignoreOwnStatusUpdates drops update events of our own kinds that change
+// only the status (the controller's own writes), which would otherwise cost
+// a full pass each; events of other kinds pass.
+func ignoreOwnStatusUpdates() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		switch e.ObjectNew.(type) {
+		case *v1alpha1.SpiffeRegistration, *v1alpha1.SpiffeEntry:
+		default:
+			return true
+		}
+		o, n := e.ObjectOld, e.ObjectNew
+		return o.GetGeneration() != n.GetGeneration() ||
+			!equalLabels(o.GetLabels(), n.GetLabels()) ||
+			!equalLabels(o.GetAnnotations(), n.GetAnnotations()) ||
+			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+	}}
+}
+
+// policiesFor returns the policies a change of a workload of kind (or of a
+// namespace, when kind is empty) may concern.
+func policiesFor(ctx context.Context, c client.Reader, kind v1alpha1.WorkloadKind) []reconcile.Request {
+	var l v1alpha1.SpiffeRegistrationList
+	if err := c.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(l.Items))
+	for i := range l.Items {
+		p := &l.Items[i]
+		kinds := p.Spec.WorkloadKinds
+		if len(kinds) == 0 {
+			kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
+		}
+		if kind == "" || slices.Contains(kinds, kind) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
+		}
+	}
+	return out
+}
+
+func equalLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// AliveOwners returns an entrysync.Options.Alive that reads every
+// SpiffeRegistration and SpiffeEntry from r (the cache), so entries of
+// objects removed while the operator was down are collected.
+func AliveOwners(r client.Reader) func(ctx context.Context) (map[string]bool, error) {
+	return func(ctx context.Context) (map[string]bool, error) {
+		alive := map[string]bool{}
+		var regs v1alpha1.SpiffeRegistrationList
+		if err := r.List(ctx, &regs, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list SpiffeRegistrations: %w", err)
+		}
+		for i := range regs.Items {
+			alive[entries.OwnerTag(regs.Items[i].UID)] = true
+		}
+		var ents v1alpha1.SpiffeEntryList
+		if err := r.List(ctx, &ents, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list SpiffeEntries: %w", err)
+		}
+		for i := range ents.Items {
+			alive[entries.OwnerTag(ents.Items[i].UID)] = true
+		}
+		return alive, nil
+	}
+}

@@ -1,0 +1,294 @@
+package entrysync
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
+)
+
+var (
+	parent = spiffeid.RequireFromString("spiffe://example.org/agent")
+	t0     = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func entry(path string, ttl int32) entries.Entry {
+	e := entries.Entry{
+		SpiffeID:    spiffeid.RequireFromString("spiffe://example.org" + path),
+		ParentID:    parent,
+		Selectors:   []entries.Selector{{Type: "k8s", Value: "ns:" + strings.Split(path, "/")[2]}},
+		X509SVIDTTL: ttl,
+	}
+	e.Normalize()
+	return e
+}
+
+func ptrs(es []entries.Entry) []*entries.Entry {
+	out := make([]*entries.Entry, len(es))
+	for i := range es {
+		out[i] = &es[i]
+	}
+	return out
+}
+
+func owner(name string, age time.Duration) Owner {
+	return Owner{Kind: "SpiffeRegistration", Name: name, UID: k8stypes.UID(name + "-0000-0000-0000-000000000000"), Created: t0.Add(-age)}
+}
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+type notified struct {
+	mu   sync.Mutex
+	uids []k8stypes.UID
+}
+
+func (n *notified) add(o Owner) { n.mu.Lock(); n.uids = append(n.uids, o.UID); n.mu.Unlock() }
+
+func newSyncer(api *fake.EntryAPI) (*Syncer, *clock, *notified) {
+	c := &clock{now: t0}
+	n := &notified{}
+	return New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Notify: n.add, Now: c.Now}), c, n
+}
+
+func TestCreatesOnceThenMakesNoCallsWhenIdle(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	o := owner("a", 0)
+	want := []entries.Entry{entry("/ns/a/sa/x", 3600), entry("/ns/b/sa/y", 3600)}
+	out, err := s.Sync(ctx, o, ptrs(want))
+	if err != nil || len(out.Registered) != 2 {
+		t.Fatalf("first pass: %v, registered %d", err, len(out.Registered))
+	}
+	calls := api.CallCount("ListEntries") + api.CallCount("BatchCreateEntry")
+	out, err = s.Sync(ctx, o, ptrs(want))
+	if err != nil || len(out.Registered) != 2 || out.Talked {
+		t.Fatalf("second pass: %v, registered %d, talked %v", err, len(out.Registered), out.Talked)
+	}
+	if got := api.CallCount("ListEntries") + api.CallCount("BatchCreateEntry"); got != calls {
+		t.Errorf("idle pass made %d SPIRE calls", got-calls)
+	}
+	for _, e := range api.All() {
+		if !strings.HasPrefix(e.Id, "trustplane."+o.Tag()+".") {
+			t.Errorf("entry ID %q does not carry the ownership marker", e.Id)
+		}
+	}
+}
+
+func TestTTLChangeIsUpdatedInPlace(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	o := owner("a", 0)
+	out, _ := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 3600)}))
+	var id string
+	for _, v := range out.Registered {
+		id = v
+	}
+	out, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 60)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := api.Get(id); got == nil || got.X509SvidTtl != 60 {
+		t.Fatalf("entry %s after TTL change: %v", id, got)
+	}
+	if len(api.All()) != 1 || api.CallCount("BatchUpdateEntry") != 1 {
+		t.Errorf("want one entry updated in place, got %d entries, %d updates", len(api.All()), api.CallCount("BatchUpdateEntry"))
+	}
+}
+
+func TestSpiffeIDChangeCreatesBeforeDeleting(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	o := owner("a", 0)
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/old", 0)})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/new", 0)})); err != nil {
+		t.Fatal(err)
+	}
+	log := api.Writes()
+	if len(log) != 3 || !strings.HasPrefix(log[1], "create") || !strings.HasPrefix(log[2], "delete") {
+		t.Errorf("write order = %v, want create, create, delete", log)
+	}
+	if all := api.All(); len(all) != 1 || all[0].SpiffeId.Path != "/ns/a/sa/new" {
+		t.Errorf("entries = %v", all)
+	}
+}
+
+func TestForeignEntryIsNeverTouchedAndMasks(t *testing.T) {
+	api := fake.New()
+	e := entry("/ns/a/sa/x", 3600)
+	foreign := e.Proto("")
+	foreign.X509SvidTtl = 5
+	fid := api.Put(foreign)
+	other := entry("/ns/z/sa/manual", 0)
+	oid := api.Put(other.Proto("hand-made"))
+	s, _, _ := newSyncer(api)
+	out, err := s.Sync(context.Background(), owner("a", 0), ptrs([]entries.Entry{e}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Masked) != 1 || !strings.Contains(out.Masked[0].By, fid) {
+		t.Errorf("masked = %+v", out.Masked)
+	}
+	if got := api.Get(fid); got.X509SvidTtl != 5 {
+		t.Error("foreign entry was updated")
+	}
+	if api.Get(oid) == nil {
+		t.Error("unrelated foreign entry was deleted")
+	}
+}
+
+func TestOldestOwnerWinsAndHandsOver(t *testing.T) {
+	api := fake.New()
+	s, _, n := newSyncer(api)
+	ctx := context.Background()
+	old, young := owner("old", time.Hour), owner("young", 0)
+	e := entry("/ns/a/sa/x", 0)
+	if _, err := s.Sync(ctx, young, ptrs([]entries.Entry{e})); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}))
+	if err != nil || len(out.Registered) != 1 {
+		t.Fatalf("older owner: %v, %+v", err, out)
+	}
+	if all := api.All(); len(all) != 1 || !strings.Contains(all[0].Id, old.Tag()) {
+		t.Fatalf("older owner did not take over: %v", all)
+	}
+	out, _ = s.Sync(ctx, young, ptrs([]entries.Entry{e}))
+	if len(out.Masked) != 1 || out.Masked[0].By != old.String() {
+		t.Fatalf("younger owner not masked: %+v", out)
+	}
+	n.uids = nil
+	if err := s.Release(ctx, old, []spiffeid.ID{parent}); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.uids) != 1 || n.uids[0] != young.UID {
+		t.Fatalf("notified %v, want the younger owner", n.uids)
+	}
+	out, _ = s.Sync(ctx, young, ptrs([]entries.Entry{e}))
+	if all := api.All(); len(out.Registered) != 1 || len(all) != 1 || !strings.Contains(all[0].Id, young.Tag()) {
+		t.Errorf("younger owner did not take over: %v", all)
+	}
+}
+
+func TestSpireUnavailableLosesNothing(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	o := owner("a", 0)
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 0)})); err != nil {
+		t.Fatal(err)
+	}
+	api.SetUnavailable(true)
+	want := []entries.Entry{entry("/ns/a/sa/x", 0), entry("/ns/b/sa/y", 0)}
+	if _, err := s.Sync(ctx, o, ptrs(want)); err == nil {
+		t.Fatal("no error while SPIRE is down")
+	}
+	api.SetUnavailable(false)
+	out, err := s.Sync(ctx, o, ptrs(want))
+	if err != nil || len(out.Registered) != 2 || len(api.All()) != 2 {
+		t.Fatalf("after recovery: %v, %+v, %d entries", err, out, len(api.All()))
+	}
+}
+
+func TestRejectedEntryIsANamedFailureAndTheRestRegister(t *testing.T) {
+	api := fake.New()
+	api.Reject["spiffe://example.org/ns/bad/sa/x"] = true
+	s, _, _ := newSyncer(api)
+	out, err := s.Sync(context.Background(), owner("a", 0), ptrs([]entries.Entry{entry("/ns/bad/sa/x", 0), entry("/ns/ok/sa/y", 0)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Failed) != 1 || out.Failed[0].Reason != "InvalidArgument" || len(out.Registered) != 1 {
+		t.Errorf("outcome = %+v", out)
+	}
+}
+
+func TestResyncRepairsManualDeletionAndEdit(t *testing.T) {
+	api := fake.New()
+	s, c, _ := newSyncer(api)
+	ctx := context.Background()
+	o := owner("a", 0)
+	want := []entries.Entry{entry("/ns/a/sa/x", 60), entry("/ns/b/sa/y", 60)}
+	out, _ := s.Sync(ctx, o, ptrs(want))
+	ids := map[string]bool{}
+	for _, id := range out.Registered {
+		ids[id] = true
+	}
+	var edited, removed string
+	for id := range ids {
+		if edited == "" {
+			edited = id
+		} else {
+			removed = id
+		}
+	}
+	api.Remove(removed)
+	x := api.Get(edited)
+	x.X509SvidTtl = 1
+	api.Put(x)
+	c.Add(2 * time.Minute)
+	if _, err := s.Sync(ctx, o, ptrs(want)); err != nil {
+		t.Fatal(err)
+	}
+	if api.Get(removed) == nil || api.Get(edited).X509SvidTtl != 60 {
+		t.Errorf("not repaired: removed=%v edited=%v", api.Get(removed), api.Get(edited))
+	}
+}
+
+func TestEntriesOfVanishedOwnersAreCollected(t *testing.T) {
+	api := fake.New()
+	e := entry("/ns/a/sa/x", 0)
+	ids := entries.IDScheme{Prefix: "trustplane."}
+	dead := owner("dead", 0)
+	api.Put(e.Proto(ids.EntryID(dead.Tag(), e.Key())))
+	s := New(api, Options{IDs: ids, ResyncInterval: time.Minute, Alive: func(context.Context) (map[string]bool, error) {
+		return map[string]bool{}, nil
+	}})
+	if _, err := s.Sync(context.Background(), owner("live", 0), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing under the parent was listed (no wanted entries): list it via Release.
+	if err := s.Release(context.Background(), owner("live", 0), []spiffeid.ID{parent}); err != nil {
+		t.Fatal(err)
+	}
+	if len(api.All()) != 0 {
+		t.Errorf("entry of a vanished owner survived: %v", api.All())
+	}
+}
+
+func TestErrStaleWhenEntryVanishesBeforeUpdate(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	o := owner("a", 0)
+	out, _ := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 60)}))
+	for _, id := range out.Registered {
+		api.Remove(id)
+	}
+	_, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}))
+	if !errors.Is(err, ErrStale) {
+		t.Fatalf("err = %v, want ErrStale", err)
+	}
+	out, err = s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}))
+	if err != nil || len(out.Registered) != 1 || len(api.All()) != 1 {
+		t.Errorf("not recreated: %v %+v", err, out)
+	}
+}

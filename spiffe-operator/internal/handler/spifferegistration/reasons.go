@@ -1,0 +1,39 @@
+package spifferegistration
+
+// Condition reasons of Ready=False; each names the field or the party at fault.
+const (
+	// ReasonInvalidTrustDomain: spec.trustDomain is not a trust domain name.
+	ReasonInvalidTrustDomain = "InvalidTrustDomain"
+	// ReasonTrustDomainMismatch: spec.trustDomain is not the SPIRE server's.
+	ReasonTrustDomainMismatch = "TrustDomainMismatch"
+	// ReasonInvalidParentID: spec.parentID is not a SPIFFE ID of the trust domain.
+	ReasonInvalidParentID = "InvalidParentID"
+	// ReasonInvalidSpiffeIDTemplate: spec.spiffeIDTemplate does not parse, or
+	// renders an invalid SPIFFE ID for some workload.
+	ReasonInvalidSpiffeIDTemplate = "InvalidSpiffeIDTemplate"
+	// ReasonInvalidDNSNameTemplate: an entry of spec.dnsNameTemplates does not
+	// parse, or renders an invalid DNS name for some workload.
+	ReasonInvalidDNSNameTemplate = "InvalidDNSNameTemplate"
+	// ReasonInvalidFederatesWith: an entry of spec.federatesWith is not a trust domain.
+	ReasonInvalidFederatesWith = "InvalidFederatesWith"
+	// ReasonInvalidTTL: spec.x509SVIDTTL or spec.jwtSVIDTTL is out of range.
+	ReasonInvalidTTL = "InvalidTTL"
+	// ReasonInvalidNamespaceSelector: spec.namespaceSelector does not parse.
+	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
+	// ReasonInvalidWorkloadSelector: spec.workloadSelector does not parse.
+	ReasonInvalidWorkloadSelector = "InvalidWorkloadSelector"
+	// ReasonUnsafePodSelector: a per-workload template needs the workload's
+	// pods told apart by spec.selector.matchLabels, and the workload has none
+	// (or also uses matchExpressions, which SPIRE selectors cannot express).
+	ReasonUnsafePodSelector = "UnsafePodSelector"
+	// ReasonEntryRejected: SPIRE refused some entries (InvalidArgument or similar).
+	ReasonEntryRejected = "EntryRejected"
+	// ReasonSpireUnavailable: SPIRE could not be reached; the pass is retried
+	// with backoff and nothing is lost.
+	ReasonSpireUnavailable = "SpireUnavailable"
+	// ReasonSpirePermissionDenied: SPIRE refused the operator's identity;
+	// register it as an admin (admin_ids or an admin entry).
+	ReasonSpirePermissionDenied = "SpirePermissionDenied"
+	// ReasonSpireChanged: SPIRE changed during the pass; retried at once.
+	ReasonSpireChanged = "SpireChanged"
+)

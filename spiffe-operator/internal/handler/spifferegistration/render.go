@@ -1,0 +1,106 @@
+package spifferegistration
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/template"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
+)
+
+// render returns the entry p wants for w, or a failure naming the field.
+// It never returns a partial entry: any variable without a value, or a
+// result that is not a valid SPIFFE ID or DNS name, fails the workload.
+func (p *policy) render(w workload.Workload) (entries.Entry, *v1alpha1.Failure) {
+	fail := func(reason, field string, err error) (entries.Entry, *v1alpha1.Failure) {
+		return entries.Entry{}, &v1alpha1.Failure{Object: w.String(), Reason: reason, Message: fmt.Sprintf("%s: %v", field, err)}
+	}
+	vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
+	path, err := p.idTemplate.Render(vals)
+	if err != nil {
+		return fail(ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err)
+	}
+	id, err := spiffeid.FromPath(p.trustDomain, "/"+path)
+	if err != nil {
+		return fail(ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", fmt.Errorf("renders %q: %w", path, err))
+	}
+	e := entries.Entry{
+		SpiffeID: id,
+		ParentID: p.parentID,
+		Selectors: []entries.Selector{
+			{Type: "k8s", Value: "ns:" + w.Namespace},
+			{Type: "k8s", Value: "sa:" + w.ServiceAccount},
+		},
+		X509SVIDTTL:   p.x509TTL,
+		JWTSVIDTTL:    p.jwtTTL,
+		FederatesWith: p.federatesWith,
+		Hint:          p.hint,
+		Admin:         p.admin,
+		Downstream:    p.downstream,
+	}
+	for i, t := range p.dnsNames {
+		name, err := t.Render(vals)
+		if err == nil {
+			err = validDNSName(name)
+		}
+		if err != nil {
+			return fail(ReasonInvalidDNSNameTemplate, fmt.Sprintf("spec.dnsNameTemplates[%d]", i), err)
+		}
+		e.DNSNames = append(e.DNSNames, name)
+	}
+	if p.podSelectors {
+		if len(w.MatchLabels) == 0 || w.HasMatchExpressions {
+			return fail(ReasonUnsafePodSelector, "spec.selector",
+				fmt.Errorf("the templates name single workloads, so the entry must select the workload's pods by spec.selector.matchLabels; this workload has none, or also uses matchExpressions"))
+		}
+		keys := make([]string, 0, len(w.MatchLabels))
+		for k := range w.MatchLabels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			e.Selectors = append(e.Selectors, entries.Selector{Type: "k8s", Value: "pod-label:" + k + ":" + w.MatchLabels[k]})
+		}
+	}
+	e.Normalize()
+	return e, nil
+}
+
+func validDNSName(name string) error {
+	check := strings.TrimPrefix(name, "*.")
+	if errs := validation.IsDNS1123Subdomain(check); len(errs) > 0 {
+		return fmt.Errorf("renders %q, not a DNS name: %s", name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// merge folds entries with the same key into one: workloads sharing a
+// service account share its entry. DNS names are united; the other options
+// come from the policy and are equal. The inputs are never modified; an
+// input is returned as is unless it had to be merged.
+func merge(in []*entries.Entry) []*entries.Entry {
+	idx := make(map[entries.Key]int, len(in))
+	out := make([]*entries.Entry, 0, len(in))
+	for _, e := range in {
+		k := e.Key()
+		i, ok := idx[k]
+		if !ok {
+			idx[k] = len(out)
+			out = append(out, e)
+			continue
+		}
+		if len(e.DNSNames) > 0 {
+			m := *out[i]
+			m.DNSNames = append(slices.Clone(m.DNSNames), e.DNSNames...)
+			m.Normalize()
+			out[i] = &m
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package spifferegistration
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/template"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
+)
+
+// policy is a validated, compiled SpiffeRegistrationSpec.
+type policy struct {
+	trustDomain spiffeid.TrustDomain
+	parentID    spiffeid.ID
+	idTemplate  *template.Template
+	dnsNames    []*template.Template
+	selection   workload.Selection
+	// podSelectors is true when entries must also carry the workload's
+	// matchLabels as pod-label selectors.
+	podSelectors  bool
+	x509TTL       int32
+	jwtTTL        int32
+	federatesWith []string
+	hint          string
+	admin         bool
+	downstream    bool
+}
+
+// specError is a spec field that failed validation.
+type specError struct {
+	reason string
+	field  string
+	err    error
+}
+
+func (e *specError) Error() string { return fmt.Sprintf("%s: %v", e.field, e.err) }
+
+func fieldErr(reason, field string, err error) *specError {
+	return &specError{reason: reason, field: field, err: err}
+}
+
+// compile validates spec the way admission cannot (the same rules run in
+// the CRD where CEL can express them). serverTD, when set, is the SPIRE
+// server's trust domain.
+func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD string) (*policy, *specError) {
+	p := &policy{hint: spec.Hint, admin: spec.Admin, downstream: spec.Downstream}
+	var err error
+	if p.trustDomain, err = spiffeid.TrustDomainFromString(string(spec.TrustDomain)); err != nil {
+		return nil, fieldErr(ReasonInvalidTrustDomain, "spec.trustDomain", err)
+	}
+	if serverTD != "" && p.trustDomain.Name() != serverTD {
+		return nil, fieldErr(ReasonTrustDomainMismatch, "spec.trustDomain",
+			fmt.Errorf("%q is not the SPIRE server's trust domain %q", p.trustDomain.Name(), serverTD))
+	}
+	if p.parentID, err = spiffeid.FromString(spec.ParentID); err != nil {
+		return nil, fieldErr(ReasonInvalidParentID, "spec.parentID", err)
+	}
+	if !p.parentID.MemberOf(p.trustDomain) || p.parentID.Path() == "" {
+		return nil, fieldErr(ReasonInvalidParentID, "spec.parentID",
+			fmt.Errorf("%q is not a non-root SPIFFE ID in trust domain %q", spec.ParentID, p.trustDomain.Name()))
+	}
+	src := spec.SpiffeIDTemplate
+	if src == "" {
+		src = v1alpha1.DefaultSpiffeIDTemplate
+	}
+	if p.idTemplate, err = template.Parse(src); err != nil {
+		return nil, fieldErr(ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err)
+	}
+	p.podSelectors = p.idTemplate.PerWorkload()
+	for i, s := range spec.DNSNameTemplates {
+		t, err := template.Parse(s)
+		if err != nil {
+			return nil, fieldErr(ReasonInvalidDNSNameTemplate, fmt.Sprintf("spec.dnsNameTemplates[%d]", i), err)
+		}
+		p.podSelectors = p.podSelectors || t.PerWorkload()
+		p.dnsNames = append(p.dnsNames, t)
+	}
+	for i, f := range spec.FederatesWith {
+		td, err := spiffeid.TrustDomainFromString(string(f))
+		if err != nil {
+			return nil, fieldErr(ReasonInvalidFederatesWith, fmt.Sprintf("spec.federatesWith[%d]", i), err)
+		}
+		p.federatesWith = append(p.federatesWith, td.Name())
+	}
+	if p.x509TTL, err = ttlSeconds(spec.X509SVIDTTL, time.Hour); err != nil {
+		return nil, fieldErr(ReasonInvalidTTL, "spec.x509SVIDTTL", err)
+	}
+	if p.jwtTTL, err = ttlSeconds(spec.JWTSVIDTTL, 0); err != nil {
+		return nil, fieldErr(ReasonInvalidTTL, "spec.jwtSVIDTTL", err)
+	}
+	if p.selection.Namespaces, err = selector(spec.NamespaceSelector); err != nil {
+		return nil, fieldErr(ReasonInvalidNamespaceSelector, "spec.namespaceSelector", err)
+	}
+	if p.selection.Workloads, err = selector(spec.WorkloadSelector); err != nil {
+		return nil, fieldErr(ReasonInvalidWorkloadSelector, "spec.workloadSelector", err)
+	}
+	p.selection.Kinds = spec.WorkloadKinds
+	if len(p.selection.Kinds) == 0 {
+		p.selection.Kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
+	}
+	return p, nil
+}
+
+func ttlSeconds(d *metav1.Duration, def time.Duration) (int32, error) {
+	v := def
+	if d != nil {
+		v = d.Duration
+	}
+	if v < 0 || v.Seconds() > math.MaxInt32 {
+		return 0, fmt.Errorf("%s is out of range [0s, %ds]", v, math.MaxInt32)
+	}
+	return int32(v / time.Second), nil
+}
+
+func selector(s *metav1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return nil, nil
+	}
+	return metav1.LabelSelectorAsSelector(s)
+}

@@ -1,0 +1,130 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	opcontroller "github.com/trustplane/trustplane/spiffe-operator/internal/controller"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
+)
+
+// Scheme returns a scheme with the built-in kinds the operator uses
+// (namespaces, events, workloads, leases) and this API. Registering only
+// these, rather than every built-in group, keeps the process smaller.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, eventsv1.AddToScheme, v1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Operator is an assembled, not yet started, spiffe-operator.
+type Operator struct {
+	// Manager runs the controllers.
+	Manager ctrl.Manager
+	// Spire is the SPIRE Entry API client (its Calls count RPCs).
+	Spire *spire.Client
+	// Syncer is the entry syncer.
+	Syncer *entrysync.Syncer
+
+	closer io.Closer
+}
+
+// New connects to SPIRE and builds the manager. reg receives the metrics
+// (the controller-runtime registry in a process, a fresh one in tests).
+func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Registerer) (*Operator, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.KubeQPS, o.KubeBurst
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  opcontroller.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
+		LeaderElection:         o.LeaderElect,
+		LeaderElectionID:       "spiffe-operator.spiffe.trustplane.dev",
+		PprofBindAddress:       o.PprofAddr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add readyz: %w", err)
+	}
+
+	rpcMetrics, err := spire.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	entryMetrics, err := entrysync.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	ctrlMetrics, err := controller.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+
+	conn, closer, err := spire.Dial(ctx, o.Connect)
+	if err != nil {
+		return nil, err
+	}
+	api := spire.NewClient(conn, spire.Options{
+		PageSize: o.PageSize, Concurrency: o.WriteConcurrency, Timeout: o.RPCTimeout, Metrics: rpcMetrics,
+	})
+	notifier := opcontroller.NewNotifier(spifferegistration.Kind, spiffeentry.Kind)
+	syncOpts := entrysync.Options{
+		IDs:            entries.IDScheme{Prefix: o.EntryIDPrefix},
+		ResyncInterval: o.Config.RequeueAfter,
+		Notify:         notifier.Notify,
+	}
+	if o.CollectOrphans {
+		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
+	}
+	syncer := entrysync.New(api, syncOpts)
+	err = opcontroller.Setup(mgr, opcontroller.Options{
+		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
+		EntryMetrics: entryMetrics, Metrics: ctrlMetrics,
+	})
+	if err != nil {
+		_ = closer.Close()
+		return nil, err
+	}
+	return &Operator{Manager: mgr, Spire: api, Syncer: syncer, closer: closer}, nil
+}
+
+// Start runs the manager until ctx ends, then closes the SPIRE connection.
+func (op *Operator) Start(ctx context.Context) error {
+	defer func() { _ = op.closer.Close() }()
+	return op.Manager.Start(ctx)
+}

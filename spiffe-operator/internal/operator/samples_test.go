@@ -1,0 +1,35 @@
+package operator_test
+
+import (
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+)
+
+var _ = Describe("config/samples", func() {
+	samples := filepath.Join("..", "..", "config", "samples")
+
+	It("has a SpiffeRegistration sample that is admitted and becomes Ready", func() {
+		b, err := os.ReadFile(filepath.Join(samples, "spiffe_v1alpha1_spifferegistration.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var p v1alpha1.SpiffeRegistration
+		Expect(yaml.UnmarshalStrict(b, &p)).To(Succeed())
+		Expect(k8s.Create(ctx, &p)).To(Succeed())
+		Eventually(policyReady(&p)).Should(Equal("True/Ready"))
+	})
+
+	It("has a SpiffeEntry sample that is admitted and registered", func() {
+		b, err := os.ReadFile(filepath.Join(samples, "spiffe_v1alpha1_spiffeentry.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var e v1alpha1.SpiffeEntry
+		Expect(yaml.UnmarshalStrict(b, &e)).To(Succeed())
+		Expect(k8s.Create(ctx, &e)).To(Succeed())
+		Eventually(entryReady(&e)).Should(Equal("True/Ready"))
+		Expect(entryAt(e.Spec.ParentID, "/vm/billing-db")).NotTo(BeNil())
+	})
+})

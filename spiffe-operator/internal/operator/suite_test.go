@@ -1,0 +1,123 @@
+package operator_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/testenv"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
+)
+
+const (
+	trustDomain = "example.org"
+	adminID     = "spiffe://example.org/test/admin"
+	resync      = 3 * time.Second
+)
+
+var (
+	cp       *testenv.ControlPlane
+	srv      *testenv.Spire
+	k8s      client.Client
+	spireAPI *spire.Client
+	op       *operator.Operator
+)
+
+func TestOperator(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "spiffe-operator integration")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	SetDefaultConsistentlyDuration(2 * time.Second)
+
+	scheme, err := operator.Scheme()
+	Expect(err).NotTo(HaveOccurred())
+	cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		Scheme:            scheme,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
+	k8s = cp.Client
+
+	srv, err = testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain, AdminIDs: []string{adminID}})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			GinkgoWriter.Println(lastLines(srv.Logs(), 60))
+		}
+		Expect(srv.Cleanup()).To(Succeed())
+	})
+
+	conn, closer, err := spire.Dial(context.Background(), spire.ConnectOptions{SocketPath: srv.SocketPath})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(closer.Close)
+	_ = conn
+	spireAPI = spire.NewClient(conn, spire.Options{})
+
+	cfg := config.Default()
+	cfg.RequeueAfter = resync
+	cfg.JitterFactor = 0.1
+	cfg.RequeueAfterOnError = 100 * time.Millisecond
+	cfg.MaxBackoff = time.Second
+	cfg.DefaultEnvironment = "test"
+	ctx, cancel := context.WithCancel(context.Background())
+	op, err = operator.New(ctx, cp.Config, operator.Options{
+		Config:           cfg,
+		Connect:          spire.ConnectOptions{SocketPath: srv.SocketPath},
+		TrustDomain:      trustDomain,
+		EntryIDPrefix:    "trustplane.",
+		PageSize:         100,
+		WriteConcurrency: 2,
+		RPCTimeout:       5 * time.Second,
+		CollectOrphans:   true,
+		KubeQPS:          100,
+		KubeBurst:        200,
+		MetricsAddr:      "0",
+		ProbeAddr:        "0",
+	}, prometheus.NewRegistry())
+	Expect(err).NotTo(HaveOccurred())
+	done := make(chan error, 1)
+	go func() { done <- op.Start(ctx) }()
+	DeferCleanup(func() {
+		cancel()
+		Eventually(done).Should(Receive(Not(HaveOccurred())))
+	})
+})
+
+// entriesUnder lists SPIRE's entries under parent.
+func entriesUnder(parent string) []*types.Entry {
+	GinkgoHelper()
+	list, err := spireAPI.ListByParent(context.Background(), spiffeid.RequireFromString(parent))
+	Expect(err).NotTo(HaveOccurred())
+	return list
+}
+
+func lastLines(s string, n int) string {
+	lines := 0
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			lines++
+			if lines > n {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
