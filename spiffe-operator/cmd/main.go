@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,11 +41,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if opts.GCPercent > 0 {
-		debug.SetGCPercent(opts.GCPercent)
+	opts.Manager.ApplyGCPercent()
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	op, err := operator.New(ctx, ctrl.GetConfigOrDie(), opts, metrics.Registry)
+	op, err := operator.New(ctx, restCfg, opts, metrics.Registry)
 	if err != nil {
 		return err
 	}

@@ -13,10 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	opcontroller "github.com/trustplane/trustplane/spiffe-operator/internal/controller"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -60,26 +59,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 	if err != nil {
 		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = o.KubeQPS, o.KubeBurst
-
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  opcontroller.CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress: o.ProbeAddr,
-		LeaderElection:         o.LeaderElect,
-		LeaderElectionID:       "spiffe-operator.spiffe.trustplane.dev",
-		PprofBindAddress:       o.PprofAddr,
-	})
+	mgrOpts := o.Manager.ManagerOptions("spiffe-operator")
+	mgrOpts.Scheme = scheme
+	mgrOpts.Cache = opcontroller.CacheOptions()
+	mgr, err := ctrl.NewManager(o.Manager.RestConfig(cfg), mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("add healthz: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("add readyz: %w", err)
+	if err := manager.AddHealthChecks(mgr); err != nil {
+		return nil, err
 	}
 
 	rpcMetrics, err := spire.NewMetrics(reg)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 )
@@ -29,13 +30,6 @@ const (
 	KeyWriteConcurrency  = "spire-write-concurrency"
 	KeyRPCTimeout        = "spire-rpc-timeout"
 	KeyCollectOrphans    = "collect-orphans"
-	KeyKubeQPS           = "kube-api-qps"
-	KeyKubeBurst         = "kube-api-burst"
-	KeyMetricsAddr       = "metrics-bind-address"
-	KeyProbeAddr         = "health-probe-bind-address"
-	KeyLeaderElect       = "leader-elect"
-	KeyPprofAddr         = "pprof-bind-address"
-	KeyGCPercent         = "gc-percent"
 )
 
 // Options are the settings of one operator process.
@@ -56,20 +50,10 @@ type Options struct {
 	RPCTimeout time.Duration
 	// CollectOrphans deletes entries (with this prefix) whose object no longer exists.
 	CollectOrphans bool
-	// KubeQPS and KubeBurst are the Kubernetes client rate limits.
-	KubeQPS float32
-	// KubeBurst is the Kubernetes client burst.
-	KubeBurst int
-	// MetricsAddr serves /metrics ("0" disables).
-	MetricsAddr string
-	// ProbeAddr serves /healthz and /readyz ("0" disables).
-	ProbeAddr string
-	// LeaderElect enables leader election.
-	LeaderElect bool
-	// PprofAddr serves net/http/pprof ("" or "0" disables).
-	PprofAddr string
-	// GCPercent is the Go GC target percentage; 0 keeps the runtime's (GOGC).
-	GCPercent int
+	// Manager holds the process settings: metrics and probe addresses,
+	// leader election, client rate limits (50 QPS, burst 100) and the GC
+	// target (25: the operator is mostly idle, so it trades a little CPU for memory).
+	Manager manager.Options
 }
 
 // AddFlags registers the framework's and the operator's flags on fs.
@@ -88,13 +72,9 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int(KeyWriteConcurrency, 2, "SPIRE batch calls in flight at once")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
-	fs.Float32(KeyKubeQPS, 50, "Kubernetes client QPS")
-	fs.Int(KeyKubeBurst, 100, "Kubernetes client burst")
-	fs.String(KeyMetricsAddr, ":8080", "metrics address (0 disables)")
-	fs.String(KeyProbeAddr, ":8081", "health probe address (0 disables)")
-	fs.Bool(KeyLeaderElect, false, "enable leader election (run several replicas, one active)")
-	fs.String(KeyPprofAddr, "0", "net/http/pprof address (0 disables)")
-	fs.Int(KeyGCPercent, 25, "Go GC target percentage: heap may grow this much over the live data between collections; the operator is mostly idle, so it trades a little CPU for memory (0 keeps GOGC)")
+	d := manager.Defaults()
+	d.GCPercent = 25
+	manager.AddFlags(fs, d)
 }
 
 // Load reads and validates Options from v.
@@ -116,13 +96,9 @@ func Load(v *viper.Viper) (Options, error) {
 		WriteConcurrency: v.GetInt(KeyWriteConcurrency),
 		RPCTimeout:       v.GetDuration(KeyRPCTimeout),
 		CollectOrphans:   v.GetBool(KeyCollectOrphans),
-		KubeQPS:          float32(v.GetFloat64(KeyKubeQPS)),
-		KubeBurst:        v.GetInt(KeyKubeBurst),
-		MetricsAddr:      v.GetString(KeyMetricsAddr),
-		ProbeAddr:        v.GetString(KeyProbeAddr),
-		LeaderElect:      v.GetBool(KeyLeaderElect),
-		PprofAddr:        v.GetString(KeyPprofAddr),
-		GCPercent:        v.GetInt(KeyGCPercent),
+	}
+	if o.Manager, err = manager.Load(v); err != nil {
+		return Options{}, err
 	}
 	if o.Connect.Address != "" && o.Connect.ServerID == "" && o.TrustDomain != "" {
 		o.Connect.ServerID = "spiffe://" + o.TrustDomain + "/spire/server"
@@ -144,12 +120,6 @@ func (o Options) Validate() error {
 	}
 	if o.WriteConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("%s must be at least 1", KeyWriteConcurrency))
-	}
-	if o.GCPercent < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", KeyGCPercent))
-	}
-	if o.KubeQPS <= 0 || o.KubeBurst < 1 {
-		errs = append(errs, fmt.Errorf("%s and %s must be positive", KeyKubeQPS, KeyKubeBurst))
 	}
 	return errors.Join(errs...)
 }

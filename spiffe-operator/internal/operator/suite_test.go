@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
@@ -87,10 +88,7 @@ var _ = BeforeSuite(func() {
 		WriteConcurrency: 2,
 		RPCTimeout:       5 * time.Second,
 		CollectOrphans:   true,
-		KubeQPS:          100,
-		KubeBurst:        200,
-		MetricsAddr:      "0",
-		ProbeAddr:        "0",
+		Manager:          manager.Options{KubeQPS: 100, KubeBurst: 200, MetricsAddr: "0", ProbeAddr: "0"},
 	}, prometheus.NewRegistry())
 	Expect(err).NotTo(HaveOccurred())
 	done := make(chan error, 1)
