@@ -28,11 +28,11 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 // controller, with the configured MaxConcurrentReconciles and a per-item
 // exponential rate limiter from requeue-after-on-error to max-backoff. Add
 // Owns and Watches to it and finish with Complete(&Reconciler{...}), or use
-// SetupWithManager.
-func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject func() T) *builder.Builder {
+// SetupWithManager. forOpts (e.g. builder.WithPredicates) apply to T's watch.
+func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject func() T, forOpts ...builder.ForOption) *builder.Builder {
 	cfg := c.opts.Config
 	return ctrl.NewControllerManagedBy(mgr).
-		For(newObject()).
+		For(newObject(), forOpts...).
 		Named(c.name).
 		WithOptions(crcontroller.Options{
 			MaxConcurrentReconciles: cfg.MaxConcurrentReconciles,
@@ -42,9 +42,9 @@ func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject f
 }
 
 // SetupWithManager registers c with mgr. customize, when not nil, adds Owns
-// and Watches to the builder.
-func SetupWithManager[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject func() T, customize func(*builder.Builder) *builder.Builder) error {
-	b := NewBuilder(mgr, c, newObject)
+// and Watches to the builder; forOpts apply to T's watch.
+func SetupWithManager[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject func() T, customize func(*builder.Builder) *builder.Builder, forOpts ...builder.ForOption) error {
+	b := NewBuilder(mgr, c, newObject, forOpts...)
 	if customize != nil {
 		b = customize(b)
 	}
