@@ -21,12 +21,12 @@ for o in spiffe-operator identity-operator bundle-operator; do
 done
 
 $kubectl apply --server-side -f hack/kind/spire.yaml
-$kubectl -n spire rollout status statefulset/spire-server --timeout=180s
-$kubectl -n spire rollout status daemonset/spire-agent --timeout=180s
-server() { $kubectl -n spire exec spire-server-0 -c spire-server -- /opt/spire/bin/spire-server "$@"; }
-server entry create -node -spiffeID spiffe://example.org/k8s-cluster/kind -selector k8s_psat:cluster:kind
+$kubectl -n spire-system rollout status statefulset/spire-server --timeout=180s
+$kubectl -n spire-system rollout status daemonset/spire-agent --timeout=180s
+server() { $kubectl -n spire-system exec spire-server-0 -c spire-server -- /opt/spire/bin/spire-server "$@"; }
+server entry create -node -spiffeID spiffe://example.org/k8s-cluster-nodes -selector k8s_psat:cluster:kind
 for o in spiffe-operator identity-operator bundle-operator; do
-	server entry create -admin -parentID spiffe://example.org/k8s-cluster/kind \
+	server entry create -admin -parentID spiffe://example.org/k8s-cluster-nodes \
 		-spiffeID "spiffe://example.org/trustplane/$o" \
 		-selector k8s:ns:trustplane-system -selector "k8s:sa:$o"
 done

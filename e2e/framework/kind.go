@@ -99,7 +99,7 @@ func (k *Kind) kubectl(ctx context.Context, args ...string) ([]byte, error) {
 // and builds the mTLS configuration from its PEM output.
 func (k *Kind) mintAdminSVID(ctx context.Context) error {
 	id := "spiffe://" + k.opts.TrustDomain + spireAdminID
-	out, err := k.kubectl(ctx, "exec", "-n", "spire", "spire-server-0", "-c", "spire-server", "--",
+	out, err := k.kubectl(ctx, "exec", "-n", "spire-system", "spire-server-0", "-c", "spire-server", "--",
 		"/opt/spire/bin/spire-server", "x509", "mint", "-spiffeID", id)
 	if err != nil {
 		return err
@@ -160,7 +160,7 @@ func (k *Kind) portForward() error {
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 	k.address = "127.0.0.1:" + strconv.Itoa(port)
-	k.forward = exec.Command(k.opts.Kubectl, "--kubeconfig", k.opts.Kubeconfig, "port-forward", "-n", "spire",
+	k.forward = exec.Command(k.opts.Kubectl, "--kubeconfig", k.opts.Kubeconfig, "port-forward", "-n", "spire-system",
 		"svc/spire-server", strconv.Itoa(port)+":8081")
 	if err := k.forward.Start(); err != nil {
 		return fmt.Errorf("port-forward to spire-server: %w", err)
@@ -191,7 +191,7 @@ func (k *Kind) SpireConn(context.Context) (*grpc.ClientConn, error) {
 func (k *Kind) TrustDomain() string { return k.opts.TrustDomain }
 
 // AgentParentID implements Cluster: the node alias hack/e2e-kind.sh registers.
-func (k *Kind) AgentParentID() string { return "spiffe://" + k.opts.TrustDomain + "/k8s-cluster/kind" }
+func (k *Kind) AgentParentID() string { return "spiffe://" + k.opts.TrustDomain + "/k8s-cluster-nodes" }
 
 // RestartOperator implements Cluster: delete the operator's pod and wait for
 // its Deployment to be available again.
