@@ -53,7 +53,7 @@ const (
 // memory with a low GC target.
 func managerDefaults() manager.Options {
 	d := manager.Defaults()
-	d.KubeQPS, d.KubeBurst, d.GCPercent = 100, 200, 25
+	d.KubeQPS, d.KubeBurst, d.GCPercent = 100, 200, 10
 	return d
 }
 
