@@ -1,11 +1,19 @@
 package manager_test
 
 import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/onsi/gomega"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/manager"
@@ -63,5 +71,57 @@ func TestInvalidSettings(t *testing.T) {
 				t.Fatalf("error = %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestApplyGCPercent(t *testing.T) {
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	manager.Options{GCPercent: 17}.ApplyGCPercent()
+	if got := debug.SetGCPercent(100); got != 17 {
+		t.Fatalf("GC percent = %d, want 17", got)
+	}
+	manager.Options{GCPercent: 0}.ApplyGCPercent()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("0 must keep the runtime's setting, got %d", got)
+	}
+	t.Setenv("GOGC", "200")
+	manager.Options{GCPercent: 17}.ApplyGCPercent()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC must win, got %d", got)
+	}
+}
+
+func TestHealthChecksServeProbes(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	o := manager.Defaults()
+	o.MetricsAddr, o.ProbeAddr = "0", addr
+	mgr, err := ctrl.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, o.ManagerOptions("probe-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.AddHealthChecks(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	g := gomega.NewWithT(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		g.Eventually(func() (int, error) {
+			resp, err := http.Get("http://" + addr + path)
+			if err != nil {
+				return 0, err
+			}
+			defer resp.Body.Close()
+			return resp.StatusCode, nil
+		}, 10*time.Second).Should(gomega.Equal(http.StatusOK), path)
 	}
 }

@@ -66,3 +66,13 @@ var _ = Describe("Process", func() {
 		Expect(p.Exited()).To(BeTrue())
 	})
 })
+
+var _ = Describe("ModuleDir", func() {
+	It("finds a pinned module in the module cache, and names a module that does not exist", func() {
+		dir, err := testenv.ModuleDir("sigs.k8s.io/gateway-api-inference-extension@v1.0.0")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(dir).To(BeADirectory())
+		_, err = testenv.ModuleDir("example.invalid/no-such-module@v0.0.1")
+		Expect(err).To(MatchError(ContainSubstring("example.invalid/no-such-module@v0.0.1")))
+	})
+})
