@@ -64,18 +64,32 @@ type Options struct {
 	EntryMetrics *entrysync.Metrics
 	// Metrics are the framework's reconcile metrics.
 	Metrics *controller.Metrics
+	// Dirty records which workloads changed, for incremental passes; the
+	// Syncer's Notify must call its All for SpiffeRegistrations. Nil makes
+	// every pass a full one.
+	Dirty *spifferegistration.Dirty
 }
 
 // Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
 func Setup(mgr ctrl.Manager, o Options) error {
-	regHandler := &spifferegistration.Handler{Reader: mgr.GetClient(), Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
+	regHandler := &spifferegistration.Handler{Reader: mgr.GetClient(), Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics, Dirty: o.Dirty}
 	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
 		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics,
 	})
 	c := mgr.GetClient()
 	toPolicies := func(kind v1alpha1.WorkloadKind) handler.EventHandler {
-		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-			return policiesFor(ctx, c, kind)
+		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+			reqs := policiesFor(ctx, c, kind)
+			// Record the change before the requests are queued, so the
+			// pass they start sees it.
+			for _, r := range reqs {
+				if kind == "" {
+					o.Dirty.All(r.Name)
+				} else {
+					o.Dirty.Workload(r.Name, kind, obj.GetNamespace(), obj.GetName())
+				}
+			}
+			return reqs
 		})
 	}
 	workloadChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return workload.Changed(e.ObjectOld, e.ObjectNew) }}

@@ -92,6 +92,31 @@ func (c *claims) set(o Owner, keys []entries.Key) []Owner {
 	return flatten(notify, o)
 }
 
+// change adds the keys add to and drops the keys drop from those o claims,
+// and returns the other owners whose winner changed. o must have claims
+// already (a set before).
+func (c *claims) change(o Owner, add, drop []entries.Key) []Owner {
+	mine := c.byOwner[o.UID]
+	if mine == nil {
+		mine = map[entries.Key]struct{}{}
+		c.byOwner[o.UID] = mine
+	}
+	notify := map[k8stypes.UID]Owner{}
+	for _, k := range drop {
+		if _, ok := mine[k]; ok {
+			c.drop(o, k, notify)
+			delete(mine, k)
+		}
+	}
+	for _, k := range add {
+		if _, ok := mine[k]; !ok {
+			c.add(o, k, notify)
+			mine[k] = struct{}{}
+		}
+	}
+	return flatten(notify, o)
+}
+
 // winnerOf returns the oldest claimant of k.
 func (c *claims) winnerOf(k entries.Key) (Owner, bool) {
 	cs := c.byKey[k]

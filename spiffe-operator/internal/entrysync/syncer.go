@@ -283,47 +283,7 @@ func (s *Syncer) plan(owner Owner, want []*entries.Entry, keys []entries.Key, ou
 	s.plans++
 	mark := s.plans
 	for i := range want {
-		e, k := want[i], keys[i]
-		v := s.views[e.ParentID.String()]
-		if w, ok := s.claims.winnerOf(k); ok && w.UID != owner.UID {
-			out.Masked = append(out.Masked, Masked{Entry: *e, By: w.String()})
-			// Keep an entry we still hold until the winner takes it over.
-			if id, ok := v.byKey[k]; ok && v.ours[id].owner == tag {
-				v.ours[id].mark = mark
-			}
-			continue
-		}
-		if fid, ok := v.foreign[k]; ok {
-			out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + fid})
-			continue
-		}
-		// Fast path: the view holds our entry under this key.
-		if id, ok := v.byKey[k]; ok && s.opts.IDs.IsEntryIDFor(id, tag, e) {
-			have := v.ours[id]
-			have.mark = mark
-			if m := entries.UpdateMask(e, &have.entry); m != nil {
-				p.updates = append(p.updates, update{entry: e, id: id, mask: m})
-			} else {
-				out.Registered[k] = id
-			}
-			continue
-		}
-		myID := s.opts.IDs.EntryIDFor(tag, e)
-		if have, ok := v.ours[myID]; ok {
-			// Our entry, edited by hand into another key: restore it.
-			have.mark = mark
-			if m := entries.UpdateMask(e, &have.entry); m != nil {
-				p.updates = append(p.updates, update{entry: e, id: myID, mask: m})
-			} else {
-				out.Registered[k] = myID
-			}
-			continue
-		}
-		if id, ok := v.byKey[k]; ok && id != myID {
-			// Another of our owners holds it, but this one is older: take over.
-			p.takeovers = append(p.takeovers, deletion{parent: e.ParentID.String(), id: id})
-		}
-		p.creates = append(p.creates, e)
+		s.planEntry(p, owner, tag, mark, want[i], keys[i], out)
 	}
 	for parent, v := range s.views {
 		for id, o := range v.ours {
@@ -334,6 +294,51 @@ func (s *Syncer) plan(owner Owner, want []*entries.Entry, keys []entries.Key, ou
 	}
 	slices.SortFunc(p.stale, func(a, b deletion) int { return compare(a.id, b.id) })
 	return p
+}
+
+// planEntry adds to p what it takes for owner to hold e (key k); s.mu is
+// held. Entries of owner's that e keeps are marked with mark.
+func (s *Syncer) planEntry(p *plan, owner Owner, tag string, mark uint64, e *entries.Entry, k entries.Key, out *Outcome) {
+	v := s.views[e.ParentID.String()]
+	if w, ok := s.claims.winnerOf(k); ok && w.UID != owner.UID {
+		out.Masked = append(out.Masked, Masked{Entry: *e, By: w.String()})
+		// Keep an entry we still hold until the winner takes it over.
+		if id, ok := v.byKey[k]; ok && v.ours[id].owner == tag {
+			v.ours[id].mark = mark
+		}
+		return
+	}
+	if fid, ok := v.foreign[k]; ok {
+		out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + fid})
+		return
+	}
+	// Fast path: the view holds our entry under this key.
+	if id, ok := v.byKey[k]; ok && s.opts.IDs.IsEntryIDFor(id, tag, e) {
+		have := v.ours[id]
+		have.mark = mark
+		if m := entries.UpdateMask(e, &have.entry); m != nil {
+			p.updates = append(p.updates, update{entry: e, id: id, mask: m})
+		} else {
+			out.Registered[k] = id
+		}
+		return
+	}
+	myID := s.opts.IDs.EntryIDFor(tag, e)
+	if have, ok := v.ours[myID]; ok {
+		// Our entry, edited by hand into another key: restore it.
+		have.mark = mark
+		if m := entries.UpdateMask(e, &have.entry); m != nil {
+			p.updates = append(p.updates, update{entry: e, id: myID, mask: m})
+		} else {
+			out.Registered[k] = myID
+		}
+		return
+	}
+	if id, ok := v.byKey[k]; ok && id != myID {
+		// Another of our owners holds it, but this one is older: take over.
+		p.takeovers = append(p.takeovers, deletion{parent: e.ParentID.String(), id: id})
+	}
+	p.creates = append(p.creates, e)
 }
 
 func compare(a, b string) int {

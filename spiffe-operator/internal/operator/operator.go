@@ -91,10 +91,17 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 		PageSize: o.PageSize, Concurrency: o.WriteConcurrency, Timeout: o.RPCTimeout, Metrics: rpcMetrics,
 	})
 	notifier := opcontroller.NewNotifier(spifferegistration.Kind, spiffeentry.Kind)
+	dirty := spifferegistration.NewDirty()
 	syncOpts := entrysync.Options{
 		IDs:            entries.IDScheme{Prefix: o.EntryIDPrefix},
 		ResyncInterval: o.Config.RequeueAfter,
-		Notify:         notifier.Notify,
+		Notify: func(owner entrysync.Owner) {
+			// A won or lost entry can concern any workload: full pass.
+			if owner.Kind == spifferegistration.Kind {
+				dirty.All(owner.Name)
+			}
+			notifier.Notify(owner)
+		},
 	}
 	if o.CollectOrphans {
 		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
@@ -102,7 +109,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 	syncer := entrysync.New(api, syncOpts)
 	err = opcontroller.Setup(mgr, opcontroller.Options{
 		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
-		EntryMetrics: entryMetrics, Metrics: ctrlMetrics,
+		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty,
 	})
 	if err != nil {
 		_ = closer.Close()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -128,6 +130,37 @@ func (l CacheLister) InNamespace(ctx context.Context, kind v1alpha1.WorkloadKind
 	return nil
 }
 
+// Getter reads one cached workload object without copying it; the caller
+// must not modify or keep it. found is false when it does not exist.
+type Getter interface {
+	Get(ctx context.Context, kind v1alpha1.WorkloadKind, namespace, name string) (obj client.Object, found bool, err error)
+}
+
+// Get implements Getter.
+func (l CacheLister) Get(ctx context.Context, kind v1alpha1.WorkloadKind, namespace, name string) (client.Object, bool, error) {
+	proto, ok := Objects()[kind]
+	if !ok {
+		return nil, false, fmt.Errorf("unknown workload kind %q", kind)
+	}
+	inf, err := l.Cache.GetInformer(ctx, proto)
+	if err != nil {
+		return nil, false, fmt.Errorf("informer for %s: %w", kind, err)
+	}
+	sii, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return ReaderLister{Reader: l.Cache}.Get(ctx, kind, namespace, name)
+	}
+	it, exists, err := sii.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, false, fmt.Errorf("get %s %s/%s: %w", kind, namespace, name, err)
+	}
+	if !exists {
+		return nil, false, nil
+	}
+	obj, ok := it.(client.Object)
+	return obj, ok, nil
+}
+
 // ReaderLister lists through a client.Reader (tests, or any reader).
 type ReaderLister struct {
 	// Reader lists the objects.
@@ -164,6 +197,35 @@ func (rl ReaderLister) InNamespace(ctx context.Context, kind v1alpha1.WorkloadKi
 		}
 	}
 	return nil
+}
+
+// Get implements Getter.
+func (rl ReaderLister) Get(ctx context.Context, kind v1alpha1.WorkloadKind, namespace, name string) (client.Object, bool, error) {
+	proto, ok := Objects()[kind]
+	if !ok {
+		return nil, false, fmt.Errorf("unknown workload kind %q", kind)
+	}
+	obj := proto.DeepCopyObject().(client.Object)
+	if err := rl.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("get %s %s/%s: %w", kind, namespace, name, err)
+	}
+	return obj, true, nil
+}
+
+// Selects reports whether sel selects the workload obj of kind, given its
+// namespace ns (nil when the namespace does not exist): the same test Each
+// applies.
+func Selects(sel Selection, kind v1alpha1.WorkloadKind, ns *corev1.Namespace, obj client.Object) bool {
+	if ns == nil || ns.DeletionTimestamp != nil || (sel.Namespaces != nil && !sel.Namespaces.Matches(labels.Set(ns.Labels))) {
+		return false
+	}
+	if !slices.Contains(sel.Kinds, kind) || obj.GetDeletionTimestamp() != nil {
+		return false
+	}
+	return sel.Workloads == nil || sel.Workloads.Matches(labels.Set(obj.GetLabels()))
 }
 
 func lreader(ctx context.Context, r client.Reader, l client.ObjectList, opts []client.ListOption) error {

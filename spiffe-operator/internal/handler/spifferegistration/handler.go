@@ -43,6 +43,10 @@ type Handler struct {
 	Metrics *entrysync.Metrics
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
+	// Dirty records which workloads changed since a policy's last pass; nil
+	// makes every pass a full one. Incremental passes also need Lister to
+	// implement workload.Getter.
+	Dirty *Dirty
 
 	memo renders
 }
@@ -54,15 +58,30 @@ func OwnerOf(obj *v1alpha1.SpiffeRegistration) entrysync.Owner {
 	return entrysync.Owner{Kind: Kind, Name: obj.Name, UID: obj.UID, Created: obj.CreationTimestamp.Time}
 }
 
-// CreateOrUpdate renders the entries of every selected workload and makes
-// SPIRE hold exactly those for this policy.
+// CreateOrUpdate makes SPIRE hold exactly the entries of the workloads the
+// policy selects. A pass for which Dirty recorded only changes of single
+// workloads renders and diffs just those (its cost does not grow with the
+// number of workloads); any other pass (first, resync, retry, spec or
+// namespace change) renders every selected workload and diffs the whole set.
 func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegistration) error {
-	log := logf.FromContext(ctx)
 	p, specErr := compile(&obj.Spec, h.TrustDomain)
 	if specErr != nil {
 		// Keep what is registered: a bad edit must not revoke identities.
+		h.Dirty.forget(obj.Name)
 		return ctrlerrors.WithReason(specErr.reason, ctrlerrors.BlockedErrorf("%w", specErr))
 	}
+	memo := h.memo.forPolicy(obj.UID, obj.Generation)
+	changed, full := h.Dirty.take(obj.Name)
+	if !full && memo.ready {
+		if done, err := h.incremental(ctx, obj, p, memo, changed); done {
+			return err
+		}
+	}
+	return h.fullPass(ctx, obj, p, memo)
+}
+
+// fullPass renders every selected workload and syncs the whole desired set.
+func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, memo *policyRenders) error {
 	lister := h.Lister
 	if lister == nil {
 		lister = workload.ReaderLister{Reader: h.Reader}
@@ -70,8 +89,8 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	var (
 		rendered []*entries.Entry
 		failures []v1alpha1.Failure
-		memo     = h.memo.forPolicy(obj.UID, obj.Generation)
 	)
+	memo.ready = false
 	memo.begin()
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
 		e, f := memo.render(p, w)
@@ -92,24 +111,41 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
 	}
-	slices.SortFunc(failures, func(a, b v1alpha1.Failure) int { return strings.Compare(a.Object, b.Object) })
+	if syncErr == nil {
+		memo.rebuild(want, &out)
+	}
+	return h.report(ctx, obj, owner, counts{
+		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),
+		spireFailed: len(out.Failed), talked: out.Talked,
+	}, failures, syncErr)
+}
 
+// counts are the figures a pass reports.
+type counts struct {
+	selected, desired, registered, masked, spireFailed int
+	talked                                             bool
+}
+
+// report writes the pass's figures into the status and metrics and returns
+// the pass's error.
+func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, owner entrysync.Owner, c counts, failures []v1alpha1.Failure, syncErr error) error {
+	slices.SortFunc(failures, func(a, b v1alpha1.Failure) int { return strings.Compare(a.Object, b.Object) })
 	st := &obj.Status
-	st.WorkloadsSelected = int32(selected)
-	st.EntriesDesired = int32(len(want))
-	st.EntriesRegistered = int32(len(out.Registered))
-	st.EntriesMasked = int32(len(out.Masked))
+	st.WorkloadsSelected = int32(c.selected)
+	st.EntriesDesired = int32(c.desired)
+	st.EntriesRegistered = int32(c.registered)
+	st.EntriesMasked = int32(c.masked)
 	st.EntriesFailed = int32(len(failures))
 	st.Failures = failures[:min(len(failures), maxFailures)]
 	if len(st.Failures) == 0 {
 		st.Failures = nil
 	}
-	if out.Talked && syncErr == nil {
+	if c.talked && syncErr == nil {
 		st.LastSyncTime = &metav1.Time{Time: h.now()}
 	}
-	h.Metrics.Record(owner, len(want), len(out.Registered), len(out.Masked), len(failures))
-	log.V(1).Info("synced", "workloads", selected, "desired", len(want), "registered", len(out.Registered),
-		"masked", len(out.Masked), "failed", len(failures), "talked", out.Talked)
+	h.Metrics.Record(owner, c.desired, c.registered, c.masked, len(failures))
+	logf.FromContext(ctx).V(1).Info("synced", "workloads", c.selected, "desired", c.desired, "registered", c.registered,
+		"masked", c.masked, "failed", len(failures), "talked", c.talked)
 
 	if syncErr != nil {
 		return SpireError(syncErr)
@@ -117,11 +153,11 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	if len(failures) > 0 {
 		f := failures[0]
 		reason := f.Reason
-		if len(out.Failed) > 0 && !strings.HasPrefix(reason, "Invalid") && reason != ReasonUnsafePodSelector {
+		if c.spireFailed > 0 && !strings.HasPrefix(reason, "Invalid") && reason != ReasonUnsafePodSelector {
 			reason = ReasonEntryRejected
 		}
 		return ctrlerrors.WithReason(reason, ctrlerrors.BlockedErrorf(
-			"%d of %d workloads' entries failed; first: %s: %s: %s", len(failures), selected, f.Object, f.Reason, f.Message))
+			"%d of %d workloads' entries failed; first: %s: %s: %s", len(failures), c.selected, f.Object, f.Reason, f.Message))
 	}
 	return nil
 }
@@ -138,6 +174,7 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeRegistration) 
 	}
 	h.Metrics.Forget(owner)
 	h.memo.forget(obj.UID)
+	h.Dirty.forget(obj.Name)
 	return nil
 }
 

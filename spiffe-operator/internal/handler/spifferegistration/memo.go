@@ -22,6 +22,18 @@ type policyRenders struct {
 	generation int64
 	pass       uint64
 	byWorkload map[workloadKey]*rendered
+
+	// ready is true when the fields below describe SPIRE's state after the
+	// last pass, so the next pass may be an incremental one.
+	ready bool
+	// keys holds the desired entries by key.
+	keys map[entries.Key]*keyState
+	// renderFailed are the workloads whose render failed.
+	renderFailed map[workloadKey]struct{}
+	// spireFailed are the desired entries SPIRE refused.
+	spireFailed map[entries.Key]struct{}
+	// registered and masked count the desired entries in those states.
+	registered, masked int
 }
 
 type workloadKey struct {
