@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -196,7 +197,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.Client, 
 		return err
 	}
 	converge := time.Since(start)
-	conn, closer, err := spire.Dial(ctx, spire.ConnectOptions{SocketPath: srv.SocketPath})
+	conn, closer, err := spireconn.Dial(ctx, spireconn.Options{SocketPath: srv.SocketPath})
 	if err != nil {
 		return err
 	}
@@ -333,7 +334,7 @@ func measureFloor(ctx context.Context, n int) (time.Duration, error) {
 		return 0, err
 	}
 	defer func() { _ = srv.Cleanup() }()
-	conn, closer, err := spire.Dial(ctx, spire.ConnectOptions{SocketPath: srv.SocketPath})
+	conn, closer, err := spireconn.Dial(ctx, spireconn.Options{SocketPath: srv.SocketPath})
 	if err != nil {
 		return 0, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/manager"
+	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	opcontroller "github.com/trustplane/trustplane/spiffe-operator/internal/controller"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -83,7 +84,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 		return nil, err
 	}
 
-	conn, closer, err := spire.Dial(ctx, o.Connect)
+	conn, closer, err := spireconn.Dial(ctx, o.Connect)
 	if err != nil {
 		return nil, err
 	}

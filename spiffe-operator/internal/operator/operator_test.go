@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"github.com/trustplane/trustplane/common/spireconn"
 	"path/filepath"
 	"strings"
 	"time"
@@ -316,11 +317,11 @@ var _ = Describe("SPIRE over mTLS", func() {
 	It("reads and writes entries with a minted admin X509-SVID, authorizing the server's SPIFFE ID", func() {
 		dir, err := srv.MintX509SVID(ctx, adminID)
 		Expect(err).NotTo(HaveOccurred())
-		opts := spire.ConnectOptions{
+		opts := spireconn.Options{
 			Address: srv.Address, ServerID: srv.ServerID,
 			SVIDCertFile: filepath.Join(dir, "svid.pem"), SVIDKeyFile: filepath.Join(dir, "key.pem"), BundleFile: filepath.Join(dir, "bundle.pem"),
 		}
-		conn, closer, err := spire.Dial(ctx, opts)
+		conn, closer, err := spireconn.Dial(ctx, opts)
 		Expect(err).NotTo(HaveOccurred())
 		defer closer.Close()
 		c := spire.NewClient(conn, spire.Options{})
@@ -338,7 +339,7 @@ var _ = Describe("SPIRE over mTLS", func() {
 
 		wrong := opts
 		wrong.ServerID = "spiffe://example.org/not/the/server"
-		conn2, closer2, err := spire.Dial(ctx, wrong)
+		conn2, closer2, err := spireconn.Dial(ctx, wrong)
 		Expect(err).NotTo(HaveOccurred())
 		defer closer2.Close()
 		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)

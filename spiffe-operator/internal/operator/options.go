@@ -10,26 +10,19 @@ import (
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/manager"
+	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
-	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 )
 
 // Keys of the operator's own settings (flags; env vars upper-cased with
 // underscores, e.g. SPIRE_SOCKET).
 const (
-	KeySpireSocket       = "spire-socket"
-	KeySpireAddress      = "spire-address"
-	KeySpireServerID     = "spire-server-id"
-	KeyWorkloadAPISocket = "workload-api-socket"
-	KeySVIDCertFile      = "svid-cert-file"
-	KeySVIDKeyFile       = "svid-key-file"
-	KeyBundleFile        = "bundle-file"
-	KeyTrustDomain       = "trust-domain"
-	KeyEntryIDPrefix     = "entry-id-prefix"
-	KeyPageSize          = "spire-page-size"
-	KeyWriteConcurrency  = "spire-write-concurrency"
-	KeyRPCTimeout        = "spire-rpc-timeout"
-	KeyCollectOrphans    = "collect-orphans"
+	KeyTrustDomain      = "trust-domain"
+	KeyEntryIDPrefix    = "entry-id-prefix"
+	KeyPageSize         = "spire-page-size"
+	KeyWriteConcurrency = "spire-write-concurrency"
+	KeyRPCTimeout       = "spire-rpc-timeout"
+	KeyCollectOrphans   = "collect-orphans"
 )
 
 // Options are the settings of one operator process.
@@ -37,7 +30,7 @@ type Options struct {
 	// Config holds the framework settings; RequeueAfter is also the SPIRE resync interval.
 	Config config.Config
 	// Connect says how to reach SPIRE.
-	Connect spire.ConnectOptions
+	Connect spireconn.Options
 	// TrustDomain is the SPIRE server's trust domain; objects of another are refused.
 	TrustDomain string
 	// EntryIDPrefix starts the ID of every entry the operator creates.
@@ -59,13 +52,7 @@ type Options struct {
 // AddFlags registers the framework's and the operator's flags on fs.
 func AddFlags(fs *pflag.FlagSet) {
 	config.AddFlags(fs)
-	fs.String(KeySpireSocket, "", "SPIRE server admin Unix socket (set this or --spire-address)")
-	fs.String(KeySpireAddress, "", "SPIRE server host:port for mTLS with the operator's X509-SVID")
-	fs.String(KeySpireServerID, "", "SPIFFE ID the SPIRE server must present over mTLS (default spiffe://<trust-domain>/spire/server)")
-	fs.String(KeyWorkloadAPISocket, "", "Workload API address the operator's X509-SVID comes from, e.g. unix:///run/spire/agent-sockets/spire-agent.sock")
-	fs.String(KeySVIDCertFile, "", "PEM X509-SVID to use instead of the Workload API")
-	fs.String(KeySVIDKeyFile, "", "PEM key of --svid-cert-file")
-	fs.String(KeyBundleFile, "", "PEM bundle of the SPIRE server's trust domain, with --svid-cert-file")
+	spireconn.AddFlags(fs)
 	fs.String(KeyTrustDomain, "", "the SPIRE server's trust domain; objects of other trust domains are refused")
 	fs.String(KeyEntryIDPrefix, entries.DefaultIDPrefix, "prefix of the IDs of entries this operator creates; use one per operator instance sharing a SPIRE server")
 	fs.Int32(KeyPageSize, 1000, "ListEntries page size")
@@ -84,12 +71,8 @@ func Load(v *viper.Viper) (Options, error) {
 		return Options{}, err
 	}
 	o := Options{
-		Config: cfg,
-		Connect: spire.ConnectOptions{
-			SocketPath: v.GetString(KeySpireSocket), Address: v.GetString(KeySpireAddress),
-			ServerID: v.GetString(KeySpireServerID), WorkloadAPISocket: v.GetString(KeyWorkloadAPISocket),
-			SVIDCertFile: v.GetString(KeySVIDCertFile), SVIDKeyFile: v.GetString(KeySVIDKeyFile), BundleFile: v.GetString(KeyBundleFile),
-		},
+		Config:           cfg,
+		Connect:          spireconn.Load(v, v.GetString(KeyTrustDomain)),
 		TrustDomain:      v.GetString(KeyTrustDomain),
 		EntryIDPrefix:    v.GetString(KeyEntryIDPrefix),
 		PageSize:         v.GetInt32(KeyPageSize),
@@ -99,9 +82,6 @@ func Load(v *viper.Viper) (Options, error) {
 	}
 	if o.Manager, err = manager.Load(v); err != nil {
 		return Options{}, err
-	}
-	if o.Connect.Address != "" && o.Connect.ServerID == "" && o.TrustDomain != "" {
-		o.Connect.ServerID = "spiffe://" + o.TrustDomain + "/spire/server"
 	}
 	return o, o.Validate()
 }

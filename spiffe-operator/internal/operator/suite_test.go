@@ -17,6 +17,7 @@ import (
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/manager"
+	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
@@ -66,7 +67,7 @@ var _ = BeforeSuite(func() {
 		Expect(srv.Cleanup()).To(Succeed())
 	})
 
-	conn, closer, err := spire.Dial(context.Background(), spire.ConnectOptions{SocketPath: srv.SocketPath})
+	conn, closer, err := spireconn.Dial(context.Background(), spireconn.Options{SocketPath: srv.SocketPath})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(closer.Close)
 	_ = conn
@@ -81,7 +82,7 @@ var _ = BeforeSuite(func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	op, err = operator.New(ctx, cp.Config, operator.Options{
 		Config:           cfg,
-		Connect:          spire.ConnectOptions{SocketPath: srv.SocketPath},
+		Connect:          spireconn.Options{SocketPath: srv.SocketPath},
 		TrustDomain:      trustDomain,
 		EntryIDPrefix:    "trustplane.",
 		PageSize:         100,
