@@ -24,6 +24,7 @@ import (
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/manager"
+	"github.com/trustplane/trustplane/common/spireconn"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	bundlecontroller "github.com/trustplane/trustplane/bundle-operator/internal/controller"
@@ -33,10 +34,6 @@ import (
 // Flags of this operator, besides the framework's (config.AddFlags). Each
 // can also be set by its environment variable (upper case, "_" for "-").
 const (
-	flagSpireSocket        = "spire-socket"
-	flagSpireAddress       = "spire-address"
-	flagSpireWorkloadAPI   = "workload-api-socket"
-	flagSpireServerID      = "spire-server-id"
 	flagAllowSecretSources = "allow-secret-sources"
 	flagPollInterval       = "poll-interval"
 	flagTargetWorkers      = "target-workers"
@@ -70,10 +67,7 @@ func newFlagSet() (*pflag.FlagSet, *zap.Options) {
 	fs := pflag.NewFlagSet("bundle-operator", pflag.ContinueOnError)
 	config.AddFlags(fs)
 	manager.AddFlags(fs, managerDefaults())
-	fs.String(flagSpireSocket, "", "SPIRE Server admin API Unix socket")
-	fs.String(flagSpireAddress, "", "SPIRE Server address (host:port) for mTLS; needs --workload-api-socket")
-	fs.String(flagSpireWorkloadAPI, "", "SPIRE agent Workload API socket giving the operator's X509-SVID for mTLS")
-	fs.String(flagSpireServerID, "", "SPIFFE ID the SPIRE Server presents over mTLS")
+	spireconn.AddFlags(fs)
 	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets")
 	fs.Duration(flagPollInterval, bundlecontroller.DefaultPollInterval, "how often to poll SPIRE and ConfigMap/Secret sources for changes")
 	fs.Int(flagTargetWorkers, 16, "concurrent target writes per TrustBundle")
@@ -161,12 +155,7 @@ func run() error {
 // dialSpire connects to SPIRE when a socket or address is configured; a nil
 // Reader means spire sources report SpireNotConfigured.
 func dialSpire(ctx context.Context, v *viper.Viper) (spire.Reader, func(), error) {
-	opts := spire.Options{
-		SocketPath:        v.GetString(flagSpireSocket),
-		ServerAddress:     v.GetString(flagSpireAddress),
-		WorkloadAPISocket: v.GetString(flagSpireWorkloadAPI),
-		ServerID:          v.GetString(flagSpireServerID),
-	}
+	opts := spireconn.Load(v, "")
 	if !opts.Enabled() {
 		return nil, func() {}, nil
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/common/testenv"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
@@ -81,7 +82,7 @@ func startManager() context.CancelFunc {
 		Controller:             crconfig.Controller{SkipNameValidation: ptrTo(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	sc, err := spire.Dial(context.Background(), spire.Options{SocketPath: spireSrv.SocketPath})
+	sc, err := spire.Dial(context.Background(), spireconn.Options{SocketPath: spireSrv.SocketPath})
 	Expect(err).NotTo(HaveOccurred())
 	m, err := controller.NewMetrics(prometheus.NewRegistry())
 	Expect(err).NotTo(HaveOccurred())

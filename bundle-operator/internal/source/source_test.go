@@ -21,6 +21,7 @@ import (
 	"github.com/trustplane/trustplane/bundle-operator/internal/spire"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testbed"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+	"github.com/trustplane/trustplane/common/spireconn"
 )
 
 // createAll stores objs in the API server.
@@ -54,7 +55,7 @@ func testResolveNamesTheFailingSourceAndReason(t *testing.T, e *testbed.Bed) {
 	)
 	// A client of a SPIRE socket nobody listens on: the call fails as it
 	// would with the server down.
-	down, err := spire.Dial(ctx, spire.Options{SocketPath: filepath.Join(t.TempDir(), "nobody.sock")})
+	down, err := spire.Dial(ctx, spireconn.Options{SocketPath: filepath.Join(t.TempDir(), "nobody.sock")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,18 +2,13 @@ package spire
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
-	"github.com/spiffe/go-spiffe/v2/workloadapi"
 	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/trustplane/trustplane/common/spireconn"
 )
 
 // Bundle is one trust domain's bundle as the Bundle API returns it.
@@ -45,38 +40,6 @@ type Reader interface {
 	FederatedBundles(ctx context.Context) (map[string]*Bundle, error)
 }
 
-// Options select how to connect. Set SocketPath for the admin socket, or
-// ServerAddress, WorkloadAPISocket and ServerID for mTLS.
-type Options struct {
-	// SocketPath is the server's admin API Unix socket.
-	SocketPath string
-	// ServerAddress is the server's TCP address (host:port) for mTLS.
-	ServerAddress string
-	// WorkloadAPISocket is the SPIRE agent's Workload API Unix socket that
-	// provides the operator's X509-SVID for mTLS.
-	WorkloadAPISocket string
-	// ServerID is the SPIFFE ID the server must present over mTLS.
-	ServerID string
-}
-
-// Validate reports whether exactly one way to connect is configured.
-func (o Options) Validate() error {
-	admin := o.SocketPath != ""
-	mtls := o.ServerAddress != "" || o.WorkloadAPISocket != ""
-	switch {
-	case admin && mtls:
-		return errors.New("set either the SPIRE admin socket or the server address and Workload API socket, not both")
-	case mtls && (o.ServerAddress == "" || o.WorkloadAPISocket == "" || o.ServerID == ""):
-		return errors.New("mTLS to SPIRE needs the server address, the Workload API socket and the server's SPIFFE ID")
-	}
-	return nil
-}
-
-// Enabled reports whether a SPIRE connection is configured at all.
-func (o Options) Enabled() bool {
-	return o.SocketPath != "" || o.ServerAddress != "" || o.WorkloadAPISocket != ""
-}
-
 // Client is a Reader over a gRPC connection to the SPIRE Server.
 type Client struct {
 	conn   *grpc.ClientConn
@@ -86,39 +49,15 @@ type Client struct {
 
 var _ Reader = &Client{}
 
-// Dial connects as opts says. The connection is lazy: a server that is not
-// up yet is retried by each call. For mTLS it waits for the first SVID from
-// the Workload API, bounded by ctx.
-func Dial(ctx context.Context, opts Options) (*Client, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	if opts.SocketPath != "" {
-		conn, err := grpc.NewClient("unix://"+opts.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, fmt.Errorf("connect to SPIRE admin socket %s: %w", opts.SocketPath, err)
-		}
-		return NewClient(conn, conn.Close), nil
-	}
-	serverID, err := spiffeid.FromString(opts.ServerID)
+// Dial connects as opts says (see common/spireconn): over the admin socket,
+// or over mTLS with the operator's X509-SVID. The connection is lazy: a
+// server that is not up yet is retried by each call.
+func Dial(ctx context.Context, opts spireconn.Options) (*Client, error) {
+	conn, closer, err := spireconn.Dial(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("SPIRE server ID %q: %w", opts.ServerID, err)
+		return nil, fmt.Errorf("connect to SPIRE: %w", err)
 	}
-	addr := opts.WorkloadAPISocket
-	if !strings.HasPrefix(addr, "unix://") {
-		addr = "unix://" + addr
-	}
-	src, err := workloadapi.NewX509Source(ctx, workloadapi.WithClientOptions(workloadapi.WithAddr(addr)))
-	if err != nil {
-		return nil, fmt.Errorf("X509-SVID from Workload API %s: %w", addr, err)
-	}
-	tlsConf := tlsconfig.MTLSClientConfig(src, src, tlsconfig.AuthorizeID(serverID))
-	conn, err := grpc.NewClient(opts.ServerAddress, grpc.WithTransportCredentials(credentials.NewTLS(tlsConf)))
-	if err != nil {
-		_ = src.Close()
-		return nil, fmt.Errorf("connect to SPIRE server %s: %w", opts.ServerAddress, err)
-	}
-	return NewClient(conn, func() error { return errors.Join(conn.Close(), src.Close()) }), nil
+	return NewClient(conn, closer.Close), nil
 }
 
 // NewClient wraps an established connection; closer (may be nil) runs on Close.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/common/testenv"
 
 	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
@@ -24,7 +25,7 @@ func TestClientReadsTheServerBundleOverTheAdminSocket(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Cleanup() })
 
-	c, err := spire.Dial(ctx, spire.Options{SocketPath: s.SocketPath})
+	c, err := spire.Dial(ctx, spireconn.Options{SocketPath: s.SocketPath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +92,10 @@ func TestClientConnectsOverMTLSWithAnSVIDFromTheWorkloadAPI(t *testing.T) {
 		t.Fatalf("create entry: %v\n%s", err, out)
 	}
 
-	if _, err := spire.Dial(ctx, spire.Options{ServerAddress: s.Address, WorkloadAPISocket: agent.SocketPath}); err == nil {
+	if _, err := spire.Dial(ctx, spireconn.Options{Address: s.Address, WorkloadAPISocket: agent.SocketPath}); err == nil {
 		t.Fatal("Dial() without the server ID succeeded; it must refuse an unauthenticated server")
 	}
-	c, err := spire.Dial(ctx, spire.Options{ServerAddress: s.Address, WorkloadAPISocket: agent.SocketPath, ServerID: s.ServerID})
+	c, err := spire.Dial(ctx, spireconn.Options{Address: s.Address, WorkloadAPISocket: agent.SocketPath, ServerID: s.ServerID})
 	if err != nil {
 		t.Fatalf("Dial() over mTLS = %v", err)
 	}

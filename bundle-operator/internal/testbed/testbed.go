@@ -17,6 +17,7 @@ import (
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/spire"
+	"github.com/trustplane/trustplane/common/spireconn"
 )
 
 // TrustDomain is the trust domain of the spire-server.
@@ -56,7 +57,7 @@ func Start(t testing.TB) *Bed {
 		t.Fatalf("start spire: %v", err)
 	}
 	t.Cleanup(func() { _ = sp.Cleanup() })
-	c, err := spire.Dial(context.Background(), spire.Options{SocketPath: sp.SocketPath})
+	c, err := spire.Dial(context.Background(), spireconn.Options{SocketPath: sp.SocketPath})
 	if err != nil {
 		t.Fatalf("dial spire: %v", err)
 	}
