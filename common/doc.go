@@ -9,6 +9,7 @@
 //   - config: viper-backed configuration, passed in rather than read from globals.
 //   - manager: process settings of the controller-runtime manager (metrics,
 //     probes, leader election, client rate limits, GC target).
+//   - spireconn: the connection to a SPIRE server (admin socket or mTLS).
 //   - scoped: an environment-scoped client.
 //   - janitor: a client that deletes owned children a reconcile did not touch.
 //   - controller: the generic Controller that runs the reconcile lifecycle.
