@@ -450,7 +450,7 @@ func gcPercent() string {
 	if v := os.Getenv("BENCH_GC_PERCENT"); v != "" {
 		return v
 	}
-	return "25"
+	return "10"
 }
 
 // pprofAddr is BENCH_PPROF (e.g. 127.0.0.1:6060) or disabled.

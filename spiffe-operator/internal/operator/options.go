@@ -45,7 +45,7 @@ type Options struct {
 	CollectOrphans bool
 	// Manager holds the process settings: metrics and probe addresses,
 	// leader election, client rate limits (50 QPS, burst 100) and the GC
-	// target (25: the operator is mostly idle, so it trades a little CPU for memory).
+	// target (10: the operator is mostly idle, so it trades a little CPU for memory).
 	Manager manager.Options
 }
 
@@ -60,7 +60,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
 	d := manager.Defaults()
-	d.GCPercent = 25
+	d.GCPercent = 10
 	manager.AddFlags(fs, d)
 }
 
