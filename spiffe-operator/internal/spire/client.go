@@ -148,11 +148,7 @@ func (c *Client) Create(ctx context.Context, in []*types.Entry) ([]Result, error
 			if err != nil {
 				return nil, err
 			}
-			out := make([]Result, len(resp.GetResults()))
-			for i, r := range resp.GetResults() {
-				out[i] = Result{Code: codes.Code(r.GetStatus().GetCode()), Message: r.GetStatus().GetMessage(), Entry: r.GetEntry()}
-			}
-			return out, nil
+			return toResults(resp.GetResults()), nil
 		})
 }
 
@@ -164,11 +160,7 @@ func (c *Client) Update(ctx context.Context, in []*types.Entry, mask *types.Entr
 			if err != nil {
 				return nil, err
 			}
-			out := make([]Result, len(resp.GetResults()))
-			for i, r := range resp.GetResults() {
-				out[i] = Result{Code: codes.Code(r.GetStatus().GetCode()), Message: r.GetStatus().GetMessage(), Entry: r.GetEntry()}
-			}
-			return out, nil
+			return toResults(resp.GetResults()), nil
 		})
 }
 
@@ -180,12 +172,26 @@ func (c *Client) Delete(ctx context.Context, ids []string) ([]Result, error) {
 			if err != nil {
 				return nil, err
 			}
-			out := make([]Result, len(resp.GetResults()))
-			for i, r := range resp.GetResults() {
-				out[i] = Result{Code: codes.Code(r.GetStatus().GetCode()), Message: r.GetStatus().GetMessage()}
-			}
-			return out, nil
+			return toResults(resp.GetResults()), nil
 		})
+}
+
+// batchResult is a per-item result of any of the three batch calls; create
+// and update results also carry the entry.
+type batchResult interface {
+	GetStatus() *types.Status
+}
+
+// toResults converts the per-item results of a batch call.
+func toResults[R batchResult](rs []R) []Result {
+	out := make([]Result, len(rs))
+	for i, r := range rs {
+		out[i] = Result{Code: codes.Code(r.GetStatus().GetCode()), Message: r.GetStatus().GetMessage()}
+		if withEntry, ok := any(r).(interface{ GetEntry() *types.Entry }); ok {
+			out[i].Entry = withEntry.GetEntry()
+		}
+	}
+	return out
 }
 
 // batch splits n items into calls of at most BatchSize items and
