@@ -74,12 +74,5 @@ func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entri
 		}
 	}
 	s.mu.Unlock()
-	for _, o := range notify {
-		s.opts.Notify(o)
-	}
-	if p.empty() {
-		return out, nil
-	}
-	out.Talked = true
-	return out, s.execute(ctx, owner, p, &out)
+	return s.finish(ctx, owner, notify, p, out)
 }

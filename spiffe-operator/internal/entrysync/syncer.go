@@ -125,6 +125,12 @@ func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry) (
 	notify := s.claims.set(owner, keys)
 	p := s.plan(owner, want, keys, &out)
 	s.mu.Unlock()
+	return s.finish(ctx, owner, notify, p, out)
+}
+
+// finish tells the owners whose claims changed, then runs the plan's writes.
+// It is called without the lock held.
+func (s *Syncer) finish(ctx context.Context, owner Owner, notify []Owner, p *plan, out Outcome) (Outcome, error) {
 	for _, o := range notify {
 		s.opts.Notify(o)
 	}
