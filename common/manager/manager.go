@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/viper"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -49,6 +50,10 @@ type Options struct {
 	KubeBurst int
 	// GCPercent is the Go GC target (debug.SetGCPercent); 0 leaves GOGC's.
 	GCPercent int
+	// Reentrant lets one process build this operator's manager more than
+	// once (a test that restarts the operator in place): controller names
+	// are then not checked for uniqueness. Not a flag.
+	Reentrant bool
 }
 
 // Defaults are the settings an operator starts from; it may change them
@@ -117,6 +122,7 @@ func (o Options) ManagerOptions(name string) ctrl.Options {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        name + ".trustplane.dev",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		Controller:              crconfig.Controller{SkipNameValidation: &o.Reentrant},
 	}
 }
 

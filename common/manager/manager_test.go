@@ -54,6 +54,13 @@ func TestDefaultsFlagsAndEnvironment(t *testing.T) {
 	if mo.LeaderElectionID != "x-operator.trustplane.dev" || !mo.LeaderElection || mo.Metrics.BindAddress != "0" {
 		t.Fatalf("manager options = %+v", mo)
 	}
+	if *mo.Controller.SkipNameValidation {
+		t.Fatal("controller names are not checked by default")
+	}
+	o.Reentrant = true
+	if mo := o.ManagerOptions("x-operator"); !*mo.Controller.SkipNameValidation {
+		t.Fatal("Reentrant does not skip the controller name check")
+	}
 }
 
 func TestInvalidSettings(t *testing.T) {

@@ -56,6 +56,15 @@ type SpiffeEntryStatus struct {
 	// EntryID is the ID of the SPIRE entry this object holds.
 	// +optional
 	EntryID string `json:"entryID,omitempty"`
+
+	// ParentIDs are the parent IDs under which this object holds entries in
+	// SPIRE. The operator reads them on its first pass, so entries under a
+	// parent the spec no longer names (changed while the operator was down)
+	// are still found and deleted.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	ParentIDs []string `json:"parentIDs,omitempty"`
 }
 
 // SpiffeEntry is one explicit SPIRE registration entry: for workloads

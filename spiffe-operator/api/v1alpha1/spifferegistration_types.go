@@ -99,6 +99,15 @@ type SpiffeRegistrationStatus struct {
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
 	Failures []Failure `json:"failures,omitempty"`
+
+	// ParentIDs are the parent IDs under which this object holds entries in
+	// SPIRE. The operator reads them on its first pass, so entries under a
+	// parent the spec no longer names (changed while the operator was down)
+	// are still found and deleted.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	ParentIDs []string `json:"parentIDs,omitempty"`
 }
 
 // SpiffeRegistration registers the workloads it selects with SPIRE.

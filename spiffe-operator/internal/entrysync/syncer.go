@@ -93,22 +93,33 @@ type Outcome struct {
 	Failed []Failed
 	// Talked is true when the pass called SPIRE.
 	Talked bool
+	// Parents are the parent IDs under which owner may hold entries after
+	// the pass, sorted. Callers record them (in status) and pass them back
+	// as Sync's also, so a parent that is no longer wanted is still read
+	// after a restart and its entries are deleted.
+	Parents []string
 }
 
 // Sync makes SPIRE hold want for owner: want must be normalized and free of
-// duplicate keys. parents are the parent IDs owner may have entries under
-// besides those of want (e.g. a parent the spec used before). It returns an
-// error when SPIRE could not be read or written; nothing is lost then, the
-// next pass re-reads SPIRE and resumes.
-func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry) (Outcome, error) {
-	out := Outcome{Registered: make(map[entries.Key]string, len(want))}
+// duplicate keys. also are the parent IDs owner may have entries under
+// besides those of want (the Outcome.Parents of its last pass, which may
+// name a parent the spec used before a restart): they are read too, and
+// owner's entries there are deleted. It returns an error when SPIRE could
+// not be read or written; nothing is lost then, the next pass re-reads
+// SPIRE and resumes.
+func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry, also []spiffeid.ID) (out Outcome, err error) {
+	out = Outcome{Registered: make(map[entries.Key]string, len(want))}
 	parents := map[string]spiffeid.ID{}
 	for _, e := range want {
 		parents[e.ParentID.String()] = e.ParentID
 	}
+	for _, p := range also {
+		parents[p.String()] = p
+	}
 	for _, p := range s.parentsOf(owner) {
 		parents[p.String()] = p
 	}
+	defer func() { out.Parents = s.heldParents(owner, parents, err != nil) }()
 	for _, p := range parents {
 		listed, err := s.ensureListed(ctx, p, false)
 		out.Talked = out.Talked || listed
@@ -195,6 +206,27 @@ func (s *Syncer) parentsOf(owner Owner) []spiffeid.ID {
 			}
 		}
 	}
+	return out
+}
+
+// heldParents returns, sorted, the parents under which owner holds entries
+// after a pass that read the parents in considered. After a failed pass it
+// keeps all of considered: what SPIRE holds there is not known for sure.
+func (s *Syncer) heldParents(owner Owner, considered map[string]spiffeid.ID, failed bool) []string {
+	set := map[string]bool{}
+	for _, p := range s.parentsOf(owner) {
+		set[p.String()] = true
+	}
+	if failed {
+		for p := range considered {
+			set[p] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	slices.Sort(out)
 	return out
 }
 

@@ -70,12 +70,12 @@ func TestCreatesOnceThenMakesNoCallsWhenIdle(t *testing.T) {
 	ctx := context.Background()
 	o := owner("a", 0)
 	want := []entries.Entry{entry("/ns/a/sa/x", 3600), entry("/ns/b/sa/y", 3600)}
-	out, err := s.Sync(ctx, o, ptrs(want))
+	out, err := s.Sync(ctx, o, ptrs(want), nil)
 	if err != nil || len(out.Registered) != 2 {
 		t.Fatalf("first pass: %v, registered %d", err, len(out.Registered))
 	}
 	calls := api.CallCount("ListEntries") + api.CallCount("BatchCreateEntry")
-	out, err = s.Sync(ctx, o, ptrs(want))
+	out, err = s.Sync(ctx, o, ptrs(want), nil)
 	if err != nil || len(out.Registered) != 2 || out.Talked {
 		t.Fatalf("second pass: %v, registered %d, talked %v", err, len(out.Registered), out.Talked)
 	}
@@ -94,12 +94,12 @@ func TestTTLChangeIsUpdatedInPlace(t *testing.T) {
 	s, _, _ := newSyncer(api)
 	ctx := context.Background()
 	o := owner("a", 0)
-	out, _ := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 3600)}))
+	out, _ := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 3600)}), nil)
 	var id string
 	for _, v := range out.Registered {
 		id = v
 	}
-	out, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 60)}))
+	out, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 60)}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +116,10 @@ func TestSpiffeIDChangeCreatesBeforeDeleting(t *testing.T) {
 	s, _, _ := newSyncer(api)
 	ctx := context.Background()
 	o := owner("a", 0)
-	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/old", 0)})); err != nil {
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/old", 0)}), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/new", 0)})); err != nil {
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/new", 0)}), nil); err != nil {
 		t.Fatal(err)
 	}
 	log := api.Writes()
@@ -140,7 +140,7 @@ func TestForeignEntryIsNeverTouchedAndMasks(t *testing.T) {
 	other := entry("/ns/z/sa/manual", 0)
 	oid := api.Put(other.Proto("hand-made"))
 	s, _, _ := newSyncer(api)
-	out, err := s.Sync(context.Background(), owner("a", 0), ptrs([]entries.Entry{e}))
+	out, err := s.Sync(context.Background(), owner("a", 0), ptrs([]entries.Entry{e}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,17 +161,17 @@ func TestOldestOwnerWinsAndHandsOver(t *testing.T) {
 	ctx := context.Background()
 	old, young := owner("old", time.Hour), owner("young", 0)
 	e := entry("/ns/a/sa/x", 0)
-	if _, err := s.Sync(ctx, young, ptrs([]entries.Entry{e})); err != nil {
+	if _, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}))
+	out, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil)
 	if err != nil || len(out.Registered) != 1 {
 		t.Fatalf("older owner: %v, %+v", err, out)
 	}
 	if all := api.All(); len(all) != 1 || !strings.Contains(all[0].Id, old.Tag()) {
 		t.Fatalf("older owner did not take over: %v", all)
 	}
-	out, _ = s.Sync(ctx, young, ptrs([]entries.Entry{e}))
+	out, _ = s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)
 	if len(out.Masked) != 1 || out.Masked[0].By != old.String() {
 		t.Fatalf("younger owner not masked: %+v", out)
 	}
@@ -182,7 +182,7 @@ func TestOldestOwnerWinsAndHandsOver(t *testing.T) {
 	if len(n.uids) != 1 || n.uids[0] != young.UID {
 		t.Fatalf("notified %v, want the younger owner", n.uids)
 	}
-	out, _ = s.Sync(ctx, young, ptrs([]entries.Entry{e}))
+	out, _ = s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)
 	if all := api.All(); len(out.Registered) != 1 || len(all) != 1 || !strings.Contains(all[0].Id, young.Tag()) {
 		t.Errorf("younger owner did not take over: %v", all)
 	}
@@ -193,16 +193,16 @@ func TestSpireUnavailableLosesNothing(t *testing.T) {
 	s, _, _ := newSyncer(api)
 	ctx := context.Background()
 	o := owner("a", 0)
-	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 0)})); err != nil {
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 0)}), nil); err != nil {
 		t.Fatal(err)
 	}
 	api.SetUnavailable(true)
 	want := []entries.Entry{entry("/ns/a/sa/x", 0), entry("/ns/b/sa/y", 0)}
-	if _, err := s.Sync(ctx, o, ptrs(want)); err == nil {
+	if _, err := s.Sync(ctx, o, ptrs(want), nil); err == nil {
 		t.Fatal("no error while SPIRE is down")
 	}
 	api.SetUnavailable(false)
-	out, err := s.Sync(ctx, o, ptrs(want))
+	out, err := s.Sync(ctx, o, ptrs(want), nil)
 	if err != nil || len(out.Registered) != 2 || len(api.All()) != 2 {
 		t.Fatalf("after recovery: %v, %+v, %d entries", err, out, len(api.All()))
 	}
@@ -212,7 +212,7 @@ func TestRejectedEntryIsANamedFailureAndTheRestRegister(t *testing.T) {
 	api := fake.New()
 	api.Reject["spiffe://example.org/ns/bad/sa/x"] = true
 	s, _, _ := newSyncer(api)
-	out, err := s.Sync(context.Background(), owner("a", 0), ptrs([]entries.Entry{entry("/ns/bad/sa/x", 0), entry("/ns/ok/sa/y", 0)}))
+	out, err := s.Sync(context.Background(), owner("a", 0), ptrs([]entries.Entry{entry("/ns/bad/sa/x", 0), entry("/ns/ok/sa/y", 0)}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestResyncRepairsManualDeletionAndEdit(t *testing.T) {
 	ctx := context.Background()
 	o := owner("a", 0)
 	want := []entries.Entry{entry("/ns/a/sa/x", 60), entry("/ns/b/sa/y", 60)}
-	out, _ := s.Sync(ctx, o, ptrs(want))
+	out, _ := s.Sync(ctx, o, ptrs(want), nil)
 	ids := map[string]bool{}
 	for _, id := range out.Registered {
 		ids[id] = true
@@ -245,7 +245,7 @@ func TestResyncRepairsManualDeletionAndEdit(t *testing.T) {
 	x.X509SvidTtl = 1
 	api.Put(x)
 	c.Add(2 * time.Minute)
-	if _, err := s.Sync(ctx, o, ptrs(want)); err != nil {
+	if _, err := s.Sync(ctx, o, ptrs(want), nil); err != nil {
 		t.Fatal(err)
 	}
 	if api.Get(removed) == nil || api.Get(edited).X509SvidTtl != 60 {
@@ -262,7 +262,7 @@ func TestEntriesOfVanishedOwnersAreCollected(t *testing.T) {
 	s := New(api, Options{IDs: ids, ResyncInterval: time.Minute, Alive: func(context.Context) (map[string]bool, error) {
 		return map[string]bool{}, nil
 	}})
-	if _, err := s.Sync(context.Background(), owner("live", 0), nil); err != nil {
+	if _, err := s.Sync(context.Background(), owner("live", 0), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing under the parent was listed (no wanted entries): list it via Release.
@@ -279,15 +279,15 @@ func TestErrStaleWhenEntryVanishesBeforeUpdate(t *testing.T) {
 	s, _, _ := newSyncer(api)
 	ctx := context.Background()
 	o := owner("a", 0)
-	out, _ := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 60)}))
+	out, _ := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 60)}), nil)
 	for _, id := range out.Registered {
 		api.Remove(id)
 	}
-	_, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}))
+	_, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}), nil)
 	if !errors.Is(err, ErrStale) {
 		t.Fatalf("err = %v, want ErrStale", err)
 	}
-	out, err = s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}))
+	out, err = s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}), nil)
 	if err != nil || len(out.Registered) != 1 || len(api.All()) != 1 {
 		t.Errorf("not recreated: %v %+v", err, out)
 	}

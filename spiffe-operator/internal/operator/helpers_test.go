@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	appsv1 "k8s.io/api/apps/v1"
@@ -141,4 +142,34 @@ func policyReady(p *v1alpha1.SpiffeRegistration) func() string {
 
 func entryReady(e *v1alpha1.SpiffeEntry) func() string {
 	return readyOf(e, func() []metav1.Condition { return e.Status.Conditions })
+}
+
+// recordedParents returns the status.parentIDs of a fresh copy of obj.
+func recordedParents(obj client.Object) func() []string {
+	return func() []string {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return []string{"get: " + err.Error()}
+		}
+		switch o := obj.(type) {
+		case *v1alpha1.SpiffeRegistration:
+			return o.Status.ParentIDs
+		case *v1alpha1.SpiffeEntry:
+			return o.Status.ParentIDs
+		}
+		return nil
+	}
+}
+
+// setParent changes the spec.parentID of obj.
+func setParent(obj client.Object, parent string) {
+	GinkgoHelper()
+	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	switch o := obj.(type) {
+	case *v1alpha1.SpiffeRegistration:
+		o.Spec.ParentID = parent
+	case *v1alpha1.SpiffeEntry:
+		o.Spec.ParentID = parent
+	}
+	Expect(k8s.Patch(ctx, obj, patch)).To(Succeed())
 }

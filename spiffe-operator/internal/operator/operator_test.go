@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"github.com/trustplane/trustplane/common/spireconn"
 	"path/filepath"
 	"strings"
@@ -272,6 +273,90 @@ var _ = Describe("SpiffeRegistration", func() {
 			"/ns/outage-a/sa/before", "/ns/outage-a/sa/x1", "/ns/outage-a/sa/x2", "/ns/outage-a/sa/x3"}))
 		Eventually(policyReady(p)).Should(Equal("True/Ready"))
 		Consistently(func() int { return len(entriesUnder(parentOf("outage"))) }).Should(Equal(4))
+	})
+
+	It("converges without duplicates or leaks when SPIRE is killed in the middle of a pass's writes", func() {
+		const n = 400
+		namespace("midpass-a", map[string]string{"test": "midpass"})
+		for i := range n {
+			deployment("midpass-a", fmt.Sprintf("w-%d", i), fmt.Sprintf("w-%d", i), nil)
+		}
+		p := policyFor("midpass", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+
+		// Kill SPIRE as soon as the first of the pass's batches has landed.
+		var before int
+		Eventually(func() int {
+			before = len(entriesUnder(parentOf("midpass")))
+			return before
+		}).WithPolling(2 * time.Millisecond).Should(BeNumerically(">", 0))
+		Expect(srv.Kill()).To(Succeed())
+		DeferCleanup(func() {
+			if !srv.Running() {
+				Expect(srv.Restart()).To(Succeed())
+			}
+		})
+		Expect(before).To(BeNumerically("<", n), "the pass had finished before SPIRE was killed")
+		Eventually(policyReady(p)).Should(Equal("False/SpireUnavailable"))
+
+		Expect(srv.Restart()).To(Succeed())
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Expect(p.Status.EntriesRegistered).To(Equal(int32(n)))
+		Consistently(func() error {
+			list := entriesUnder(parentOf("midpass"))
+			if len(list) != n {
+				return fmt.Errorf("%d entries, want %d", len(list), n)
+			}
+			seen := map[string]bool{}
+			for _, e := range list {
+				if seen[e.SpiffeId.Path] {
+					return fmt.Errorf("duplicate entry for %s", e.SpiffeId.Path)
+				}
+				seen[e.SpiffeId.Path] = true
+				if !strings.HasPrefix(e.Id, "trustplane."+entries.OwnerTag(p.UID)+".") {
+					return fmt.Errorf("entry %s is not the policy's", e.Id)
+				}
+			}
+			return nil
+		}).Should(Succeed())
+	})
+
+	It("deletes the entries under a parent that was changed while the operator was down", func() {
+		namespace("reparent-a", map[string]string{"test": "reparent"})
+		deployment("reparent-a", "web", "web", nil)
+		p := policyFor("reparent", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		e := spiffeEntry("reparent-vm", func(s *v1alpha1.SpiffeEntrySpec) { s.ParentID = parentOf("reparent-e1") })
+		Expect(k8s.Create(ctx, e)).To(Succeed())
+		Eventually(paths(parentOf("reparent"))).Should(Equal([]string{"/ns/reparent-a/sa/web"}))
+		Eventually(paths(parentOf("reparent-e1"))).Should(Equal([]string{"/vm/reparent-vm"}))
+		Eventually(recordedParents(p)).Should(Equal([]string{parentOf("reparent")}))
+		Eventually(recordedParents(e)).Should(Equal([]string{parentOf("reparent-e1")}))
+
+		whileOperatorDown(func() {
+			setParent(p, parentOf("reparent-2"))
+			setParent(e, parentOf("reparent-e2"))
+		})
+		Eventually(paths(parentOf("reparent-2"))).Should(Equal([]string{"/ns/reparent-a/sa/web"}))
+		Eventually(paths(parentOf("reparent-e2"))).Should(Equal([]string{"/vm/reparent-vm"}))
+		Eventually(paths(parentOf("reparent"))).Should(BeEmpty())
+		Eventually(paths(parentOf("reparent-e1"))).Should(BeEmpty())
+		Eventually(recordedParents(p)).Should(Equal([]string{parentOf("reparent-2")}))
+		Eventually(recordedParents(e)).Should(Equal([]string{parentOf("reparent-e2")}))
+
+		// Changed again and deleted while down: the recorded parent is
+		// still read, so nothing is left behind.
+		whileOperatorDown(func() {
+			setParent(p, parentOf("reparent-3"))
+			setParent(e, parentOf("reparent-e3"))
+			Expect(k8s.Delete(ctx, p)).To(Succeed())
+			Expect(k8s.Delete(ctx, e)).To(Succeed())
+		})
+		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)) }).Should(BeTrue())
+		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)) }).Should(BeTrue())
+		for _, parent := range []string{"reparent", "reparent-2", "reparent-3", "reparent-e1", "reparent-e2", "reparent-e3"} {
+			Expect(paths(parentOf(parent))()).To(BeEmpty(), parent)
+		}
 	})
 })
 

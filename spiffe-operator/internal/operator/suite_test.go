@@ -73,6 +73,17 @@ var _ = BeforeSuite(func() {
 	_ = conn
 	spireAPI = spire.NewClient(conn, spire.Options{})
 
+	startOperator()
+	DeferCleanup(func() { stopOperator() })
+})
+
+// stopOperator stops the running operator and waits for it to exit.
+var stopOperator func()
+
+// startOperator builds and starts an operator against the suite's API
+// server and SPIRE, and sets op and stopOperator.
+func startOperator() {
+	GinkgoHelper()
 	cfg := config.Default()
 	cfg.RequeueAfter = resync
 	cfg.JitterFactor = 0.1
@@ -80,6 +91,7 @@ var _ = BeforeSuite(func() {
 	cfg.MaxBackoff = time.Second
 	cfg.DefaultEnvironment = "test"
 	ctx, cancel := context.WithCancel(context.Background())
+	var err error
 	op, err = operator.New(ctx, cp.Config, operator.Options{
 		Config:           cfg,
 		Connect:          spireconn.Options{SocketPath: srv.SocketPath},
@@ -89,16 +101,25 @@ var _ = BeforeSuite(func() {
 		WriteConcurrency: 2,
 		RPCTimeout:       5 * time.Second,
 		CollectOrphans:   true,
-		Manager:          manager.Options{KubeQPS: 100, KubeBurst: 200, MetricsAddr: "0", ProbeAddr: "0"},
+		Manager:          manager.Options{KubeQPS: 100, KubeBurst: 200, MetricsAddr: "0", ProbeAddr: "0", Reentrant: true},
 	}, prometheus.NewRegistry())
 	Expect(err).NotTo(HaveOccurred())
 	done := make(chan error, 1)
 	go func() { done <- op.Start(ctx) }()
-	DeferCleanup(func() {
+	stopOperator = func() {
 		cancel()
 		Eventually(done).Should(Receive(Not(HaveOccurred())))
-	})
-})
+	}
+}
+
+// whileOperatorDown stops the operator, runs change and starts a new one,
+// as a crash or an upgrade would.
+func whileOperatorDown(change func()) {
+	GinkgoHelper()
+	stopOperator()
+	change()
+	startOperator()
+}
 
 // entriesUnder lists SPIRE's entries under parent.
 func entriesUnder(parent string) []*types.Entry {

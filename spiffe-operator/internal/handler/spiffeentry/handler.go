@@ -137,7 +137,8 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 		return ctrlerrors.WithReason(fe.reason, ctrlerrors.BlockedErrorf("%w", fe))
 	}
 	owner := OwnerOf(obj)
-	out, err := h.Syncer.Sync(ctx, owner, []*entries.Entry{&e})
+	out, err := h.Syncer.Sync(ctx, owner, []*entries.Entry{&e}, spifferegistration.RecordedParents(obj.Status.ParentIDs))
+	obj.Status.ParentIDs = out.Parents
 	if err != nil {
 		return spifferegistration.SpireError(err)
 	}
@@ -163,13 +164,11 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 	return nil
 }
 
-// Delete removes the entry this object holds.
+// Delete removes the entry this object holds, under its parent and under
+// every parent its status recorded.
 func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeEntry) error {
 	owner := OwnerOf(obj)
-	var parents []spiffeid.ID
-	if id, err := spiffeid.FromString(obj.Spec.ParentID); err == nil {
-		parents = append(parents, id)
-	}
+	parents := spifferegistration.RecordedParents(obj.Status.ParentIDs, obj.Spec.ParentID)
 	if err := h.Syncer.Release(ctx, owner, parents); err != nil {
 		return spifferegistration.SpireError(err)
 	}
