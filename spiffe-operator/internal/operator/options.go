@@ -56,7 +56,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String(KeyTrustDomain, "", "the SPIRE server's trust domain; objects of other trust domains are refused")
 	fs.String(KeyEntryIDPrefix, entries.DefaultIDPrefix, "prefix of the IDs of entries this operator creates; use one per operator instance sharing a SPIRE server")
 	fs.Int32(KeyPageSize, 1000, "ListEntries page size")
-	fs.Int(KeyWriteConcurrency, 2, "SPIRE batch calls in flight at once")
+	fs.Int(KeyWriteConcurrency, 1, "SPIRE batch calls in flight at once per pass; 1 suits a sqlite datastore, raise it for PostgreSQL or MySQL")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
 	d := manager.Defaults()

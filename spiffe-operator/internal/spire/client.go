@@ -60,7 +60,7 @@ type Options struct {
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{PageSize: 1000, BatchSize: 50, MaxBatchBytes: 3 << 20, Concurrency: 2, Timeout: 30 * time.Second}
+	return Options{PageSize: 1000, BatchSize: 50, MaxBatchBytes: 3 << 20, Concurrency: 1, Timeout: 30 * time.Second}
 }
 
 // Client implements EntryAPI on a gRPC connection.
