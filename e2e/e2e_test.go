@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -101,6 +102,14 @@ spec:
 		ns := selectedNamespace(ctx)
 		deployment(ctx, ns, "web", "web-sa", "")
 		Eventually(entryCount(ctx, workloadID(ns, "web-sa")), timeout).Should(Equal(1))
+
+		// With the default flags, the entry's ID carries this cluster's tag:
+		// the first 8 hex digits of the kube-system namespace's UID.
+		var ks corev1.Namespace
+		Expect(cluster.Client().Get(ctx, client.ObjectKey{Name: "kube-system"}, &ks)).To(Succeed())
+		list, err := framework.EntriesFor(ctx, cluster, workloadID(ns, "web-sa"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list[0].Id).To(HavePrefix("trustplane." + strings.ReplaceAll(string(ks.UID), "-", "")[:8] + "."))
 	})
 
 	It("keeps a shared service account's entry until its last Deployment goes", func(ctx context.Context) {

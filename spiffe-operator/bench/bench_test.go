@@ -231,7 +231,11 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 
 	// One new Deployment at a time: from the Create call to its entry in SPIRE.
 	entryClient := entryv1.NewEntryClient(conn)
-	ids := entries.IDScheme{Prefix: entries.DefaultIDPrefix}
+	prefix, err := proc.entryIDPrefix()
+	if err != nil {
+		return err
+	}
+	ids := entries.IDScheme{Prefix: prefix}
 	tag := entries.OwnerTag(policy.UID)
 	var lat []time.Duration
 	for j := range s.samples {
@@ -670,6 +674,22 @@ func (p *process) waitReady(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// entryIDPrefix returns the prefix the operator logged at startup (derived
+// from the cluster by default).
+func (p *process) entryIDPrefix() (string, error) {
+	log, err := os.ReadFile(p.log)
+	if err != nil {
+		return "", err
+	}
+	const key = `"entryIDPrefix":"`
+	i := strings.Index(string(log), key)
+	if i < 0 {
+		return "", errors.New("the operator did not log its entry ID prefix")
+	}
+	rest := string(log[i+len(key):])
+	return rest[:strings.IndexByte(rest, '"')], nil
 }
 
 type counters struct {

@@ -51,6 +51,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctrl.Log.WithName("setup").Info("starting spiffe-operator", "trustDomain", opts.TrustDomain, "entryIDPrefix", opts.EntryIDPrefix)
+	ctrl.Log.WithName("setup").Info("starting spiffe-operator", "trustDomain", opts.TrustDomain, "entryIDPrefix", op.EntryIDPrefix)
 	return op.Start(ctx)
 }

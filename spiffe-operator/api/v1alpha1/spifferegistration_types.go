@@ -103,8 +103,8 @@ type SpiffeRegistrationStatus struct {
 	// ParentIDs are the parent IDs under which this object holds entries in
 	// SPIRE. The operator reads them on its first pass, so entries under a
 	// parent the spec no longer names (changed while the operator was down)
-	// are still found and deleted.
-	// +kubebuilder:validation:MaxItems=16
+	// are still found and deleted. It holds one item but for the passes
+	// after a parent change.
 	// +listType=set
 	// +optional
 	ParentIDs []string `json:"parentIDs,omitempty"`

@@ -74,3 +74,23 @@ func TestIDSchemeOwnership(t *testing.T) {
 		t.Error("prefix with a space accepted")
 	}
 }
+
+func TestClusterPrefix(t *testing.T) {
+	a := IDScheme{Prefix: ClusterPrefix("8e41c2d0-9f3b-4c5d-a6e7-0123456789ab")}
+	if a.Prefix != "trustplane.8e41c2d0." {
+		t.Fatalf("prefix = %q", a.Prefix)
+	}
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Another cluster's entries, even of an owner with the same tag, are not ours.
+	b := IDScheme{Prefix: ClusterPrefix("77aa0011-0000-4000-8000-000000000000")}
+	e := sample()
+	theirs := b.EntryID("0f1e2d3c4b5a", e.Key())
+	if _, ok := a.Owner(theirs); ok {
+		t.Errorf("entry %q of another cluster taken as ours", theirs)
+	}
+	if tag, ok := b.Owner(theirs); !ok || tag != "0f1e2d3c4b5a" {
+		t.Errorf("Owner(%q) = %q, %v", theirs, tag, ok)
+	}
+}

@@ -7,8 +7,21 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 )
 
-// DefaultIDPrefix starts the ID of every entry the operator creates.
+// DefaultIDPrefix starts the ID of every entry the operator creates; by
+// default the cluster's tag follows it (see ClusterPrefix).
 const DefaultIDPrefix = "trustplane."
+
+// ClusterPrefix returns the default prefix of the cluster whose kube-system
+// namespace has the given UID: "trustplane.<first 8 hex digits>.". Operators
+// in different clusters sharing a SPIRE server thus own disjoint entries,
+// even when their policies use the same parent ID.
+func ClusterPrefix(kubeSystemUID k8stypes.UID) string {
+	t := strings.ReplaceAll(string(kubeSystemUID), "-", "")
+	if len(t) > 8 {
+		t = t[:8]
+	}
+	return DefaultIDPrefix + t + "."
+}
 
 // IDScheme makes and reads the entry IDs that mark the operator's entries:
 // <prefix><owner tag>.<key hash>. Workloads never see entry IDs, and the ID

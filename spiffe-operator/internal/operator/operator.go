@@ -10,9 +10,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/manager"
@@ -49,6 +51,9 @@ type Operator struct {
 	Spire *spire.Client
 	// Syncer is the entry syncer.
 	Syncer *entrysync.Syncer
+	// EntryIDPrefix is the prefix of the entries this operator owns: the
+	// configured one, or the one derived from the cluster.
+	EntryIDPrefix string
 
 	closer io.Closer
 }
@@ -84,6 +89,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 		return nil, err
 	}
 
+	prefix := o.EntryIDPrefix
+	if prefix == "" {
+		if prefix, err = clusterPrefix(ctx, mgr.GetAPIReader()); err != nil {
+			return nil, err
+		}
+	}
+
 	conn, closer, err := spireconn.Dial(ctx, o.Connect)
 	if err != nil {
 		return nil, err
@@ -94,7 +106,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 	notifier := opcontroller.NewNotifier(spifferegistration.Kind, spiffeentry.Kind)
 	dirty := spifferegistration.NewDirty()
 	syncOpts := entrysync.Options{
-		IDs:            entries.IDScheme{Prefix: o.EntryIDPrefix},
+		IDs:            entries.IDScheme{Prefix: prefix},
 		ResyncInterval: o.Config.RequeueAfter,
 		Notify: func(owner entrysync.Owner) {
 			// A won or lost entry can concern any workload: full pass.
@@ -116,7 +128,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 		_ = closer.Close()
 		return nil, err
 	}
-	return &Operator{Manager: mgr, Spire: api, Syncer: syncer, closer: closer}, nil
+	return &Operator{Manager: mgr, Spire: api, Syncer: syncer, EntryIDPrefix: prefix, closer: closer}, nil
+}
+
+// clusterPrefix derives the default entry ID prefix from the UID of the
+// kube-system namespace, which lives as long as the cluster.
+func clusterPrefix(ctx context.Context, r client.Reader) (string, error) {
+	var ns corev1.Namespace
+	if err := r.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
+		return "", fmt.Errorf("derive the entry ID prefix from the %s namespace's UID (or set --%s): %w",
+			metav1.NamespaceSystem, KeyEntryIDPrefix, err)
+	}
+	return entries.ClusterPrefix(ns.UID), nil
 }
 
 // Start runs the manager until ctx ends, then closes the SPIRE connection.

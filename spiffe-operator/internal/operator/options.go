@@ -33,7 +33,8 @@ type Options struct {
 	Connect spireconn.Options
 	// TrustDomain is the SPIRE server's trust domain; objects of another are refused.
 	TrustDomain string
-	// EntryIDPrefix starts the ID of every entry the operator creates.
+	// EntryIDPrefix starts the ID of every entry the operator creates; empty
+	// means entries.ClusterPrefix of the cluster's kube-system namespace.
 	EntryIDPrefix string
 	// PageSize is the ListEntries page size.
 	PageSize int32
@@ -54,7 +55,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	config.AddFlags(fs)
 	spireconn.AddFlags(fs)
 	fs.String(KeyTrustDomain, "", "the SPIRE server's trust domain; objects of other trust domains are refused")
-	fs.String(KeyEntryIDPrefix, entries.DefaultIDPrefix, "prefix of the IDs of entries this operator creates; use one per operator instance sharing a SPIRE server")
+	fs.String(KeyEntryIDPrefix, "", "prefix of the IDs of entries this operator creates (it owns exactly those); empty means trustplane.<cluster tag>., from the kube-system namespace's UID. Give each instance in one cluster sharing a SPIRE server its own")
 	fs.Int32(KeyPageSize, 1000, "ListEntries page size")
 	fs.Int(KeyWriteConcurrency, 1, "SPIRE batch calls in flight at once per pass; 1 suits a sqlite datastore, raise it for PostgreSQL or MySQL")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
@@ -92,8 +93,11 @@ func (o Options) Validate() error {
 	if err := o.Connect.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := (entries.IDScheme{Prefix: o.EntryIDPrefix}).Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", KeyEntryIDPrefix, err))
+	// An empty prefix is derived from the cluster when the operator starts.
+	if o.EntryIDPrefix != "" {
+		if err := (entries.IDScheme{Prefix: o.EntryIDPrefix}).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", KeyEntryIDPrefix, err))
+		}
 	}
 	if o.PageSize < 1 {
 		errs = append(errs, fmt.Errorf("%s must be positive", KeyPageSize))

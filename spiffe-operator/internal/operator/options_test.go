@@ -1,0 +1,59 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/manager"
+	"github.com/trustplane/trustplane/common/spireconn"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
+)
+
+var _ = Describe("Options", func() {
+	valid := func() operator.Options {
+		return operator.Options{Connect: spireconn.Options{SocketPath: "/run/spire/api.sock"}, PageSize: 100, WriteConcurrency: 1}
+	}
+
+	It("accepts an empty entry ID prefix, to be derived from the cluster", func() {
+		Expect(valid().Validate()).To(Succeed())
+	})
+
+	It("names each invalid setting", func() {
+		o := valid()
+		o.EntryIDPrefix = "no dot"
+		o.PageSize = 0
+		o.WriteConcurrency = 0
+		err := o.Validate()
+		Expect(err).To(HaveOccurred())
+		for _, want := range []string{"entry-id-prefix", "spire-page-size must be positive", "spire-write-concurrency must be at least 1"} {
+			Expect(err.Error()).To(ContainSubstring(want))
+		}
+	})
+
+	It("derives the default entry ID prefix from the kube-system namespace's UID", func() {
+		var ks corev1.Namespace
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ks)).To(Succeed())
+		want := "trustplane." + strings.ReplaceAll(string(ks.UID), "-", "")[:8] + "."
+
+		opCtx, cancel := context.WithCancel(context.Background())
+		other, err := operator.New(opCtx, cp.Config, operator.Options{
+			Config:           config.Default(),
+			Connect:          spireconn.Options{SocketPath: srv.SocketPath},
+			TrustDomain:      trustDomain,
+			PageSize:         100,
+			WriteConcurrency: 1,
+			Manager:          manager.Options{KubeQPS: 10, KubeBurst: 20, MetricsAddr: "0", ProbeAddr: "0", Reentrant: true},
+		}, prometheus.NewRegistry())
+		Expect(err).NotTo(HaveOccurred())
+		cancel()
+		Expect(other.Start(opCtx)).To(Succeed())
+		Expect(other.EntryIDPrefix).To(Equal(want))
+	})
+})
