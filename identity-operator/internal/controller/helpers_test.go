@@ -97,17 +97,20 @@ func getBinding(ctx context.Context, ns, name string) func(Gomega) *v1alpha1.Ide
 // readyReason returns "True" for a Ready binding of the current generation,
 // else the Ready=False reason.
 func readyReason(ctx context.Context, ns, name string) func(Gomega) string {
-	return func(g Gomega) string {
-		b := getBinding(ctx, ns, name)(g)
-		c := meta.FindStatusCondition(b.Status.Conditions, "Ready")
-		if c == nil || c.ObservedGeneration != b.Generation {
-			return "<pending>"
-		}
-		if c.Status == metav1.ConditionTrue {
-			return "True"
-		}
-		return c.Reason
+	return func(g Gomega) string { return readyReasonOf(getBinding(ctx, ns, name)(g)) }
+}
+
+// readyReasonOf is "True" for a Ready binding of its current generation,
+// else the Ready=False reason ("<pending>" before the generation is seen).
+func readyReasonOf(b *v1alpha1.IdentityBinding) string {
+	c := meta.FindStatusCondition(b.Status.Conditions, "Ready")
+	if c == nil || c.ObservedGeneration != b.Generation {
+		return "<pending>"
 	}
+	if c.Status == metav1.ConditionTrue {
+		return "True"
+	}
+	return c.Reason
 }
 
 // failures returns the failure conditions of a binding as type=reason.

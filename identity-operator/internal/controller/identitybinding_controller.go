@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -49,11 +49,17 @@ type SetupOptions struct {
 	TrustDomain spiffeid.TrustDomain
 	// Outputs are the output kinds to watch.
 	Outputs []output.Kind
+	// CRDPollInterval is how often the operator checks whether the
+	// InferencePool CRD has been installed, while it is missing; 0 means
+	// DefaultCRDPollInterval.
+	CRDPollInterval time.Duration
 }
 
 // Setup registers the indexes and the controller c with mgr. It fails with
-// a clear error when the CRD of a configured output kind is not installed;
-// a missing InferencePool CRD is not an error (bindings report it).
+// a clear error when the CRD of a configured output kind is not installed.
+// A missing InferencePool CRD is not an error: bindings report it, and a
+// runnable adds the InferencePool watch to the running controller once the
+// CRD is installed, so no restart is needed.
 func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1alpha1.IdentityBinding], opts SetupOptions) error {
 	if err := index.Register(ctx, mgr.GetFieldIndexer(), opts.TrustDomain); err != nil {
 		return err
@@ -63,7 +69,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 		if k == output.KindClusterSPIFFEID {
 			gvk = output.ClusterSPIFFEIDGVK()
 		}
-		ok, err := crdInstalled(mgr, gvk.GroupKind(), gvk.Version)
+		ok, err := crdInstalled(mgr.GetRESTMapper(), gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return err
 		}
@@ -72,41 +78,63 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 		}
 	}
 	m := &mapper{client: mgr.GetClient(), td: opts.TrustDomain}
-	inferencePools, err := crdInstalled(mgr, pool.InferencePoolGVK().GroupKind(), pool.InferencePoolGVK().Version)
+	inferencePools, err := crdInstalled(mgr.GetRESTMapper(), pool.InferencePoolGVK().GroupKind(), pool.InferencePoolGVK().Version)
 	if err != nil {
 		return err
 	}
-	if !inferencePools {
-		logf.FromContext(ctx).Info("InferencePool CRD not installed: bindings to InferencePools report InferencePoolCRDMissing and retry slowly; restart the operator after installing it to watch pools",
-			"gvk", pool.InferencePoolGVK().String())
+	newObject := func() *v1alpha1.IdentityBinding { return &v1alpha1.IdentityBinding{} }
+	b := controller.NewBuilder(mgr, c, newObject).
+		Watches(&v1alpha1.IdentityBinding{}, &peerHandler{m: m}).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.AppsGroup, v1alpha1.DeploymentKind))).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.AppsGroup, v1alpha1.StatefulSetKind)))
+	if inferencePools {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(pool.InferencePoolGVK())
+		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.InferencePoolGroup, v1alpha1.InferencePoolKind)))
 	}
-	return controller.SetupWithManager(mgr, c, func() *v1alpha1.IdentityBinding { return &v1alpha1.IdentityBinding{} },
-		func(b *builder.Builder) *builder.Builder {
-			b = b.Watches(&v1alpha1.IdentityBinding{}, &peerHandler{m: m}).
-				Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.AppsGroup, v1alpha1.DeploymentKind))).
-				Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.AppsGroup, v1alpha1.StatefulSetKind)))
-			if inferencePools {
-				u := &unstructured.Unstructured{}
-				u.SetGroupVersionKind(pool.InferencePoolGVK())
-				b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.InferencePoolGroup, v1alpha1.InferencePoolKind)))
-			}
-			for _, k := range opts.Outputs {
-				switch k {
-				case output.KindSpiffeEntry:
-					b = b.Watches(&spiffev1alpha1.SpiffeEntry{}, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
-				case output.KindClusterSPIFFEID:
-					u := &unstructured.Unstructured{}
-					u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
-					b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
-				}
-			}
-			return b
-		})
+	for _, k := range opts.Outputs {
+		switch k {
+		case output.KindSpiffeEntry:
+			b = b.Watches(&spiffev1alpha1.SpiffeEntry{}, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
+		case output.KindClusterSPIFFEID:
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+			b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
+		}
+	}
+	ctl, err := b.Build(&controller.Reconciler[*v1alpha1.IdentityBinding]{Controller: c, NewObject: newObject})
+	if err != nil {
+		return fmt.Errorf("build controller %s: %w", c.Name(), err)
+	}
+	if inferencePools {
+		return nil
+	}
+	interval := opts.CRDPollInterval
+	if interval <= 0 {
+		interval = DefaultCRDPollInterval
+	}
+	log := mgr.GetLogger().WithValues("controller", c.Name())
+	log.Info("InferencePool CRD not installed: bindings to InferencePools report InferencePoolCRDMissing until it is; the operator checks for it periodically and starts watching InferencePools once it is installed, no restart needed",
+		"gvk", pool.InferencePoolGVK().String(), "interval", interval)
+	w := &poolWatcher{
+		restMapper: mgr.GetRESTMapper(),
+		cache:      mgr.GetCache(),
+		controller: ctl,
+		bindings:   m,
+		interval:   interval,
+		log:        log,
+	}
+	if err := mgr.Add(w); err != nil {
+		return fmt.Errorf("add the InferencePool CRD watcher: %w", err)
+	}
+	return nil
 }
 
-// crdInstalled reports whether the API server serves gk in version.
-func crdInstalled(mgr ctrl.Manager, gk schema.GroupKind, version string) (bool, error) {
-	_, err := mgr.GetRESTMapper().RESTMapping(gk, version)
+// crdInstalled reports whether the API server serves gk in version. The
+// manager's RESTMapper asks discovery again for a kind it does not know, so
+// it notices a CRD installed after startup.
+func crdInstalled(rm meta.RESTMapper, gk schema.GroupKind, version string) (bool, error) {
+	_, err := rm.RESTMapping(gk, version)
 	switch {
 	case err == nil:
 		return true, nil

@@ -66,7 +66,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	k8s = cp.Client
-	operatorConfig = installOperatorRBAC(context.Background())
+	operatorConfig = installOperatorRBAC(context.Background(), cp)
 
 	fw := config.Default()
 	fw.DefaultEnvironment = environment
@@ -108,7 +108,7 @@ var _ = AfterSuite(func() {
 // installOperatorRBAC runs the operator as its service account holding only
 // config/rbac/role.yaml unchanged, as in e2e, so every spec also proves the
 // generated RBAC is enough.
-func installOperatorRBAC(ctx context.Context) *rest.Config {
+func installOperatorRBAC(ctx context.Context, cp *testenv.ControlPlane) *rest.Config {
 	access, err := cp.AsServiceAccount(ctx, operatorNamespace, operatorSA,
 		filepath.Join(testsupport.ModuleRoot(), "config", "rbac", "role.yaml"))
 	Expect(err).NotTo(HaveOccurred())

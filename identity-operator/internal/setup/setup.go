@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -55,6 +56,10 @@ type Settings struct {
 	Manager manager.Options
 	// Handler holds the handler options derived from the settings.
 	Handler identitybinding.Options
+	// CRDPollInterval is how often the operator checks whether the
+	// InferencePool CRD has been installed, while it is missing; 0 means
+	// 30s (ibcontroller.DefaultCRDPollInterval). Not a flag: tests shorten it.
+	CRDPollInterval time.Duration
 }
 
 // AddFlags registers the framework's and the operator's flags on fs.
@@ -152,7 +157,11 @@ func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.
 		Recorder: mgr.GetEventRecorder(ibcontroller.Name),
 		Metrics:  m,
 	})
-	return ibcontroller.Setup(ctx, mgr, c, ibcontroller.SetupOptions{TrustDomain: s.TrustDomain, Outputs: s.Outputs})
+	return ibcontroller.Setup(ctx, mgr, c, ibcontroller.SetupOptions{
+		TrustDomain:     s.TrustDomain,
+		Outputs:         s.Outputs,
+		CRDPollInterval: s.CRDPollInterval,
+	})
 }
 
 // Run loads the settings from fs and the environment and runs the operator
