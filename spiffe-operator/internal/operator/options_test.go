@@ -3,10 +3,12 @@ package operator_test
 import (
 	"context"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,6 +37,36 @@ var _ = Describe("Options", func() {
 		for _, want := range []string{"entry-id-prefix", "spire-page-size must be positive", "spire-write-concurrency must be at least 1"} {
 			Expect(err.Error()).To(ContainSubstring(want))
 		}
+	})
+
+	It("loads its defaults from the flags, with flags over environment variables", func() {
+		fs := pflag.NewFlagSet("spiffe-operator", pflag.ContinueOnError)
+		operator.AddFlags(fs)
+		GinkgoT().Setenv("SPIRE_PAGE_SIZE", "250")
+		GinkgoT().Setenv("SPIRE_WRITE_CONCURRENCY", "3")
+		Expect(fs.Parse([]string{"--spire-socket=/run/spire/api.sock", "--spire-write-concurrency=4"})).To(Succeed())
+		v, err := config.NewViper(fs)
+		Expect(err).NotTo(HaveOccurred())
+		o, err := operator.Load(v)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(o.Connect.SocketPath).To(Equal("/run/spire/api.sock"))
+		Expect(o.EntryIDPrefix).To(BeEmpty(), "derived from the cluster at startup")
+		Expect(o.PageSize).To(Equal(int32(250)), "from the environment")
+		Expect(o.WriteConcurrency).To(Equal(4), "the flag wins over the environment")
+		Expect(o.RPCTimeout).To(Equal(30 * time.Second))
+		Expect(o.CollectOrphans).To(BeTrue())
+		Expect(o.Manager.GCPercent).To(Equal(10))
+		Expect(o.Manager.KubeQPS).To(Equal(float32(50)))
+	})
+
+	It("refuses to load invalid settings, naming them", func() {
+		fs := pflag.NewFlagSet("spiffe-operator", pflag.ContinueOnError)
+		operator.AddFlags(fs)
+		Expect(fs.Parse([]string{"--spire-socket=/run/spire/api.sock", "--entry-id-prefix=has space."})).To(Succeed())
+		v, err := config.NewViper(fs)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = operator.Load(v)
+		Expect(err).To(MatchError(ContainSubstring("entry-id-prefix")))
 	})
 
 	It("derives the default entry ID prefix from the kube-system namespace's UID", func() {
