@@ -15,7 +15,9 @@ const InjectAnnotation = "bundle.trustplane.dev/inject"
 // +kubebuilder:validation:XValidation:rule="has(self.trustDomain) || self.sources.exists(s, has(s.spire)) || !has(self.target) || ((!has(self.target.configMap) || !has(self.target.configMap.keys) || !has(self.target.configMap.keys.spiffe) || self.target.configMap.keys.spiffe.size() == 0) && (!has(self.target.secret) || !has(self.target.secret.keys) || !has(self.target.secret.keys.spiffe) || self.target.secret.keys.spiffe.size() == 0))",message="a spiffe key needs spec.trustDomain or a spire source to name the trust domain"
 type TrustBundleSpec struct {
 	// Sources are merged into one bundle. Every source must pass validation;
-	// one that does not stops all writes, so targets keep their last good bundle.
+	// one that does not stops all changes to existing targets, so they keep
+	// their last good bundle, and targets that do not exist yet get that same
+	// bundle.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
@@ -174,6 +176,27 @@ type PublishedCertificate struct {
 	PEM string `json:"pem"`
 }
 
+// PublishedFormats is what the SPIFFE and JWKS formats of the last published
+// bundle were rendered from besides its certificates.
+type PublishedFormats struct {
+	// TrustDomain is the trust domain of the SPIFFE format; empty when none
+	// was known.
+	// +optional
+	TrustDomain string `json:"trustDomain,omitempty"`
+	// JWTAuthorities are the JWT authorities, sorted by key ID.
+	// +optional
+	// +listType=atomic
+	JWTAuthorities []PublishedJWTAuthority `json:"jwtAuthorities,omitempty"`
+}
+
+// PublishedJWTAuthority is a JWT authority of the last published bundle.
+type PublishedJWTAuthority struct {
+	// KeyID is the key's "kid".
+	KeyID string `json:"keyID"`
+	// PublicKey is the public key in PKIX, ASN.1 DER form.
+	PublicKey []byte `json:"publicKey"`
+}
+
 // TrustBundleStatus is the observed state of a TrustBundle.
 type TrustBundleStatus struct {
 	// Conditions: Ready and Processing (set by the framework), SourcesValid
@@ -220,6 +243,14 @@ type TrustBundleStatus struct {
 	// +optional
 	// +listType=atomic
 	Certificates []PublishedCertificate `json:"certificates,omitempty"`
+
+	// Formats holds, with Certificates, what the last published bundle was
+	// rendered from. While a source fails, targets that do not exist yet get
+	// that bundle, rebuilt byte for byte from the status. Unset when the
+	// bundle was published by an operator that did not record it; then only
+	// the PEM format can be rebuilt.
+	// +optional
+	Formats *PublishedFormats `json:"formats,omitempty"`
 }
 
 // TrustBundle validates CA certificates from SPIRE, ConfigMaps, Secrets or

@@ -94,15 +94,18 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	live := mgr.GetAPIReader()
 	expectations := target.NewExpectations()
 	sources := &source.Resolver{Reader: live, Spire: opts.Spire, AllowSecrets: opts.AllowSecretSources}
+	recorder := mgr.GetEventRecorder(Name)
 	h := &trustbundle.Handler{
-		Sources:    sources,
-		Objects:    &target.Objects{Cache: mgr.GetClient(), Client: mgr.GetClient(), Workers: opts.Workers, Expectations: expectations},
+		Sources: sources,
+		Objects: &target.Objects{Cache: mgr.GetClient(), Client: mgr.GetClient(), Live: live,
+			Workers: opts.Workers, Expectations: expectations},
 		Injector:   &target.Injector{Cache: mgr.GetClient(), Live: live, Client: mgr.GetClient()},
 		Namespaces: mgr.GetClient(),
+		Recorder:   recorder,
 	}
 	c := controller.New(Name, mgr.GetClient(), h, controller.Options{
 		Config:   opts.Config,
-		Recorder: mgr.GetEventRecorder(Name),
+		Recorder: recorder,
 		Metrics:  opts.Metrics,
 	})
 

@@ -2,7 +2,8 @@
 // ConfigMaps, Secrets and inline PEM) and validates each one on its own
 // with package bundle. A source that breaks a rule fails the whole
 // resolution with an *Error naming the source and the reason, so that the
-// caller writes nothing and every target keeps its last good bundle.
+// caller uses nothing of any source: every target keeps its last good
+// bundle, and targets that do not exist yet get that same bundle.
 //
 // ConfigMaps and Secrets are read live through an uncached reader: caching
 // them would cost memory for every ConfigMap of the cluster. Changes to them

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,6 +45,19 @@ type Injector struct {
 // Sync injects caBundle into every object annotated for bundle. An object
 // that already holds it is not written.
 func (in *Injector) Sync(ctx context.Context, bundle string, caBundle []byte) Report {
+	return in.each(ctx, bundle, caBundle, false)
+}
+
+// Fill injects caBundle only into the annotated objects that hold no
+// caBundle yet: every caBundle field is empty, or already holds caBundle (a
+// webhook added to a configuration whose other webhooks hold it). An object
+// holding any other caBundle is not written. It runs while the sources fail,
+// with caBundle the last good bundle.
+func (in *Injector) Fill(ctx context.Context, bundle string, caBundle []byte) Report {
+	return in.each(ctx, bundle, caBundle, true)
+}
+
+func (in *Injector) each(ctx context.Context, bundle string, caBundle []byte, fillOnly bool) Report {
 	var rep Report
 	want := base64.StdEncoding.EncodeToString(caBundle)
 	for _, gvk := range InjectionKinds() {
@@ -57,13 +71,13 @@ func (in *Injector) Sync(ctx context.Context, bundle string, caBundle []byte) Re
 			if m.Annotations[v1alpha1.InjectAnnotation] != bundle || m.DeletionTimestamp != nil {
 				continue
 			}
-			rep.Add(in.syncOne(ctx, gvk, m.Name, want))
+			rep.Add(in.syncOne(ctx, gvk, m.Name, want, fillOnly))
 		}
 	}
 	return rep
 }
 
-func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, name, want string) Report {
+func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, name, want string, fillOnly bool) Report {
 	var rep Report
 	what := fmt.Sprintf("%s %s", gvk.Kind, name)
 	live := &unstructured.Unstructured{}
@@ -74,14 +88,17 @@ func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, na
 		}
 		return rep
 	}
-	patch, inSync, err := injection(gvk, live, want)
+	patch, current, err := injection(gvk, live, want)
 	if err != nil {
 		rep.fail(what, err)
 		return rep
 	}
-	if inSync {
+	if holdsOnly(current, want) {
 		rep.InSync++
 		return rep
+	}
+	if fillOnly && !holdsOnly(current, "", want) {
+		return rep // an existing target: not changed while the sources fail
 	}
 	if err := in.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(patch),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
@@ -93,33 +110,41 @@ func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, na
 	return rep
 }
 
+// holdsOnly reports whether every value of current is one of allowed.
+func holdsOnly(current []string, allowed ...string) bool {
+	for _, c := range current {
+		if !slices.Contains(allowed, c) {
+			return false
+		}
+	}
+	return true
+}
+
 // injection returns the apply object that sets want into live's caBundle
-// fields, and whether live already holds want everywhere.
-func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, want string) (*unstructured.Unstructured, bool, error) {
+// fields, and the values these fields hold now ("" for an unset one).
+func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, want string) (*unstructured.Unstructured, []string, error) {
 	patch := &unstructured.Unstructured{Object: map[string]any{}}
 	patch.SetGroupVersionKind(gvk)
 	patch.SetName(live.GetName())
-	inSync := true
+	var current []string
 	check := func(obj map[string]any, path ...string) {
 		got, _, _ := unstructured.NestedString(obj, path...)
-		if got != want {
-			inSync = false
-		}
+		current = append(current, got)
 	}
 	switch gvk {
 	case ValidatingWebhookConfigurationGVK, MutatingWebhookConfigurationGVK:
 		webhooks, _, err := unstructured.NestedSlice(live.Object, "webhooks")
 		if err != nil {
-			return nil, false, fmt.Errorf("read webhooks: %w", err)
+			return nil, nil, fmt.Errorf("read webhooks: %w", err)
 		}
 		if len(webhooks) == 0 {
-			return nil, false, fmt.Errorf("no webhooks to inject into")
+			return nil, nil, fmt.Errorf("no webhooks to inject into")
 		}
 		var items []any
 		for _, w := range webhooks {
 			wm, ok := w.(map[string]any)
 			if !ok {
-				return nil, false, fmt.Errorf("webhook is %T, not an object", w)
+				return nil, nil, fmt.Errorf("webhook is %T, not an object", w)
 			}
 			check(wm, "clientConfig", "caBundle")
 			items = append(items, map[string]any{
@@ -134,14 +159,14 @@ func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, wan
 	case CustomResourceDefinitionGVK:
 		strategy, _, _ := unstructured.NestedString(live.Object, "spec", "conversion", "strategy")
 		if strategy != "Webhook" {
-			return nil, false, fmt.Errorf("conversion strategy is %q, not Webhook: nothing to inject", strategy)
+			return nil, nil, fmt.Errorf("conversion strategy is %q, not Webhook: nothing to inject", strategy)
 		}
 		check(live.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
 		patch.Object["spec"] = map[string]any{"conversion": map[string]any{
 			"webhook": map[string]any{"clientConfig": map[string]any{"caBundle": want}},
 		}}
 	default:
-		return nil, false, fmt.Errorf("kind %s cannot be injected", gvk.Kind)
+		return nil, nil, fmt.Errorf("kind %s cannot be injected", gvk.Kind)
 	}
-	return patch, inSync, nil
+	return patch, current, nil
 }

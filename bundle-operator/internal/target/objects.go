@@ -32,6 +32,9 @@ type Objects struct {
 	Cache client.Reader
 	// Client applies and deletes.
 	Client client.Client
+	// Live reads object metadata from the API server, uncached. Fill needs
+	// it to create a target only where no object of its name exists.
+	Live client.Reader
 	// Workers bounds concurrent writes; 0 means 16.
 	Workers int
 	// Expectations, when set, suppress duplicate writes while the cache
@@ -90,6 +93,81 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 	}
 	o.parallel(len(stale), func(i int) { record(o.release(ctx, d.Kind, stale[i])) })
 	return rep
+}
+
+// Fill creates the targets of d in the namespaces where no object of that
+// name exists yet, and writes nothing else: no update, no release. It runs
+// while the sources fail, with d holding the last good bundle. Creation is
+// the same server-side apply as Sync, so once the sources render the same
+// bundle again the targets are in sync and are not written.
+//
+// d must be exactly what the existing targets hold: when targets of d.Name
+// exist and none carries d's hash, Fill creates nothing and returns an error
+// (the last good bundle it was given is not the one they were written with).
+func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
+	var rep Report
+	if o.Live == nil {
+		return rep, fmt.Errorf("fill %ss: no live reader", d.Kind)
+	}
+	hash := Hash(d.Data)
+	owned, err := o.list(ctx, d.Kind, d.Bundle)
+	if err != nil {
+		return rep, fmt.Errorf("list %ss of %s: %w", d.Kind, d.Bundle, err)
+	}
+	existing, matching, other := 0, 0, ""
+	for _, m := range owned {
+		if m.Name != d.Name {
+			continue
+		}
+		existing++
+		if h := m.Annotations[AnnotationHash]; h == hash {
+			matching++
+		} else {
+			other = h
+		}
+	}
+	if existing > 0 && matching == 0 {
+		return rep, fmt.Errorf("the %d existing targets hold a bundle other than the last published one (hash %q, not %q)", existing, other, hash)
+	}
+	var mu sync.Mutex
+	o.parallel(len(d.Namespaces), func(i int) {
+		r := o.createOne(ctx, d, d.Namespaces[i], hash)
+		mu.Lock()
+		rep.Add(r)
+		mu.Unlock()
+	})
+	return rep, nil
+}
+
+// createOne creates the target of d in ns unless an object of its name
+// exists: our target in the cache, a write of ours on its way to the cache,
+// or any object the API server holds (checked live, since the cache only
+// holds ours).
+func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Report {
+	var rep Report
+	what := fmt.Sprintf("%s %s/%s", d.Kind, ns, d.Name)
+	key := client.ObjectKey{Namespace: ns, Name: d.Name}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(d.Kind)))
+	err := o.Cache.Get(ctx, key, m)
+	switch {
+	case err == nil:
+		return rep
+	case !apierrors.IsNotFound(err):
+		rep.fail(what, err)
+		return rep
+	case !o.expectationsMet(d.Kind, ns, d.Name, ""):
+		return rep
+	}
+	err = o.Live.Get(ctx, key, m)
+	switch {
+	case err == nil:
+		return rep
+	case !apierrors.IsNotFound(err):
+		rep.fail(what, err)
+		return rep
+	}
+	return o.apply(ctx, d, ns, hash, what)
 }
 
 // ReleaseAll releases every target of kind that belongs to bundle: when the
@@ -161,6 +239,13 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 		rep.InSync++
 		return rep
 	}
+	return o.apply(ctx, d, ns, hash, what)
+}
+
+// apply writes target d in namespace ns (what names it in failures) and
+// remembers the write until the cache has seen it.
+func (o *Objects) apply(ctx context.Context, d Desired, ns, hash, what string) Report {
+	var rep Report
 	obj := applyObject(d, ns, hash)
 	if err := o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -33,6 +35,9 @@ type Handler struct {
 	Injector *target.Injector
 	// Namespaces lists namespaces (metadata, from the cache).
 	Namespaces client.Reader
+	// Recorder emits an event when targets get the last good bundle while
+	// the sources fail; nil disables it.
+	Recorder events.EventRecorder
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -44,10 +49,11 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	log := logf.FromContext(ctx)
 	now := h.now()
 
-	// 1. Sources: any violation stops here, before a single write.
+	// 1. Sources: any violation stops here. Existing targets are not
+	// touched; targets that do not exist yet get the last good bundle.
 	res, err := h.Sources.Resolve(ctx, tb.Spec.Sources)
 	if err != nil {
-		return sourceFailed(tb, err)
+		return h.sourceFailed(ctx, tb, err, now)
 	}
 	setCondition(tb, TypeSourcesValid, true, ReasonValid, fmt.Sprintf("%d sources valid", len(tb.Spec.Sources)))
 
@@ -71,6 +77,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if err != nil {
 		return fmt.Errorf("render bundle: %w", err)
 	}
+	rec, err := recordFormats(b, td)
+	if err != nil {
+		return fmt.Errorf("record bundle: %w", err)
+	}
 
 	// 4. Record the bundle.
 	if fp := b.Fingerprint(); fp != tb.Status.Fingerprint {
@@ -83,6 +93,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	expiry := metav1.NewTime(b.EarliestExpiry())
 	tb.Status.EarliestExpiry = &expiry
 	tb.Status.Certificates = certs
+	tb.Status.Formats = rec
 
 	// 5. Distribute.
 	rep, err := h.sync(ctx, tb, f)
@@ -149,21 +160,100 @@ func (h *Handler) now() time.Time {
 	return time.Now()
 }
 
-// sourceFailed records a failed source and maps it to the framework's
-// errors: content a user must fix blocks; an API that did not answer retries.
-func sourceFailed(tb *v1alpha1.TrustBundle, err error) error {
+// sourceFailed records a failed source, gives targets that do not exist yet
+// the last good bundle, and maps the failure to the framework's errors:
+// content a user must fix blocks; an API that did not answer retries.
+func (h *Handler) sourceFailed(ctx context.Context, tb *v1alpha1.TrustBundle, err error, now time.Time) error {
 	reason := source.ReasonReadFailed
 	transient := true
 	var se *source.Error
 	if errors.As(err, &se) {
 		reason, transient = se.Reason, se.Transient
 	}
-	msg := fmt.Sprintf("%v; targets keep their last good bundle", err)
+	note, rep := h.fillNew(ctx, tb, now)
+	msg := fmt.Sprintf("%v; %s", err, note)
 	setCondition(tb, TypeSourcesValid, false, reason, msg)
+	if rep.Written > 0 {
+		logf.FromContext(ctx).Info("new targets given the last good bundle while the sources fail",
+			"created", rep.Written, "fingerprint", tb.Status.Fingerprint, "reason", reason)
+		if h.Recorder != nil {
+			h.Recorder.Eventf(tb, nil, corev1.EventTypeNormal, ReasonLastGoodBundle, "CreateTargets",
+				"%d new targets were given the last good bundle %s while the sources fail (%s)",
+				rep.Written, tb.Status.Fingerprint, reason)
+		}
+	}
+	if rep.FailedCount > 0 {
+		// The new targets need a quick retry even when the source needs a fix.
+		return ctrlerrors.WithReason(reason, ctrlerrors.RetryableErrorf("%s; %d new targets failed: %s",
+			msg, rep.FailedCount, strings.Join(rep.Failed, "; ")))
+	}
 	if transient {
 		return ctrlerrors.WithReason(reason, ctrlerrors.RetryableErrorf("%s", msg))
 	}
 	return ctrlerrors.WithReason(reason, ctrlerrors.BlockedErrorf("%s", msg))
+}
+
+// fillNew runs while the sources fail. It never changes an existing target:
+// it only creates the ConfigMap and Secret targets that do not exist yet
+// (namespaces that started matching) and injects into annotated objects
+// whose caBundle fields hold nothing else, giving them the last good bundle
+// rebuilt from the status (see lastGood), never anything derived from the
+// sources. Without a last good bundle it writes nothing. It returns what
+// the conditions tell the user (stable while the failure lasts, so passes
+// do not rewrite the status) and the report of the writes.
+func (h *Handler) fillNew(ctx context.Context, tb *v1alpha1.TrustBundle, now time.Time) (string, target.Report) {
+	var rep target.Report
+	f, err := lastGood(&tb.Status, now)
+	switch {
+	case errors.Is(err, errNeverPublished):
+		return "no bundle was published yet, so no target is written", rep
+	case err != nil:
+		return fmt.Sprintf("targets keep their last good bundle; new targets get none: %v", err), rep
+	}
+	notes := []string{fmt.Sprintf("targets keep their last good bundle %s and new targets get it", tb.Status.Fingerprint)}
+	r, why := h.fillObjects(ctx, tb, f)
+	rep.Add(r)
+	notes = append(notes, why...)
+	rep.Add(h.Injector.Fill(ctx, tb.Name, f.pem))
+	return strings.Join(notes, "; "), rep
+}
+
+// fillObjects creates the ConfigMap and Secret targets of tb that do not
+// exist yet with the formats f, and says why a kind got none.
+func (h *Handler) fillObjects(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats) (target.Report, []string) {
+	var rep target.Report
+	t := tb.Spec.Target
+	if t.ConfigMap == nil && t.Secret == nil {
+		return rep, nil
+	}
+	namespaces, err := selectedNamespaces(ctx, h.Namespaces, t.NamespaceSelector)
+	if err != nil {
+		return rep, []string{fmt.Sprintf("new ConfigMap and Secret targets get none: %v", err)}
+	}
+	var why []string
+	objLabels := targetLabels(ctx, tb)
+	for _, o := range []struct {
+		kind target.Kind
+		spec *v1alpha1.ObjectTarget
+	}{{target.KindConfigMap, t.ConfigMap}, {target.KindSecret, t.Secret}} {
+		if o.spec == nil {
+			continue
+		}
+		data, err := f.data(o.spec.Keys)
+		if err != nil {
+			why = append(why, fmt.Sprintf("new %s targets get none: %v", o.kind, err))
+			continue
+		}
+		r, err := h.Objects.Fill(ctx, target.Desired{
+			Bundle: tb.Name, Kind: o.kind, Name: o.spec.Name,
+			Namespaces: namespaces, Data: data, Labels: objLabels,
+		})
+		rep.Add(r)
+		if err != nil {
+			why = append(why, fmt.Sprintf("new %s targets get none: %v", o.kind, err))
+		}
+	}
+	return rep, why
 }
 
 // targetsResult records the target counts and fails the pass when a target

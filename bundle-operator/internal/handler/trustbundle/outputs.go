@@ -11,9 +11,11 @@ import (
 const defaultPEMKey = "ca.crt"
 
 // formats holds the formats of one bundle, rendered once for all targets.
+// A format that cannot be rendered holds the error a target naming it gets.
 type formats struct {
 	pem       []byte
 	jwks      []byte
+	jwksErr   error
 	spiffe    []byte
 	spiffeErr error
 }
@@ -52,6 +54,9 @@ func (f *formats) data(keys v1alpha1.Keys) (map[string][]byte, error) {
 		n++
 	}
 	if keys.JWKS != "" {
+		if f.jwksErr != nil {
+			return nil, f.jwksErr
+		}
 		out[keys.JWKS] = f.jwks
 		n++
 	}

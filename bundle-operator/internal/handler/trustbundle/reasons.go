@@ -24,3 +24,11 @@ const (
 	// ReasonInvalidSelector: spec.target.namespaceSelector does not parse.
 	ReasonInvalidSelector = "InvalidNamespaceSelector"
 )
+
+// Event reasons of the handler.
+const (
+	// ReasonLastGoodBundle: while the sources fail, targets that did not
+	// exist yet were created with the last good bundle (the one the existing
+	// targets hold). The conditions keep the source's reason.
+	ReasonLastGoodBundle = "LastGoodBundle"
+)

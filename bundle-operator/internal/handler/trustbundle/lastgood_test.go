@@ -1,0 +1,209 @@
+package trustbundle
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
+	"github.com/trustplane/trustplane/bundle-operator/internal/target"
+	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+)
+
+// allKeys names every format, as a target that wants them all does.
+var allKeys = v1alpha1.Keys{PEM: "ca.crt", SPIFFE: "bundle.spiffe", JWKS: "jwks.json"}
+
+// publishedStatus records b the way CreateOrUpdate does and returns the
+// status as the API server hands it back (a JSON round trip), with the data
+// a target of allKeys was written with.
+func publishedStatus(t *testing.T, b *bundle.Bundle, trustDomain string) (*v1alpha1.TrustBundleStatus, map[string][]byte) {
+	t.Helper()
+	f, err := newFormats(b, trustDomain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := f.data(allKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recordFormats(b, trustDomain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := v1alpha1.TrustBundleStatus{Fingerprint: b.Fingerprint(), Certificates: published(b, nil), Formats: rec}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out v1alpha1.TrustBundleStatus
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out, data
+}
+
+func jwtAuthorities(t *testing.T) []bundle.JWTAuthority {
+	t.Helper()
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []bundle.JWTAuthority{{KeyID: "rsa", PublicKey: &rs.PublicKey}, {KeyID: "ec", PublicKey: &ec.PublicKey}, {KeyID: "ed", PublicKey: ed}}
+}
+
+// TestLastGoodRebuildsThePublishedBytes proves that the status alone
+// rebuilds every format byte for byte, JWT authorities of each key type and
+// the trust domain included, so a target created from it carries the same
+// hash as the targets written when the bundle was published. (The SPIFFE
+// document does not name its trust domain, but cannot be rendered without
+// one: spec.trustDomain may be empty and SPIRE down.)
+func TestLastGoodRebuildsThePublishedBytes(t *testing.T) {
+	a, b := testpki.ValidCA("a"), testpki.ValidCA("b")
+	published := bundle.New([]*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t))
+	st, want := publishedStatus(t, published, "example.org")
+
+	f, err := lastGood(st, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.data(allKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range want {
+		if !bytes.Equal(got[k], want[k]) {
+			t.Errorf("%s rebuilt as\n%s\nwant\n%s", k, got[k], want[k])
+		}
+	}
+	if target.Hash(got) != target.Hash(want) {
+		t.Error("the rebuilt target hash differs from the published one")
+	}
+	for _, k := range []string{"jwks.json", "bundle.spiffe"} {
+		if n := bytes.Count(got[k], []byte(`"kid":`)); n != 3 {
+			t.Errorf("%s holds %d JWT authorities, want 3: %s", k, n, got[k])
+		}
+	}
+}
+
+// TestLastGoodRefusesWhatWasNotPublished proves that a status that does not
+// describe one valid published bundle gives nothing: nothing published, a
+// certificate that breaks the parsing rules, one that is not the recorded
+// one, a set of certificates that is not the published fingerprint (added
+// or lost), no CA valid any more, or an unreadable JWT authority.
+func TestLastGoodRefusesWhatWasNotPublished(t *testing.T) {
+	a, b, extra := testpki.ValidCA("a"), testpki.ValidCA("b"), testpki.ValidCA("extra")
+	good, _ := publishedStatus(t, bundle.New([]*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t)), "example.org")
+	expired := testpki.ExpiredCA("expired")
+	expiredStatus, _ := publishedStatus(t, bundle.New([]*x509.Certificate{expired.Cert}, nil), "example.org")
+
+	cases := []struct {
+		name   string
+		status func() *v1alpha1.TrustBundleStatus
+		want   string
+	}{
+		{"never published", func() *v1alpha1.TrustBundleStatus { return &v1alpha1.TrustBundleStatus{} }, errNeverPublished.Error()},
+		{"a private key with a certificate", func() *v1alpha1.TrustBundleStatus {
+			st := good.DeepCopy()
+			st.Certificates[0].PEM += a.KeyPEM()
+			return st
+		}, bundle.ReasonPrivateKey},
+		{"two certificates in one entry", func() *v1alpha1.TrustBundleStatus {
+			st := good.DeepCopy()
+			st.Certificates[0].PEM += extra.PEM()
+			return st
+		}, "holds 2 certificates"},
+		{"a certificate that is not the recorded one", func() *v1alpha1.TrustBundleStatus {
+			st := good.DeepCopy()
+			st.Certificates[0].PEM = extra.PEM()
+			return st
+		}, "SHA-256"},
+		{"a certificate added to the published ones", func() *v1alpha1.TrustBundleStatus {
+			st := good.DeepCopy()
+			st.Certificates = append(st.Certificates, published(bundle.New([]*x509.Certificate{extra.Cert}, nil), nil)...)
+			return st
+		}, "status.fingerprint is"},
+		{"a certificate lost", func() *v1alpha1.TrustBundleStatus {
+			st := good.DeepCopy()
+			st.Certificates = st.Certificates[1:]
+			return st
+		}, "status.fingerprint is"},
+		{"no CA valid now", func() *v1alpha1.TrustBundleStatus { return expiredStatus.DeepCopy() }, bundle.ReasonNoValidCA},
+		{"an unreadable JWT authority", func() *v1alpha1.TrustBundleStatus {
+			st := good.DeepCopy()
+			st.Formats.JWTAuthorities[0].PublicKey = []byte("not a key")
+			return st
+		}, "jwtAuthorities[0]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := lastGood(tc.status(), time.Now())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("lastGood() = %v, %v; want an error containing %q", f, err, tc.want)
+			}
+		})
+	}
+	if _, err := lastGood(&v1alpha1.TrustBundleStatus{}, time.Now()); !errors.Is(err, errNeverPublished) {
+		t.Errorf("an empty status gives %v, want errNeverPublished", err)
+	}
+}
+
+// TestLastGoodWithoutRecordedFormats proves that a status written before
+// status.formats existed still rebuilds the PEM format, which the
+// certificates alone determine, and refuses the formats it cannot rebuild
+// exactly instead of rendering them without JWT authorities.
+func TestLastGoodWithoutRecordedFormats(t *testing.T) {
+	a := testpki.ValidCA("a")
+	st, want := publishedStatus(t, bundle.New([]*x509.Certificate{a.Cert}, jwtAuthorities(t)), "example.org")
+	st.Formats = nil
+
+	f, err := lastGood(st, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.data(v1alpha1.Keys{PEM: "ca.crt"})
+	if err != nil || !bytes.Equal(got["ca.crt"], want["ca.crt"]) {
+		t.Fatalf("PEM rebuilt as %q, %v; want %q", got["ca.crt"], err, want["ca.crt"])
+	}
+	for _, keys := range []v1alpha1.Keys{{JWKS: "jwks.json"}, {SPIFFE: "bundle.spiffe"}} {
+		if _, err := f.data(keys); !errors.Is(err, errFormatsNotRecorded) {
+			t.Errorf("keys %+v: %v, want errFormatsNotRecorded", keys, err)
+		}
+	}
+}
+
+// TestRecordFormatsIsStable proves that recording the same bundle twice
+// gives the same status, so an unchanged pass does not write the status.
+func TestRecordFormatsIsStable(t *testing.T) {
+	b := bundle.New([]*x509.Certificate{testpki.ValidCA("a").Cert}, jwtAuthorities(t))
+	x, err := recordFormats(b, "example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := recordFormats(bundle.New(b.X509(), b.JWTAuthorities()), "example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx, _ := json.Marshal(x)
+	ry, _ := json.Marshal(y)
+	if !bytes.Equal(rx, ry) {
+		t.Errorf("recorded\n%s\nthen\n%s", rx, ry)
+	}
+}

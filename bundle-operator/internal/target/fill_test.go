@@ -1,0 +1,116 @@
+package target
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// TestFillCreatesOnlyWhereNoObjectExists proves Fill's two guards: it
+// applies only in namespaces where neither the cache (our targets) nor the
+// API server (any object of that name) holds the target, and it creates
+// nothing when the existing targets do not carry the hash of what it was
+// given, since that would not be what they hold.
+func TestFillCreatesOnlyWhereNoObjectExists(t *testing.T) {
+	d := Desired{Bundle: "b", Kind: KindConfigMap, Name: "ca", Namespaces: []string{"ours", "foreign", "new"},
+		Data: map[string][]byte{"ca.crt": []byte("pem")}, Labels: map[string]string{LabelTrustBundle: "b"}}
+	target := func(hash string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ours", Name: "ca",
+			Labels: map[string]string{LabelTrustBundle: "b"}, Annotations: map[string]string{AnnotationHash: hash}}}
+	}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "foreign", Name: "ca"}}
+
+	for _, tc := range []struct {
+		name        string
+		existing    string
+		wantApplied []string
+		wantErr     string
+	}{
+		{"existing targets hold the same bundle", Hash(d.Data), []string{"new"}, ""},
+		{"existing targets hold another bundle", "other", nil, "hold a bundle other than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ours := target(tc.existing)
+			var (
+				mu      sync.Mutex
+				applied []string
+			)
+			writer := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
+				Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+					mu.Lock()
+					defer mu.Unlock()
+					applied = append(applied, obj.(interface{ GetNamespace() string }).GetNamespace())
+					return nil
+				},
+			}).Build()
+			o := &Objects{
+				Cache:  fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(ours).Build(),
+				Live:   fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(ours.DeepCopy(), foreign).Build(),
+				Client: writer,
+			}
+			rep, err := o.Fill(context.Background(), d)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Fill() error = %v, want %q", err, tc.wantErr)
+			}
+			if !slices.Equal(applied, tc.wantApplied) || rep.Written != len(tc.wantApplied) || rep.FailedCount != 0 {
+				t.Errorf("applied in %v (report %+v), want %v", applied, rep, tc.wantApplied)
+			}
+		})
+	}
+}
+
+// TestInjectionFillDecision proves which annotated objects Fill writes: only
+// those whose caBundle fields are all empty or already hold the bundle, never
+// one holding any other caBundle.
+func TestInjectionFillDecision(t *testing.T) {
+	const want, other = "V0FOVA==", "T1RIRVI="
+	webhooks := func(values ...string) *unstructured.Unstructured {
+		var hooks []any
+		for i, v := range values {
+			cc := map[string]any{"url": "https://x.invalid"}
+			if v != "" {
+				cc["caBundle"] = v
+			}
+			hooks = append(hooks, map[string]any{"name": string(rune('a'+i)) + ".example.com", "clientConfig": cc})
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"webhooks": hooks}}
+		u.SetGroupVersionKind(ValidatingWebhookConfigurationGVK)
+		u.SetName("w")
+		return u
+	}
+	for _, tc := range []struct {
+		name           string
+		values         []string
+		inSync, filled bool
+	}{
+		{"never injected", []string{"", ""}, false, true},
+		{"a webhook added next to one holding the bundle", []string{want, ""}, false, true},
+		{"already holding the bundle", []string{want, want}, true, true},
+		{"holding another caBundle", []string{other, ""}, false, false},
+		{"partly holding another caBundle", []string{want, other}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, current, err := injection(ValidatingWebhookConfigurationGVK, webhooks(tc.values...), want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := holdsOnly(current, want); got != tc.inSync {
+				t.Errorf("in sync = %v, want %v (current %q)", got, tc.inSync, current)
+			}
+			if got := holdsOnly(current, "", want); got != tc.filled {
+				t.Errorf("fillable = %v, want %v (current %q)", got, tc.filled, current)
+			}
+		})
+	}
+}
