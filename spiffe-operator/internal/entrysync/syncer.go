@@ -209,6 +209,20 @@ func (s *Syncer) parentsOf(owner Owner) []spiffeid.ID {
 	return out
 }
 
+// ParseParents parses the parent IDs an object's status recorded from
+// Outcome.Parents (and any extra ones, such as the spec's), for Sync's also
+// and Release. Unparsable values are skipped: the
+// operator wrote them, and a hand-edited status must not block deletion.
+func ParseParents(recorded []string, extra ...string) []spiffeid.ID {
+	out := make([]spiffeid.ID, 0, len(recorded)+len(extra))
+	for _, s := range append(slices.Clip(recorded), extra...) {
+		if id, err := spiffeid.FromString(s); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // heldParents returns, sorted, the parents under which owner holds entries
 // after a pass that read the parents in considered. After a failed pass it
 // keeps all of considered: what SPIRE holds there is not known for sure.
@@ -352,24 +366,13 @@ func (s *Syncer) planEntry(p *plan, owner Owner, tag string, mark uint64, e *ent
 	}
 	// Fast path: the view holds our entry under this key.
 	if id, ok := v.byKey[k]; ok && s.opts.IDs.IsEntryIDFor(id, tag, e) {
-		have := v.ours[id]
-		have.mark = mark
-		if m := entries.UpdateMask(e, &have.entry); m != nil {
-			p.updates = append(p.updates, update{entry: e, id: id, mask: m})
-		} else {
-			out.Registered[k] = id
-		}
+		keep(p, out, v.ours[id], id, e, k, mark)
 		return
 	}
 	myID := s.opts.IDs.EntryIDFor(tag, e)
 	if have, ok := v.ours[myID]; ok {
 		// Our entry, edited by hand into another key: restore it.
-		have.mark = mark
-		if m := entries.UpdateMask(e, &have.entry); m != nil {
-			p.updates = append(p.updates, update{entry: e, id: myID, mask: m})
-		} else {
-			out.Registered[k] = myID
-		}
+		keep(p, out, have, myID, e, k, mark)
 		return
 	}
 	if id, ok := v.byKey[k]; ok && id != myID {
@@ -377,6 +380,17 @@ func (s *Syncer) planEntry(p *plan, owner Owner, tag string, mark uint64, e *ent
 		p.takeovers = append(p.takeovers, deletion{parent: e.ParentID.String(), id: id})
 	}
 	p.creates = append(p.creates, e)
+}
+
+// keep marks our entry have (ID id) as kept by the plan numbered mark and
+// plans an update when it differs from e (key k); otherwise e is registered.
+func keep(p *plan, out *Outcome, have *ours, id string, e *entries.Entry, k entries.Key, mark uint64) {
+	have.mark = mark
+	if m := entries.UpdateMask(e, &have.entry); m != nil {
+		p.updates = append(p.updates, update{entry: e, id: id, mask: m})
+		return
+	}
+	out.Registered[k] = id
 }
 
 func compare(a, b string) int {

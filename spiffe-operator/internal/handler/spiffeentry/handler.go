@@ -137,7 +137,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 		return ctrlerrors.WithReason(fe.reason, ctrlerrors.BlockedErrorf("%w", fe))
 	}
 	owner := OwnerOf(obj)
-	out, err := h.Syncer.Sync(ctx, owner, []*entries.Entry{&e}, spifferegistration.RecordedParents(obj.Status.ParentIDs))
+	out, err := h.Syncer.Sync(ctx, owner, []*entries.Entry{&e}, entrysync.ParseParents(obj.Status.ParentIDs))
 	obj.Status.ParentIDs = out.Parents
 	if err != nil {
 		return spifferegistration.SpireError(err)
@@ -168,7 +168,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 // every parent its status recorded.
 func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeEntry) error {
 	owner := OwnerOf(obj)
-	parents := spifferegistration.RecordedParents(obj.Status.ParentIDs, obj.Spec.ParentID)
+	parents := entrysync.ParseParents(obj.Status.ParentIDs, obj.Spec.ParentID)
 	if err := h.Syncer.Release(ctx, owner, parents); err != nil {
 		return spifferegistration.SpireError(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,7 +106,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	want := merge(rendered)
 
 	owner := OwnerOf(obj)
-	out, syncErr := h.Syncer.Sync(ctx, owner, want, RecordedParents(obj.Status.ParentIDs))
+	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
 	obj.Status.ParentIDs = out.Parents
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
@@ -167,26 +166,13 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 // and under every parent its status recorded.
 func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeRegistration) error {
 	owner := OwnerOf(obj)
-	if err := h.Syncer.Release(ctx, owner, RecordedParents(obj.Status.ParentIDs, obj.Spec.ParentID)); err != nil {
+	if err := h.Syncer.Release(ctx, owner, entrysync.ParseParents(obj.Status.ParentIDs, obj.Spec.ParentID)); err != nil {
 		return SpireError(err)
 	}
 	h.Metrics.Forget(owner)
 	h.memo.forget(obj.UID)
 	h.Dirty.forget(obj.Name)
 	return nil
-}
-
-// RecordedParents parses the parent IDs an object's status recorded (and
-// any extra ones, such as the spec's). Unparsable values are skipped: the
-// operator wrote them, and a hand-edited status must not block deletion.
-func RecordedParents(recorded []string, extra ...string) []spiffeid.ID {
-	out := make([]spiffeid.ID, 0, len(recorded)+len(extra))
-	for _, s := range append(slices.Clip(recorded), extra...) {
-		if id, err := spiffeid.FromString(s); err == nil {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 func (h *Handler) now() time.Time {
