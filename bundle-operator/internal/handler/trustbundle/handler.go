@@ -115,10 +115,7 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 		}
 	}
 	objLabels := targetLabels(ctx, tb)
-	for _, o := range []struct {
-		kind target.Kind
-		spec *v1alpha1.ObjectTarget
-	}{{target.KindConfigMap, t.ConfigMap}, {target.KindSecret, t.Secret}} {
+	for _, o := range objectTargets(&t) {
 		if o.spec == nil {
 			rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
 			continue
@@ -232,10 +229,7 @@ func (h *Handler) fillObjects(ctx context.Context, tb *v1alpha1.TrustBundle, f *
 	}
 	var why []string
 	objLabels := targetLabels(ctx, tb)
-	for _, o := range []struct {
-		kind target.Kind
-		spec *v1alpha1.ObjectTarget
-	}{{target.KindConfigMap, t.ConfigMap}, {target.KindSecret, t.Secret}} {
+	for _, o := range objectTargets(&t) {
 		if o.spec == nil {
 			continue
 		}
@@ -296,4 +290,16 @@ func setCondition(tb *v1alpha1.TrustBundle, t string, ok bool, reason, msg strin
 	meta.SetStatusCondition(&tb.Status.Conditions, metav1.Condition{
 		Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: tb.Generation,
 	})
+}
+
+// objectTarget is one per-namespace target kind of a TrustBundle and its
+// spec (nil when the TrustBundle does not ask for that kind).
+type objectTarget struct {
+	kind target.Kind
+	spec *v1alpha1.ObjectTarget
+}
+
+// objectTargets lists the per-namespace target kinds of t, ConfigMap first.
+func objectTargets(t *v1alpha1.Target) []objectTarget {
+	return []objectTarget{{target.KindConfigMap, t.ConfigMap}, {target.KindSecret, t.Secret}}
 }
