@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 )
 
 func sample() Entry {
@@ -54,7 +55,7 @@ func TestUpdateMaskNamesOnlyChangedFields(t *testing.T) {
 }
 
 func TestIDSchemeOwnership(t *testing.T) {
-	s := IDScheme{Prefix: DefaultIDPrefix}
+	s := IDScheme{Prefix: ClusterPrefix("8e41c2d0-9f3b-4c5d-a6e7-0123456789ab")}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -93,4 +94,92 @@ func TestClusterPrefix(t *testing.T) {
 	if tag, ok := b.Owner(theirs); !ok || tag != "0f1e2d3c4b5a" {
 		t.Errorf("Owner(%q) = %q, %v", theirs, tag, ok)
 	}
+}
+
+func TestNestedPrefixesNeverClaimEachOthersEntries(t *testing.T) {
+	prefixes := []string{
+		"trustplane.", "trustplane.8e41c2d0.", "trustplane.77aa0011.", "team.", "team.prod.", "team.prod.eu.",
+		"team.0f1e2d3c4b5a.", "a.",
+	}
+	e := sample()
+	for _, q := range prefixes {
+		for _, tag := range []string{"0f1e2d3c4b5a", OwnerTag("not-a-uuid")} {
+			id := IDScheme{Prefix: q}.EntryID(tag, e.Key())
+			for _, p := range prefixes {
+				got, ok := IDScheme{Prefix: p}.Owner(id)
+				if want := p == q; ok != want || (ok && got != tag) {
+					t.Errorf("prefix %q reads %q (written under %q) as owner %q, %v; want ours=%v", p, id, q, got, ok, want)
+				}
+			}
+		}
+	}
+}
+
+func TestOwnerRefusesAnythingButTheExactShape(t *testing.T) {
+	s := IDScheme{Prefix: "team."}
+	for _, id := range []string{
+		"team.0f1e2d3c4b5a.0123456789abcdef0123",       // ours
+		"team.0f1e2d3c4b5a.0123456789abcdef012",        // hash too short
+		"team.0f1e2d3c4b5a.0123456789abcdef01234",      // hash too long
+		"team.0F1E2D3C4B5A.0123456789abcdef0123",       // upper case
+		"team.prod.0123456789abcdef0123",               // tag not hex
+		"team.x.0f1e2d3c4b5a.0123456789abcdef0123",     // nested prefix
+		"team.0f1e2d3c4b5a0123456789abcdef01234",       // no dot
+		"team.0f1e2d3c4b5a.0123456789abcdef0123.extra", // trailing segment
+		"team.0f1e2d3c4b5a.0123456789abcdef0g23",       // not hex
+		"5a1b2c3d-manual",                              // hand-made
+	} {
+		_, ok := s.Owner(id)
+		if want := id == "team.0f1e2d3c4b5a.0123456789abcdef0123"; ok != want {
+			t.Errorf("Owner(%q) = %v, want %v", id, ok, want)
+		}
+	}
+}
+
+func TestValidateRefusesPrefixesThatStartAnotherInstances(t *testing.T) {
+	for p, ok := range map[string]bool{
+		"trustplane.":          false, // starts every cluster's default
+		"team.0f1e2d3c4b5a.":   false, // ends in an owner tag's shape
+		"trustplane.8e41c2d0.": true,
+		"team.":                true,
+		"team.prod.":           true,
+		"team.0f1e2d3c4b5.":    true, // 11 digits: not a tag
+		"no-dot":               false,
+		"":                     false,
+		"sp ace.":              false,
+	} {
+		if err := (IDScheme{Prefix: p}).Validate(); (err == nil) != ok {
+			t.Errorf("Validate(%q) = %v, want ok=%v", p, err, ok)
+		}
+	}
+}
+
+func TestOwnerTagAlwaysHasTheParsedShape(t *testing.T) {
+	for _, uid := range []k8stypes.UID{"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "a-0000-0000", "", "UPPER-CASE-UID-0000000000"} {
+		if tag := OwnerTag(uid); !isHex(tag, tagLen) {
+			t.Errorf("OwnerTag(%q) = %q, not %d hex digits", uid, tag, tagLen)
+		}
+	}
+}
+
+// FuzzOwnerParsesOnlyItsOwnPrefix: an ID written under one valid prefix is
+// never read as owned under another valid prefix, and always under its own.
+func FuzzOwnerParsesOnlyItsOwnPrefix(f *testing.F) {
+	f.Add("trustplane.8e41c2d0.", "team.", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+	f.Add("team.", "team.prod.", "x")
+	f.Fuzz(func(t *testing.T, a, b, uid string) {
+		sa, sb := IDScheme{Prefix: a}, IDScheme{Prefix: b}
+		if sa.Validate() != nil || sb.Validate() != nil {
+			return
+		}
+		e := sample()
+		tag := OwnerTag(k8stypes.UID(uid))
+		id := sb.EntryID(tag, e.Key())
+		if got, ok := sb.Owner(id); !ok || got != tag {
+			t.Fatalf("%q does not read its own ID %q: %q, %v", b, id, got, ok)
+		}
+		if _, ok := sa.Owner(id); ok && a != b {
+			t.Fatalf("%q reads %q, written under %q, as its own", a, id, b)
+		}
+	})
 }

@@ -1,6 +1,8 @@
 package entries
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -32,7 +34,13 @@ type IDScheme struct {
 }
 
 // Validate checks that the prefix only uses the characters SPIRE accepts
-// in entry IDs and ends with a dot.
+// in entry IDs and ends with a dot, and refuses a prefix that could claim
+// the entries of another instance: DefaultIDPrefix alone (every cluster's
+// default prefix starts with it), or a prefix whose last segment has the
+// shape of an owner tag (it would start the IDs another instance writes
+// under a shorter prefix). IDs are parsed strictly (see Owner), so no entry
+// ID ever parses under two prefixes; this check also protects instances
+// that read IDs less strictly.
 func (s IDScheme) Validate() error {
 	if s.Prefix == "" || !strings.HasSuffix(s.Prefix, ".") {
 		return fmt.Errorf("entry ID prefix %q must be non-empty and end with '.'", s.Prefix)
@@ -45,16 +53,49 @@ func (s IDScheme) Validate() error {
 	if len(s.Prefix) > 64 {
 		return fmt.Errorf("entry ID prefix %q is longer than 64 characters", s.Prefix)
 	}
+	if s.Prefix == DefaultIDPrefix {
+		return fmt.Errorf("entry ID prefix %q starts the default prefix of every cluster (%s<cluster tag>.); "+
+			"leave the prefix unset for the default, or choose one that does not start another instance's", s.Prefix, DefaultIDPrefix)
+	}
+	segs := strings.Split(strings.TrimSuffix(s.Prefix, "."), ".")
+	if last := segs[len(segs)-1]; isHex(last, tagLen) {
+		return fmt.Errorf("entry ID prefix %q ends in %q, which has the shape of an owner tag, so it starts IDs "+
+			"another instance writes under %q; choose another last segment", s.Prefix, last, strings.TrimSuffix(s.Prefix, last+"."))
+	}
 	return nil
 }
 
-// OwnerTag is the short form of an owner's UID used in entry IDs.
+// tagLen and hashLen are the lengths of the owner tag and the key hash in
+// entry IDs (hex digits).
+const (
+	tagLen  = 12
+	hashLen = 20
+)
+
+// isHex reports whether s is exactly n lower-case hex digits.
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// OwnerTag is the short form of an owner's UID used in entry IDs: its first
+// 12 hex digits. A UID that is not a UUID (Kubernetes only issues UUIDs)
+// gets the first 12 hex digits of its SHA-256 instead, so a tag always has
+// the shape Owner parses.
 func OwnerTag(uid k8stypes.UID) string {
 	t := strings.ReplaceAll(string(uid), "-", "")
-	if len(t) > 12 {
-		t = t[:12]
+	if len(t) >= tagLen && isHex(t[:tagLen], tagLen) {
+		return t[:tagLen]
 	}
-	return t
+	sum := sha256.Sum256([]byte(uid))
+	return hex.EncodeToString(sum[:])[:tagLen]
 }
 
 // EntryID returns the ID of the entry with key k owned by the owner with tag.
@@ -83,12 +124,20 @@ func (s IDScheme) IsEntryIDFor(id, tag string, e *Entry) bool {
 }
 
 // Owner returns the owner tag of an entry ID, and false when the entry was
-// not created by this operator.
+// not created by this operator. The ID must have exactly the shape EntryID
+// writes: the prefix, an owner tag of 12 hex digits, a dot and a key hash of
+// 20 hex digits, and nothing else. The tag and hash have fixed lengths, so
+// the prefix of an ID is determined by the ID alone: an instance whose
+// prefix is a prefix of another's (trustplane. and trustplane.8e41c2d0.)
+// never takes the other's entries for its own.
 func (s IDScheme) Owner(entryID string) (string, bool) {
 	rest, ok := strings.CutPrefix(entryID, s.Prefix)
-	if !ok {
+	if !ok || len(rest) != tagLen+1+hashLen || rest[tagLen] != '.' {
 		return "", false
 	}
-	tag, _, ok := strings.Cut(rest, ".")
-	return tag, ok && tag != ""
+	tag, hash := rest[:tagLen], rest[tagLen+1:]
+	if !isHex(tag, tagLen) || !isHex(hash, hashLen) {
+		return "", false
+	}
+	return tag, true
 }
