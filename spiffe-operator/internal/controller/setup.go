@@ -6,15 +6,13 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
@@ -23,6 +21,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
@@ -31,6 +30,7 @@ import (
 // +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/finalizers;spiffeentries/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -40,10 +40,14 @@ const (
 	EntryControllerName        = "spiffeentry"
 )
 
-// CacheOptions returns the cache options that keep workloads and namespaces
-// trimmed to what the handlers read (no pod templates in memory).
+// CacheOptions returns the cache options that keep workloads, namespaces
+// and pods trimmed to what the handlers read (no pod templates or pod specs
+// in memory).
 func CacheOptions() cache.Options {
-	by := map[client.Object]cache.ByObject{&corev1.Namespace{}: {Transform: workload.Transform}}
+	by := map[client.Object]cache.ByObject{
+		&corev1.Namespace{}: {Transform: workload.Transform},
+		&corev1.Pod{}:       {Transform: pods.Transform},
+	}
 	for _, obj := range workload.Objects() {
 		by[obj] = cache.ByObject{Transform: workload.Transform}
 	}
@@ -76,22 +80,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
 		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics,
 	})
-	c := mgr.GetClient()
-	toPolicies := func(kind v1alpha1.WorkloadKind) handler.EventHandler {
-		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
-			reqs := policiesFor(ctx, c, kind)
-			// Record the change before the requests are queued, so the
-			// pass they start sees it.
-			for _, r := range reqs {
-				if kind == "" {
-					o.Dirty.All(r.Name)
-				} else {
-					o.Dirty.Workload(r.Name, kind, obj.GetNamespace(), obj.GetName())
-				}
-			}
-			return reqs
-		})
-	}
+	events := &policyEvents{reader: mgr.GetClient(), dirty: o.Dirty, notifier: o.Notifier}
 	workloadChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return workload.Changed(e.ObjectOld, e.ObjectNew) }}
 	nsChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !equalLabels(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
@@ -100,14 +89,18 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	err := controller.SetupWithManager(mgr, regCtrl, func() *v1alpha1.SpiffeRegistration { return &v1alpha1.SpiffeRegistration{} },
 		func(b *builder.Builder) *builder.Builder {
 			for kind, obj := range workload.Objects() {
-				b = b.Watches(obj, toPolicies(kind), builder.WithPredicates(workloadChanged))
+				b = b.Watches(obj, events.forWorkloads(kind), builder.WithPredicates(workloadChanged))
 			}
-			return b.Watches(&corev1.Namespace{}, toPolicies(""), builder.WithPredicates(nsChanged)).
+			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(nsChanged)).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
 		})
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", RegistrationControllerName, err)
+	}
+
+	if err := watchPods(mgr, o.Syncer); err != nil {
+		return err
 	}
 
 	entryHandler := &spiffeentry.Handler{Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
@@ -120,6 +113,45 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		})
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", EntryControllerName, err)
+	}
+	return nil
+}
+
+// IndexPods registers the pod index the Syncer's Options.Pods (pods.Labels
+// on the cache) reads; call it before the manager starts.
+func IndexPods(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, pods.ServiceAccountIndex, pods.IndexServiceAccount); err != nil {
+		return fmt.Errorf("index pods by service account: %w", err)
+	}
+	return nil
+}
+
+// watchPods tells the Syncer when a pod may no longer need an entry it
+// keeps: the pod is deleted, relabelled or has finished.
+func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			o, okO := oldObj.(*corev1.Pod)
+			n, okN := newObj.(*corev1.Pod)
+			if okO && okN && (!equalLabels(o.Labels, n.Labels) || pods.Running(o) != pods.Running(n)) {
+				s.PodsChanged(n.Namespace)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				s.PodsChanged(p.Namespace)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch pods: %w", err)
 	}
 	return nil
 }
@@ -141,27 +173,6 @@ func ignoreOwnStatusUpdates() predicate.Predicate {
 			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
 			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 	}}
-}
-
-// policiesFor returns the policies a change of a workload of kind (or of a
-// namespace, when kind is empty) may concern.
-func policiesFor(ctx context.Context, c client.Reader, kind v1alpha1.WorkloadKind) []reconcile.Request {
-	var l v1alpha1.SpiffeRegistrationList
-	if err := c.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(l.Items))
-	for i := range l.Items {
-		p := &l.Items[i]
-		kinds := p.Spec.WorkloadKinds
-		if len(kinds) == 0 {
-			kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
-		}
-		if kind == "" || slices.Contains(kinds, kind) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-		}
-	}
-	return out
 }
 
 func equalLabels(a, b map[string]string) bool {

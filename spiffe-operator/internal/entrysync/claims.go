@@ -41,10 +41,23 @@ func (o Owner) olderThan(p Owner) bool {
 type claims struct {
 	byKey   map[entries.Key][]Owner
 	byOwner map[k8stypes.UID]map[entries.Key]struct{}
+	// byTag holds every owner that has claims, by the tag of its entry IDs.
+	byTag map[string]Owner
 }
 
 func newClaims() *claims {
-	return &claims{byKey: map[entries.Key][]Owner{}, byOwner: map[k8stypes.UID]map[entries.Key]struct{}{}}
+	return &claims{byKey: map[entries.Key][]Owner{}, byOwner: map[k8stypes.UID]map[entries.Key]struct{}{}, byTag: map[string]Owner{}}
+}
+
+// known returns the owner with the given tag when it has had a pass in this
+// process (it has claims, possibly none), and whether it claims k.
+func (c *claims) known(tag string, k entries.Key) (o Owner, ok, claimsK bool) {
+	o, ok = c.byTag[tag]
+	if !ok {
+		return Owner{}, false, false
+	}
+	_, claimsK = c.byOwner[o.UID][k]
+	return o, true, claimsK
 }
 
 func winner(cs []Owner) Owner {
@@ -60,8 +73,8 @@ func winner(cs []Owner) Owner {
 // set replaces the keys o claims and returns the other owners whose winner
 // changed (they must reconcile again). An unchanged set costs no allocation.
 func (c *claims) set(o Owner, keys []entries.Key) []Owner {
-	old := c.byOwner[o.UID]
-	if len(old) == len(keys) {
+	old, had := c.byOwner[o.UID]
+	if had && len(old) == len(keys) {
 		same := true
 		for _, k := range keys {
 			if _, ok := old[k]; !ok {
@@ -89,6 +102,7 @@ func (c *claims) set(o Owner, keys []entries.Key) []Owner {
 		}
 	}
 	c.byOwner[o.UID] = want
+	c.byTag[o.Tag()] = o
 	return flatten(notify, o)
 }
 
@@ -100,6 +114,7 @@ func (c *claims) change(o Owner, add, drop []entries.Key) []Owner {
 	if mine == nil {
 		mine = map[entries.Key]struct{}{}
 		c.byOwner[o.UID] = mine
+		c.byTag[o.Tag()] = o
 	}
 	notify := map[k8stypes.UID]Owner{}
 	for _, k := range drop {
@@ -133,6 +148,7 @@ func (c *claims) release(o Owner) []Owner {
 		c.drop(o, k, notify)
 	}
 	delete(c.byOwner, o.UID)
+	delete(c.byTag, o.Tag())
 	return flatten(notify, o)
 }
 

@@ -54,7 +54,15 @@ func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entri
 	s.plans++
 	mark := s.plans
 	for i, e := range want {
-		s.planEntry(p, owner, tag, mark, e, addKeys[i], &out)
+		s.planEntry(ctx, p, owner, tag, mark, e, addKeys[i], &out)
+	}
+	r := &retainer{s: s, ctx: ctx, owner: owner, p: p}
+	stale := func(parent, id string, o *ours) {
+		if r.keep(id, o) {
+			out.Retained++
+			return
+		}
+		p.stale = append(p.stale, deletion{parent: parent, id: id})
 	}
 	for i, e := range gone {
 		v := s.views[e.ParentID.String()]
@@ -62,14 +70,14 @@ func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entri
 		seen := ""
 		if id, ok := v.byKey[dropKeys[i]]; ok {
 			if o := v.ours[id]; o != nil && o.owner == tag && o.mark != mark {
-				p.stale = append(p.stale, deletion{parent: parent, id: id})
+				stale(parent, id, o)
 				seen = id
 			}
 		}
 		// Our entry of this key, edited by hand into another key.
 		if id := s.opts.IDs.EntryIDFor(tag, e); id != seen {
 			if o := v.ours[id]; o != nil && o.owner == tag && o.mark != mark {
-				p.stale = append(p.stale, deletion{parent: parent, id: id})
+				stale(parent, id, o)
 			}
 		}
 	}

@@ -21,6 +21,17 @@ import (
 // between the read and the write); the view is re-read on the next pass.
 var ErrStale = errors.New("SPIRE changed during the pass")
 
+// ErrTransient reports that SPIRE failed some entries of a batch for a
+// cause that may pass (Internal, Unavailable, Aborted, DeadlineExceeded);
+// the view is re-read and the pass retried with backoff.
+var ErrTransient = errors.New("SPIRE failed entries for a transient cause")
+
+// ReasonEntryIDNotKept is the Failed.Reason of an entry SPIRE created under
+// another ID than the one asked for (custom entry IDs need SPIRE 1.8 or
+// later). The operator deletes such an entry at once, since it could not
+// recognise it later.
+const ReasonEntryIDNotKept = "EntryIDNotKept"
+
 // Options configure a Syncer.
 type Options struct {
 	// IDs makes and reads the IDs of the operator's entries.
@@ -35,6 +46,14 @@ type Options struct {
 	// other owners (an object removed while the operator was down) are
 	// deleted after each read of SPIRE. Nil disables this collection.
 	Alive func(ctx context.Context) (map[string]bool, error)
+	// Pods reads the existing pods, so that an entry no longer wanted stays
+	// while a pod still needs it (Outcome.Retained); call PodsChanged when
+	// pods go. Nil deletes entries as soon as they are no longer wanted.
+	Pods PodLabels
+	// MaskRecheck is how soon an entry masked by a foreign entry is checked
+	// again (doubling up to ResyncInterval while it stays); 0 means
+	// DefaultMaskRecheck, a negative value leaves it to the resync.
+	MaskRecheck time.Duration
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
 }
@@ -52,6 +71,10 @@ type Syncer struct {
 	listing map[string]*sync.Mutex
 	// plans numbers plans, for the keep marks on entries.
 	plans uint64
+	// retained are the entries kept only for pods that still run, by ID.
+	retained map[string]retention
+	// masks are the scheduled checks of foreign entries that mask ours, by ID.
+	masks map[string]*maskCheck
 }
 
 // New returns a Syncer writing through api.
@@ -62,15 +85,18 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 	if opts.Notify == nil {
 		opts.Notify = func(Owner) {}
 	}
-	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{}}
+	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
+		retained: map[string]retention{}, masks: map[string]*maskCheck{}}
 }
 
 // Masked is a wanted entry that another holder has.
 type Masked struct {
 	// Entry is the wanted entry.
 	Entry entries.Entry
-	// By names the holder: an owner ("SpiffeRegistration/a") or a foreign entry ID.
+	// By names the holder: an owner ("SpiffeRegistration/a") or an entry ID.
 	By string
+	// Foreign is true when the holder is an entry this operator did not create.
+	Foreign bool
 }
 
 // Failed is a wanted entry SPIRE refused.
@@ -91,6 +117,11 @@ type Outcome struct {
 	Masked []Masked
 	// Failed are wanted entries SPIRE refused.
 	Failed []Failed
+	// Retained counts entries the owner no longer wants but keeps, because
+	// an existing pod matches them and no wanted entry does (a Deployment's
+	// old ReplicaSet after a service account change, a workload whose
+	// render now fails). They go once no pod needs them.
+	Retained int
 	// Talked is true when the pass called SPIRE.
 	Talked bool
 	// Parents are the parent IDs under which owner may hold entries after
@@ -134,7 +165,7 @@ func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry, a
 	}
 	s.mu.Lock()
 	notify := s.claims.set(owner, keys)
-	p := s.plan(owner, want, keys, &out)
+	p := s.plan(ctx, owner, want, keys, &out)
 	s.mu.Unlock()
 	return s.finish(ctx, owner, notify, p, out)
 }
@@ -143,6 +174,9 @@ func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry, a
 // It is called without the lock held.
 func (s *Syncer) finish(ctx context.Context, owner Owner, notify []Owner, p *plan, out Outcome) (Outcome, error) {
 	for _, o := range notify {
+		s.opts.Notify(o)
+	}
+	for _, o := range p.notify {
 		s.opts.Notify(o)
 	}
 	if p.empty() {
@@ -183,6 +217,7 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 	}
 	s.mu.Lock()
 	notify := s.claims.release(owner)
+	s.forgetRetained(owner)
 	s.mu.Unlock()
 	for _, o := range notify {
 		s.opts.Notify(o)
@@ -318,6 +353,8 @@ type update struct {
 }
 
 type plan struct {
+	// notify are owners to ask for another pass.
+	notify    []Owner
 	takeovers []deletion
 	creates   []*entries.Entry
 	updates   []update
@@ -328,18 +365,26 @@ func (p *plan) empty() bool {
 	return len(p.takeovers)+len(p.creates)+len(p.updates)+len(p.stale) == 0
 }
 
-// plan compares want with the view; s.mu is held.
-func (s *Syncer) plan(owner Owner, want []*entries.Entry, keys []entries.Key, out *Outcome) *plan {
+// plan compares want with the view; s.mu is held. Entries of owner's that
+// want no longer has are deleted, unless an existing pod still needs them
+// (see retainer).
+func (s *Syncer) plan(ctx context.Context, owner Owner, want []*entries.Entry, keys []entries.Key, out *Outcome) *plan {
 	p := &plan{}
 	tag := owner.Tag()
 	s.plans++
 	mark := s.plans
 	for i := range want {
-		s.planEntry(p, owner, tag, mark, want[i], keys[i], out)
+		s.planEntry(ctx, p, owner, tag, mark, want[i], keys[i], out)
 	}
+	s.forgetRetained(owner)
+	r := &retainer{s: s, ctx: ctx, owner: owner, p: p}
 	for parent, v := range s.views {
 		for id, o := range v.ours {
 			if o.owner == tag && o.mark != mark {
+				if r.keep(id, o) {
+					out.Retained++
+					continue
+				}
 				p.stale = append(p.stale, deletion{parent: parent, id: id})
 			}
 		}
@@ -350,18 +395,30 @@ func (s *Syncer) plan(owner Owner, want []*entries.Entry, keys []entries.Key, ou
 
 // planEntry adds to p what it takes for owner to hold e (key k); s.mu is
 // held. Entries of owner's that e keeps are marked with mark.
-func (s *Syncer) planEntry(p *plan, owner Owner, tag string, mark uint64, e *entries.Entry, k entries.Key, out *Outcome) {
+//
+// An entry of another of our owners is taken over only when that owner is
+// known to this process (it had a pass) and is younger, or no longer wants
+// the entry. An owner not seen yet (after a restart or a leader change, the
+// older holder's first pass may come after ours) keeps its entry: owner
+// reports it masked and is told to pass again when the holder turns out
+// younger. So a restart never deletes and re-creates a shared entry.
+func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string, mark uint64, e *entries.Entry, k entries.Key, out *Outcome) {
 	v := s.views[e.ParentID.String()]
 	if w, ok := s.claims.winnerOf(k); ok && w.UID != owner.UID {
 		out.Masked = append(out.Masked, Masked{Entry: *e, By: w.String()})
-		// Keep an entry we still hold until the winner takes it over.
+		// Keep an entry we still hold until the winner takes it over, and
+		// tell the winner, which may have found us unknown and waited.
 		if id, ok := v.byKey[k]; ok && v.ours[id].owner == tag {
 			v.ours[id].mark = mark
+			if !slices.ContainsFunc(p.notify, func(o Owner) bool { return o.UID == w.UID }) {
+				p.notify = append(p.notify, w)
+			}
 		}
 		return
 	}
 	if fid, ok := v.foreign[k]; ok {
-		out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + fid})
+		out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + fid, Foreign: true})
+		s.watchForeign(ctx, owner, e.ParentID.String(), fid)
 		return
 	}
 	// Fast path: the view holds our entry under this key.
@@ -376,7 +433,15 @@ func (s *Syncer) planEntry(p *plan, owner Owner, tag string, mark uint64, e *ent
 		return
 	}
 	if id, ok := v.byKey[k]; ok && id != myID {
-		// Another of our owners holds it, but this one is older: take over.
+		if holder := v.ours[id].owner; holder != tag {
+			if _, known, _ := s.claims.known(holder, k); !known {
+				// Its owner has had no pass yet (or is gone, and orphan
+				// collection deletes the entry): wait for it.
+				out.Masked = append(out.Masked, Masked{Entry: *e, By: "the object owning entry " + id})
+				return
+			}
+		}
+		// A younger owner holds it, or one that no longer wants it: take over.
 		p.takeovers = append(p.takeovers, deletion{parent: e.ParentID.String(), id: id})
 	}
 	p.creates = append(p.creates, e)
@@ -416,15 +481,27 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			in[i] = e.Proto(s.opts.IDs.EntryIDFor(tag, e))
 		}
 		res, err := s.api.Create(ctx, in)
+		var (
+			transient int
+			renamed   []deletion
+		)
 		s.mu.Lock()
 		for i, r := range res {
 			e := p.creates[i]
 			v := s.views[e.ParentID.String()]
-			switch r.Code {
-			case codes.OK:
+			switch {
+			case r.Code == codes.OK && r.Entry.GetId() != in[i].Id:
+				// SPIRE ignored the entry ID asked for (custom IDs need SPIRE
+				// 1.8 or later): the entry would look foreign and leak.
+				// Delete it and say so.
+				renamed = append(renamed, deletion{parent: e.ParentID.String(), id: r.Entry.GetId()})
+				out.Failed = append(out.Failed, Failed{Entry: *e, Reason: ReasonEntryIDNotKept, Message: fmt.Sprintf(
+					"SPIRE created the entry as %q, not as %q: it does not keep the entry IDs it is given (custom entry IDs need SPIRE 1.8 or later)",
+					r.Entry.GetId(), in[i].Id)})
+			case r.Code == codes.OK:
 				v.put(s.opts.IDs, r.Entry)
 				out.Registered[e.Key()] = r.Entry.GetId()
-			case codes.AlreadyExists:
+			case r.Code == codes.AlreadyExists:
 				if r.Entry == nil {
 					v.valid = false
 					continue
@@ -433,19 +510,29 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 				if r.Entry.GetId() == in[i].Id {
 					out.Registered[e.Key()] = r.Entry.GetId()
 				} else {
-					out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + r.Entry.GetId()})
+					_, ours := s.opts.IDs.Owner(r.Entry.GetId())
+					out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + r.Entry.GetId(), Foreign: !ours})
+					if !ours {
+						s.watchForeign(ctx, owner, e.ParentID.String(), r.Entry.GetId())
+					}
 				}
+			case isTransient(r.Code):
+				// Whether it was created is not known: re-read, and retry.
+				v.valid = false
+				transient++
 			default:
-				if err != nil && isTransport(r.Code) {
-					v.valid = false
-					continue
-				}
 				out.Failed = append(out.Failed, Failed{Entry: *e, Reason: r.Code.String(), Message: r.Message})
 			}
 		}
 		s.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("create %d entries: %w", len(in), err)
+		}
+		if err := s.deleteAll(ctx, renamed); err != nil {
+			return err
+		}
+		if transient > 0 {
+			return fmt.Errorf("create %d entries: %w", transient, ErrTransient)
 		}
 	}
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
@@ -454,9 +541,13 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	return s.deleteAll(ctx, p.stale)
 }
 
-func isTransport(c codes.Code) bool {
+// isTransient reports whether a per-entry or call failure may pass on its
+// own (SPIRE answers Internal for datastore errors); the pass is retried
+// with backoff rather than reported as refused.
+func isTransient(c codes.Code) bool {
 	switch c {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.ResourceExhausted, codes.Aborted:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.ResourceExhausted, codes.Aborted,
+		codes.Internal:
 		return true
 	}
 	return false
@@ -474,7 +565,10 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 		}
 		groups[m] = append(groups[m], u)
 	}
-	var stale bool
+	var (
+		stale     bool
+		transient int
+	)
 	for _, m := range order {
 		g := groups[m]
 		in := make([]*types.Entry, len(g))
@@ -495,8 +589,9 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 				v.remove(u.id)
 				v.valid = false
 				stale = true
-			case err != nil && isTransport(r.Code):
+			case isTransient(r.Code):
 				v.valid = false
+				transient++
 			default:
 				out.Failed = append(out.Failed, Failed{Entry: *u.entry, Reason: r.Code.String(), Message: r.Message})
 			}
@@ -508,6 +603,9 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 	}
 	if stale {
 		return fmt.Errorf("update entries: %w", ErrStale)
+	}
+	if transient > 0 {
+		return fmt.Errorf("update %d entries: %w", transient, ErrTransient)
 	}
 	return nil
 }
@@ -522,7 +620,10 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 		ids[i] = d.id
 	}
 	res, err := s.api.Delete(ctx, ids)
-	var failed []string
+	var (
+		failed    []string
+		transient int
+	)
 	s.mu.Lock()
 	for i, r := range res {
 		v := s.views[del[i].parent]
@@ -531,10 +632,12 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 			if v != nil {
 				v.remove(del[i].id)
 			}
-		case err != nil && isTransport(r.Code):
+			delete(s.retained, del[i].id)
+		case isTransient(r.Code):
 			if v != nil {
 				v.valid = false
 			}
+			transient++
 		default:
 			failed = append(failed, fmt.Sprintf("%s: %s %s", del[i].id, r.Code, r.Message))
 		}
@@ -545,6 +648,9 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("SPIRE refused to delete %d entries: %v", len(failed), failed)
+	}
+	if transient > 0 {
+		return fmt.Errorf("delete %d entries: %w", transient, ErrTransient)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"google.golang.org/grpc/codes"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -290,5 +291,241 @@ func TestErrStaleWhenEntryVanishesBeforeUpdate(t *testing.T) {
 	out, err = s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}), nil)
 	if err != nil || len(out.Registered) != 1 || len(api.All()) != 1 {
 		t.Errorf("not recreated: %v %+v", err, out)
+	}
+}
+
+func TestRestartNeverChurnsASharedEntry(t *testing.T) {
+	api := fake.New()
+	ctx := context.Background()
+	old, young := owner("old", time.Hour), owner("young", 0)
+	e := entry("/ns/a/sa/x", 0)
+	before, _, _ := newSyncer(api)
+	for _, o := range []Owner{old, young} {
+		if _, err := before.Sync(ctx, o, ptrs([]entries.Entry{e}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := api.All()
+	if len(held) != 1 || !strings.Contains(held[0].Id, old.Tag()) {
+		t.Fatalf("before the restart: %v", held)
+	}
+	writes := len(api.Writes())
+
+	// A fresh process: the younger owner happens to pass first.
+	after, _, n := newSyncer(api)
+	out, err := after.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)
+	if err != nil || len(out.Masked) != 1 || out.Masked[0].Foreign || len(out.Registered) != 0 {
+		t.Fatalf("younger owner's first pass: %v, %+v", err, out)
+	}
+	out, err = after.Sync(ctx, old, ptrs([]entries.Entry{e}), nil)
+	if err != nil || out.Registered[e.Key()] != held[0].Id {
+		t.Fatalf("older owner's first pass: %v, %+v", err, out)
+	}
+	if len(n.uids) != 1 || n.uids[0] != young.UID {
+		t.Errorf("notified %v, want the younger owner", n.uids)
+	}
+	out, err = after.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)
+	if err != nil || len(out.Masked) != 1 || out.Masked[0].By != old.String() {
+		t.Fatalf("younger owner's second pass: %v, %+v", err, out)
+	}
+	if w := api.Writes(); len(w) != writes {
+		t.Errorf("the restart wrote to SPIRE: %v", w[writes:])
+	}
+}
+
+func TestAKnownYoungerHolderIsTakenOverOnceItsOwnerIsSeen(t *testing.T) {
+	api := fake.New()
+	ctx := context.Background()
+	old, young := owner("old", time.Hour), owner("young", 0)
+	e := entry("/ns/a/sa/x", 0)
+	before, _, _ := newSyncer(api)
+	if _, err := before.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil {
+		t.Fatal(err)
+	}
+	// After a restart the older owner passes first: the holder is unknown.
+	after, _, n := newSyncer(api)
+	if out, err := after.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 {
+		t.Fatalf("older owner: %v, %+v", err, out)
+	}
+	// The younger holder's pass finds the older winner and tells it.
+	if out, err := after.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 {
+		t.Fatalf("younger owner: %v, %+v", err, out)
+	}
+	if len(n.uids) == 0 || n.uids[len(n.uids)-1] != old.UID {
+		t.Fatalf("notified %v, want the older owner", n.uids)
+	}
+	out, err := after.Sync(ctx, old, ptrs([]entries.Entry{e}), nil)
+	if all := api.All(); err != nil || len(out.Registered) != 1 || len(all) != 1 || !strings.Contains(all[0].Id, old.Tag()) {
+		t.Fatalf("older owner did not take over: %v, %+v, %v", err, out, all)
+	}
+}
+
+// podSet is a fake pod cache: labels of pods by "namespace/serviceAccount".
+type podSet struct {
+	mu   sync.Mutex
+	pods map[string][]map[string]string
+}
+
+func (p *podSet) labels(_ context.Context, ns, sa string) ([]map[string]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pods[ns+"/"+sa], nil
+}
+
+func saEntry(ns, sa string, podLabels ...string) entries.Entry {
+	e := entries.Entry{
+		SpiffeID:  spiffeid.RequireFromString("spiffe://example.org/ns/" + ns + "/sa/" + sa),
+		ParentID:  parent,
+		Selectors: []entries.Selector{{Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + sa}},
+	}
+	for i := 0; i+1 < len(podLabels); i += 2 {
+		e.Selectors = append(e.Selectors, entries.Selector{Type: "k8s", Value: "pod-label:" + podLabels[i] + ":" + podLabels[i+1]})
+	}
+	e.Normalize()
+	return e
+}
+
+func TestAnEntryNoLongerWantedStaysWhileAPodStillNeedsIt(t *testing.T) {
+	api := fake.New()
+	pods := &podSet{pods: map[string][]map[string]string{"a/old": {{"app": "web"}}}}
+	n := &notified{}
+	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Notify: n.add, Pods: pods.labels})
+	ctx := context.Background()
+	o := owner("a", 0)
+	oldE, newE := saEntry("a", "old"), saEntry("a", "new")
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{oldE}), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The service account changes; the old pod still runs as "old".
+	out, err := s.Sync(ctx, o, ptrs([]entries.Entry{newE}), nil)
+	if err != nil || out.Retained != 1 || len(api.All()) != 2 {
+		t.Fatalf("after the change: %v, retained %d, %d entries", err, out.Retained, len(api.All()))
+	}
+	// The same holds for an incremental pass.
+	if _, err := s.SyncDelta(ctx, o, nil, ptrs([]entries.Entry{oldE})); err != nil || len(api.All()) != 2 {
+		t.Fatalf("incremental pass: %v, %d entries", err, len(api.All()))
+	}
+	s.PodsChanged("b")
+	if len(n.uids) != 0 {
+		t.Errorf("a pod change in another namespace notified %v", n.uids)
+	}
+	pods.mu.Lock()
+	pods.pods = map[string][]map[string]string{"a/new": {{"app": "web"}}}
+	pods.mu.Unlock()
+	s.PodsChanged("a")
+	if len(n.uids) != 1 || n.uids[0] != o.UID {
+		t.Fatalf("notified %v, want the owner", n.uids)
+	}
+	out, err = s.Sync(ctx, o, ptrs([]entries.Entry{newE}), nil)
+	if all := api.All(); err != nil || out.Retained != 0 || len(all) != 1 || all[0].SpiffeId.Path != "/ns/a/sa/new" {
+		t.Fatalf("after the pod went: %v, %+v, %v", err, out, all)
+	}
+	// Deleting the owner deletes everything, pods or not.
+	pods.pods["a/new"] = []map[string]string{{"app": "web"}}
+	if err := s.Release(ctx, o, nil); err != nil || len(api.All()) != 0 {
+		t.Fatalf("release: %v, %v", err, api.All())
+	}
+}
+
+func TestRetentionChecksPodLabelsAndCoverage(t *testing.T) {
+	api := fake.New()
+	pods := &podSet{pods: map[string][]map[string]string{"a/sa": {{"app": "canary", "track": "canary"}}}}
+	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Pods: pods.labels})
+	ctx := context.Background()
+	o := owner("a", 0)
+	web := saEntry("a", "sa", "app", "web")
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
+		t.Fatal(err)
+	}
+	// No pod carries app=web: the entry goes at once.
+	out, err := s.Sync(ctx, o, nil, nil)
+	if err != nil || out.Retained != 0 || len(api.All()) != 0 {
+		t.Fatalf("%v, retained %d, %v", err, out.Retained, api.All())
+	}
+	// A pod that a wanted entry also selects does not keep the old one: a
+	// change of SPIFFE ID alone is make-before-break as before.
+	pods.pods["a/x"] = []map[string]string{{"app": "x"}}
+	one := saEntry("a", "x")
+	two := one
+	two.SpiffeID = spiffeid.RequireFromString("spiffe://example.org/renamed")
+	two.Normalize()
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{one}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Sync(ctx, o, ptrs([]entries.Entry{two}), nil); err != nil || out.Retained != 0 || len(api.All()) != 1 {
+		t.Fatalf("%v, retained %d, %v", err, out.Retained, api.All())
+	}
+	// Without the pod, nothing keeps it.
+	delete(pods.pods, "a/x")
+	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 0 || len(api.All()) != 0 {
+		t.Fatalf("%v, retained %d, %v", err, out.Retained, api.All())
+	}
+	// An entry with a selector the pod cache cannot judge is never kept.
+	odd := entry("/ns/a/sa/x", 0)
+	odd.Selectors = append(odd.Selectors, entries.Selector{Type: "unix", Value: "uid:0"})
+	odd.Normalize()
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{odd}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 0 || len(api.All()) != 0 {
+		t.Fatalf("%v, retained %d, %v", err, out.Retained, api.All())
+	}
+}
+
+func TestATransientPerEntryErrorIsRetriedNotReportedAsRefused(t *testing.T) {
+	api := fake.New()
+	api.Fail["spiffe://example.org/ns/a/sa/x"] = codes.Internal
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	want := ptrs([]entries.Entry{entry("/ns/a/sa/x", 0), entry("/ns/b/sa/y", 0)})
+	out, err := s.Sync(ctx, owner("a", 0), want, nil)
+	if !errors.Is(err, ErrTransient) || len(out.Failed) != 0 {
+		t.Fatalf("err = %v, failed = %+v; want ErrTransient and no refusal", err, out.Failed)
+	}
+	delete(api.Fail, "spiffe://example.org/ns/a/sa/x")
+	out, err = s.Sync(ctx, owner("a", 0), want, nil)
+	if err != nil || len(out.Registered) != 2 || len(api.All()) != 2 {
+		t.Fatalf("retry: %v, %+v, %d entries", err, out, len(api.All()))
+	}
+}
+
+func TestAnEntryIDSpireDidNotKeepIsANamedFailureAndLeavesNoEntry(t *testing.T) {
+	api := fake.New()
+	api.IgnoreIDs = true
+	s, _, _ := newSyncer(api)
+	out, err := s.Sync(context.Background(), owner("a", 0), ptrs([]entries.Entry{entry("/ns/a/sa/x", 0)}), nil)
+	if err != nil || len(out.Failed) != 1 || out.Failed[0].Reason != ReasonEntryIDNotKept {
+		t.Fatalf("%v, %+v", err, out)
+	}
+	if all := api.All(); len(all) != 0 {
+		t.Errorf("left %v behind", all)
+	}
+}
+
+func TestAnEntryMaskedByAForeignEntryIsCreatedSoonAfterItGoes(t *testing.T) {
+	api := fake.New()
+	e := entry("/ns/a/sa/x", 0)
+	fid := api.Put(e.Proto(""))
+	told := make(chan Owner, 1)
+	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour,
+		Notify: func(o Owner) { told <- o }, MaskRecheck: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := owner("a", 0)
+	if out, err := s.Sync(ctx, o, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 || !out.Masked[0].Foreign {
+		t.Fatalf("%v, %+v", err, out)
+	}
+	api.Remove(fid)
+	select {
+	case got := <-told:
+		if got.UID != o.UID {
+			t.Fatalf("told %v, want the masked owner", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the owner was not told that the foreign entry went")
+	}
+	out, err := s.Sync(ctx, o, ptrs([]entries.Entry{e}), nil)
+	if err != nil || len(out.Registered) != 1 || len(api.All()) != 1 {
+		t.Fatalf("after the foreign entry went: %v, %+v, %v", err, out, api.All())
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 )
 
@@ -95,6 +96,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 			return nil, err
 		}
 	}
+	if err := (entries.IDScheme{Prefix: prefix}).Validate(); err != nil {
+		return nil, fmt.Errorf("--%s: %w", KeyEntryIDPrefix, err)
+	}
 
 	conn, closer, err := spireconn.Dial(ctx, o.Connect)
 	if err != nil {
@@ -116,6 +120,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 			notifier.Notify(owner)
 		},
 	}
+	if err := opcontroller.IndexPods(ctx, mgr); err != nil {
+		_ = closer.Close()
+		return nil, err
+	}
+	syncOpts.Pods = pods.Labels(mgr.GetCache())
 	if o.CollectOrphans {
 		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
 	}

@@ -39,6 +39,8 @@ type EntryAPI interface {
 	Update(ctx context.Context, entries []*types.Entry, mask *types.EntryMask) ([]Result, error)
 	// Delete deletes entries by ID.
 	Delete(ctx context.Context, ids []string) ([]Result, error)
+	// Exists reports whether an entry with the ID exists.
+	Exists(ctx context.Context, id string) (bool, error)
 }
 
 // Options tune a Client.
@@ -50,6 +52,10 @@ type Options struct {
 	// MaxBatchBytes caps the encoded size of one batch request, under gRPC's
 	// default 4 MiB message limit.
 	MaxBatchBytes int
+	// MaxReceiveBytes is the largest ListEntries reply the client accepts
+	// (gRPC's default is 4 MiB, which 1,000 entries with many DNS names
+	// exceed). A page over it is asked for again at half the page size.
+	MaxReceiveBytes int
 	// Concurrency is how many batch calls may be in flight at once.
 	Concurrency int
 	// Timeout bounds each RPC.
@@ -60,7 +66,7 @@ type Options struct {
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{PageSize: 1000, BatchSize: 50, MaxBatchBytes: 3 << 20, Concurrency: 1, Timeout: 30 * time.Second}
+	return Options{PageSize: 1000, BatchSize: 50, MaxBatchBytes: 3 << 20, MaxReceiveBytes: 32 << 20, Concurrency: 1, Timeout: 30 * time.Second}
 }
 
 // Client implements EntryAPI on a gRPC connection.
@@ -83,6 +89,9 @@ func NewClient(conn grpc.ClientConnInterface, opts Options) *Client {
 	}
 	if opts.MaxBatchBytes <= 0 {
 		opts.MaxBatchBytes = d.MaxBatchBytes
+	}
+	if opts.MaxReceiveBytes <= 0 {
+		opts.MaxReceiveBytes = d.MaxReceiveBytes
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 1
@@ -112,11 +121,14 @@ func (c *Client) observeResult(method string, code codes.Code) {
 	}
 }
 
-// ListByParent pages through ListEntries filtered by parent ID.
+// ListByParent pages through ListEntries filtered by parent ID. A page
+// larger than MaxReceiveBytes (ResourceExhausted) is asked for again at half
+// the page size, down to one entry per page.
 func (c *Client) ListByParent(ctx context.Context, parent spiffeid.ID) ([]*types.Entry, error) {
 	var (
-		out   []*types.Entry
-		token string
+		out      []*types.Entry
+		token    string
+		pageSize = c.opts.PageSize
 	)
 	filter := &entryv1.ListEntriesRequest_Filter{
 		ByParentId: &types.SPIFFEID{TrustDomain: parent.TrustDomain().Name(), Path: parent.Path()},
@@ -125,12 +137,16 @@ func (c *Client) ListByParent(ctx context.Context, parent spiffeid.ID) ([]*types
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 		resp, err := c.entries.ListEntries(rctx, &entryv1.ListEntriesRequest{
-			Filter: filter, PageSize: c.opts.PageSize, PageToken: token,
-		})
+			Filter: filter, PageSize: pageSize, PageToken: token,
+		}, grpc.MaxCallRecvMsgSize(c.opts.MaxReceiveBytes))
 		cancel()
 		c.observe("ListEntries", start, err)
+		if status.Code(err) == codes.ResourceExhausted && pageSize > 1 {
+			pageSize /= 2
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("list entries under %s: %w", parent, err)
+			return nil, fmt.Errorf("list entries under %s (page size %d): %w", parent, pageSize, err)
 		}
 		out = append(out, resp.GetEntries()...)
 		token = resp.GetNextPageToken()
@@ -138,6 +154,22 @@ func (c *Client) ListByParent(ctx context.Context, parent spiffeid.ID) ([]*types
 			return out, nil
 		}
 	}
+}
+
+// Exists reads one entry with GetEntry.
+func (c *Client) Exists(ctx context.Context, id string) (bool, error) {
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	_, err := c.entries.GetEntry(rctx, &entryv1.GetEntryRequest{Id: id, OutputMask: &types.EntryMask{}})
+	c.observe("GetEntry", start, err)
+	switch status.Code(err) {
+	case codes.OK:
+		return true, nil
+	case codes.NotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("get entry %s: %w", id, err)
 }
 
 // Create creates entries with BatchCreateEntry.

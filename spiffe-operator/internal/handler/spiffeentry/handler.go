@@ -148,7 +148,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 	case len(out.Masked) > 0:
 		m := out.Masked[0]
 		reason := ReasonMaskedByObject
-		if len(m.By) > 6 && m.By[:6] == "entry " {
+		if m.Foreign {
 			reason = ReasonMaskedByForeignEntry
 		}
 		obj.SetCondition(metav1.Condition{Type: TypeMasked, Status: metav1.ConditionTrue, Reason: reason,
@@ -158,6 +158,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 	}
 	if len(out.Failed) > 0 {
 		f := out.Failed[0]
+		if f.Reason == spifferegistration.ReasonEntryIDNotKept {
+			return ctrlerrors.WithReason(f.Reason, ctrlerrors.BlockedErrorf("%s", f.Message))
+		}
 		return ctrlerrors.WithReason(spifferegistration.ReasonEntryRejected,
 			ctrlerrors.BlockedErrorf("SPIRE refused the entry: %s: %s", f.Reason, f.Message))
 	}

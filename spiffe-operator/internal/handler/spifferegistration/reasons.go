@@ -1,5 +1,7 @@
 package spifferegistration
 
+import "github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+
 // Condition reasons of Ready=False; each names the field or the party at fault.
 const (
 	// ReasonInvalidTrustDomain: spec.trustDomain is not a trust domain name.
@@ -28,6 +30,10 @@ const (
 	ReasonUnsafePodSelector = "UnsafePodSelector"
 	// ReasonEntryRejected: SPIRE refused some entries (InvalidArgument or similar).
 	ReasonEntryRejected = "EntryRejected"
+	// ReasonEntryIDNotKept: SPIRE created an entry under another ID than the
+	// one asked for (custom entry IDs need SPIRE 1.8 or later); the operator
+	// deleted it again, since it could not recognise it later. Upgrade SPIRE.
+	ReasonEntryIDNotKept = entrysync.ReasonEntryIDNotKept
 	// ReasonSpireUnavailable: SPIRE could not be reached; the pass is retried
 	// with backoff and nothing is lost.
 	ReasonSpireUnavailable = "SpireUnavailable"

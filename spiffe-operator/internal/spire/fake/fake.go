@@ -30,6 +30,13 @@ type EntryAPI struct {
 	Unavailable bool
 	// Reject makes creates of these SPIFFE IDs fail with InvalidArgument.
 	Reject map[string]bool
+	// Fail makes creates of these SPIFFE IDs fail with the given per-entry
+	// code (SPIRE answers Internal for a datastore error), the call itself
+	// succeeding.
+	Fail map[string]codes.Code
+	// IgnoreIDs makes creates store entries under IDs of the fake's own, as
+	// SPIRE before 1.8 did with the IDs it was given.
+	IgnoreIDs bool
 	// Calls counts calls by method.
 	Calls map[string]int
 	// Log records successful writes in order: "create <id>", "update <id>", "delete <id>".
@@ -40,7 +47,7 @@ var _ spire.EntryAPI = &EntryAPI{}
 
 // New returns an empty EntryAPI.
 func New() *EntryAPI {
-	return &EntryAPI{entries: map[string]*types.Entry{}, byKey: map[entries.Key]string{}, Reject: map[string]bool{}, Calls: map[string]int{}}
+	return &EntryAPI{entries: map[string]*types.Entry{}, byKey: map[entries.Key]string{}, Reject: map[string]bool{}, Fail: map[string]codes.Code{}, Calls: map[string]int{}}
 }
 
 func (f *EntryAPI) call(m string) error {
@@ -134,6 +141,10 @@ func (f *EntryAPI) Create(_ context.Context, in []*types.Entry) ([]spire.Result,
 			out[i] = spire.Result{Code: codes.InvalidArgument, Message: "failed to convert entry: rejected by fake"}
 			continue
 		}
+		if c, ok := f.Fail["spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path]; ok {
+			out[i] = spire.Result{Code: c, Message: "failed to create entry: datastore error (fake)"}
+			continue
+		}
 		existing := f.entries[e.Id]
 		if existing == nil {
 			existing = f.similar(keyOf(e))
@@ -143,6 +154,10 @@ func (f *EntryAPI) Create(_ context.Context, in []*types.Entry) ([]spire.Result,
 			continue
 		}
 		e = proto.Clone(e).(*types.Entry)
+		if f.IgnoreIDs {
+			f.next++
+			e.Id = fmt.Sprintf("server-made-%d", f.next)
+		}
 		f.store(e)
 		f.Log = append(f.Log, "create "+e.Id)
 		out[i] = spire.Result{Code: codes.OK, Entry: proto.Clone(e).(*types.Entry)}
@@ -247,6 +262,17 @@ func (f *EntryAPI) Delete(_ context.Context, ids []string) ([]spire.Result, erro
 		out[i] = spire.Result{Code: codes.OK}
 	}
 	return out, nil
+}
+
+// Exists implements spire.EntryAPI.
+func (f *EntryAPI) Exists(_ context.Context, id string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("GetEntry"); err != nil {
+		return false, err
+	}
+	_, ok := f.entries[id]
+	return ok, nil
 }
 
 // SetUnavailable switches the outage fault.

@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+)
+
+// listRetry is how soon policies are listed again after a failed list in
+// an event handler.
+const listRetry = time.Second
+
+// policyEvents maps workload and namespace events to the policies they may
+// concern, recording the change for incremental passes first.
+type policyEvents struct {
+	reader   client.Reader
+	dirty    *spifferegistration.Dirty
+	notifier *Notifier
+}
+
+// forWorkloads handles events of workloads of kind: every policy selecting
+// that kind gets an incremental pass for the workload.
+func (pe *policyEvents) forWorkloads(kind v1alpha1.WorkloadKind) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool {
+			kinds := p.Spec.WorkloadKinds
+			if len(kinds) == 0 {
+				kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
+			}
+			return slices.Contains(kinds, kind)
+		})
+		for _, r := range reqs {
+			pe.dirty.Workload(r.Name, kind, obj.GetNamespace(), obj.GetName())
+		}
+		return reqs
+	})
+}
+
+// forNamespaces handles namespace events: a namespace concerns the policies
+// whose namespaceSelector selects it, before or after the change; each gets
+// a full pass.
+func (pe *policyEvents) forNamespaces() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], sets ...labels.Set) {
+		for _, r := range pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool { return selectsAny(p, sets) }) {
+			pe.dirty.All(r.Name)
+			q.Add(r)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object.GetLabels())
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object.GetLabels())
+		},
+	}
+}
+
+// selectsAny reports whether p's namespaceSelector selects a namespace with
+// any of the label sets. A selector that does not parse counts as selecting,
+// so the policy's pass reports it.
+func selectsAny(p *v1alpha1.SpiffeRegistration, sets []labels.Set) bool {
+	if p.Spec.NamespaceSelector == nil {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector)
+	if err != nil {
+		return true
+	}
+	for _, s := range sets {
+		if sel.Matches(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// policies returns the policies for which concerns is true. When they
+// cannot be listed, the error is logged and every policy gets a full pass
+// once a list succeeds again, so no event is lost.
+func (pe *policyEvents) policies(ctx context.Context, concerns func(*v1alpha1.SpiffeRegistration) bool) []reconcile.Request {
+	var l v1alpha1.SpiffeRegistrationList
+	if err := pe.reader.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "listing SpiffeRegistrations for an event; every policy gets a full pass once they can be listed")
+		pe.retryAll(ctx, listRetry)
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(l.Items))
+	for i := range l.Items {
+		if concerns(&l.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: l.Items[i].Name}})
+		}
+	}
+	return out
+}
+
+// retryAll lists the policies after delay (doubling while lists fail, up to
+// a minute) and asks for a full pass of each.
+func (pe *policyEvents) retryAll(ctx context.Context, delay time.Duration) {
+	time.AfterFunc(delay, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		var l v1alpha1.SpiffeRegistrationList
+		if err := pe.reader.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
+			logf.FromContext(ctx).Error(fmt.Errorf("list SpiffeRegistrations: %w", err), "retrying")
+			pe.retryAll(ctx, min(2*delay, time.Minute))
+			return
+		}
+		for i := range l.Items {
+			pe.dirty.All(l.Items[i].Name)
+			pe.notifier.Notify(entrysync.Owner{Kind: spifferegistration.Kind, Name: l.Items[i].Name})
+		}
+	})
+}
