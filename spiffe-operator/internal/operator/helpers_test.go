@@ -33,6 +33,13 @@ func podTemplate(sa string, labels map[string]string) corev1.PodTemplateSpec {
 }
 
 func deployment(ns, name, sa string, labels map[string]string) *appsv1.Deployment {
+	GinkgoHelper()
+	return deploymentIn(k8s, ns, name, sa, labels)
+}
+
+// deploymentIn creates a Deployment through c (another cluster's client).
+func deploymentIn(c client.Client, ns, name, sa string, labels map[string]string) *appsv1.Deployment {
+	GinkgoHelper()
 	if labels == nil {
 		labels = map[string]string{"app": name}
 	}
@@ -43,7 +50,7 @@ func deployment(ns, name, sa string, labels map[string]string) *appsv1.Deploymen
 			Template: podTemplate(sa, labels),
 		},
 	}
-	Expect(k8s.Create(ctx, d)).To(Succeed())
+	Expect(c.Create(ctx, d)).To(Succeed())
 	return d
 }
 

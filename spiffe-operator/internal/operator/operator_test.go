@@ -33,7 +33,7 @@ var _ = Describe("SpiffeRegistration", func() {
 		e := entryAt(parentOf("create"), "/ns/create-a/sa/checkout")
 		Expect(selectorsOf(e)).To(Equal([]string{"k8s:ns:create-a", "k8s:sa:checkout"}))
 		Expect(e.X509SvidTtl).To(Equal(int32(3600)))
-		Expect(e.Id).To(HavePrefix("trustplane." + entries.OwnerTag(p.UID) + "."))
+		Expect(e.Id).To(HavePrefix(op.EntryIDPrefix + entries.OwnerTag(p.UID) + "."))
 		Eventually(policyReady(p)).Should(Equal("True/Ready"))
 		Expect(p.Status.WorkloadsSelected).To(Equal(int32(1)))
 		Expect(p.Status.EntriesRegistered).To(Equal(int32(1)))
@@ -313,7 +313,7 @@ var _ = Describe("SpiffeRegistration", func() {
 					return fmt.Errorf("duplicate entry for %s", e.SpiffeId.Path)
 				}
 				seen[e.SpiffeId.Path] = true
-				if !strings.HasPrefix(e.Id, "trustplane."+entries.OwnerTag(p.UID)+".") {
+				if !strings.HasPrefix(e.Id, op.EntryIDPrefix+entries.OwnerTag(p.UID)+".") {
 					return fmt.Errorf("entry %s is not the policy's", e.Id)
 				}
 			}
@@ -380,7 +380,7 @@ var _ = Describe("SpiffeEntry", func() {
 		e := spiffeEntry("db", func(s *v1alpha1.SpiffeEntrySpec) { s.DNSNames = []string{"db.example.org"} })
 		Expect(k8s.Create(ctx, e)).To(Succeed())
 		Eventually(entryReady(e)).Should(Equal("True/Ready"))
-		Expect(e.Status.EntryID).To(HavePrefix("trustplane."))
+		Expect(e.Status.EntryID).To(HavePrefix(op.EntryIDPrefix))
 		got := entryAt(parentOf("entries"), "/vm/db")
 		Expect(got).NotTo(BeNil())
 		Expect(got.Id).To(Equal(e.Status.EntryID))

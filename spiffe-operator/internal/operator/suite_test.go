@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -84,29 +86,47 @@ var stopOperator func()
 // server and SPIRE, and sets op and stopOperator.
 func startOperator() {
 	GinkgoHelper()
+	op, stopOperator = launch(cp.Config, nil)
+}
+
+// launch builds and starts an operator against the API server of cfg and
+// the suite's SPIRE, with the suite's settings changed by mut (nil keeps
+// them), and returns it with a function that stops it and waits for it to
+// exit. The entry ID prefix is the cluster's default.
+func launch(restCfg *rest.Config, mut func(*operator.Options)) (*operator.Operator, func()) {
+	GinkgoHelper()
 	cfg := config.Default()
 	cfg.RequeueAfter = resync
 	cfg.JitterFactor = 0.1
 	cfg.RequeueAfterOnError = 100 * time.Millisecond
 	cfg.MaxBackoff = time.Second
 	cfg.DefaultEnvironment = "test"
-	ctx, cancel := context.WithCancel(context.Background())
-	var err error
-	op, err = operator.New(ctx, cp.Config, operator.Options{
+	opts := operator.Options{
 		Config:           cfg,
 		Connect:          spireconn.Options{SocketPath: srv.SocketPath},
 		TrustDomain:      trustDomain,
-		EntryIDPrefix:    "trustplane.",
 		PageSize:         100,
 		WriteConcurrency: 2,
 		RPCTimeout:       5 * time.Second,
 		CollectOrphans:   true,
 		Manager:          manager.Options{KubeQPS: 100, KubeBurst: 200, MetricsAddr: "0", ProbeAddr: "0", Reentrant: true},
-	}, prometheus.NewRegistry())
+	}
+	if mut != nil {
+		mut(&opts)
+	}
+	// The default prefix comes from kube-system, which the API server
+	// creates shortly after it starts.
+	c, err := client.New(restCfg, client.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() error {
+		return c.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, &corev1.Namespace{})
+	}).Should(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	o, err := operator.New(ctx, restCfg, opts, prometheus.NewRegistry())
 	Expect(err).NotTo(HaveOccurred())
 	done := make(chan error, 1)
-	go func() { done <- op.Start(ctx) }()
-	stopOperator = func() {
+	go func() { done <- o.Start(ctx) }()
+	return o, func() {
 		cancel()
 		Eventually(done).Should(Receive(Not(HaveOccurred())))
 	}

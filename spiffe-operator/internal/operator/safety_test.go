@@ -1,0 +1,388 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/manager"
+	"github.com/trustplane/trustplane/common/spireconn"
+	"github.com/trustplane/trustplane/common/testenv"
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
+)
+
+// entryWatch records every observation of the entries under one parent,
+// read from SPIRE in a loop until stopped: for each SPIFFE ID path, the
+// entry IDs seen, and the observations in which a path was missing.
+type entryWatch struct {
+	mu      sync.Mutex
+	ids     map[string][]string
+	missing []string
+	reads   int
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// watchEntries starts recording the entries at paths under parent.
+func watchEntries(parent string, paths []string) *entryWatch {
+	w := &entryWatch{ids: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	p := spiffeid.RequireFromString(parent)
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			list, err := spireAPI.ListByParent(context.Background(), p)
+			if err != nil {
+				continue
+			}
+			now := time.Now().Format("15:04:05.000")
+			w.mu.Lock()
+			w.reads++
+			seen := map[string]bool{}
+			for _, e := range list {
+				seen[e.SpiffeId.Path] = true
+				if !slices.Contains(w.ids[e.SpiffeId.Path], e.Id) {
+					w.ids[e.SpiffeId.Path] = append(w.ids[e.SpiffeId.Path], e.Id)
+				}
+			}
+			for _, path := range paths {
+				if !seen[path] {
+					w.missing = append(w.missing, now+" "+path)
+				}
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// finish stops the watch and returns what it saw.
+func (w *entryWatch) finish() (ids map[string][]string, missing []string, reads int) {
+	close(w.stop)
+	<-w.done
+	return w.ids, w.missing, w.reads
+}
+
+// createSA creates a service account, as a pod needs one to exist.
+func createSA(ns, name string) {
+	GinkgoHelper()
+	Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+}
+
+// pod creates a pod directly (no controller-manager runs here), as a
+// ReplicaSet of a Deployment would.
+func pod(ns, name, sa string, labels map[string]string) *corev1.Pod {
+	GinkgoHelper()
+	no := false
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{ServiceAccountName: sa, AutomountServiceAccountToken: &no,
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+	Expect(k8s.Create(ctx, p)).To(Succeed())
+	return p
+}
+
+func deletePod(p *corev1.Pod) {
+	GinkgoHelper()
+	Expect(k8s.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
+}
+
+var _ = Describe("Entry ID prefixes", func() {
+	It("refuses at startup a prefix that starts every cluster's default prefix", func() {
+		opCtx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		other, err := operator.New(opCtx, cp.Config, operator.Options{
+			Config:           config.Default(),
+			Connect:          spireconn.Options{SocketPath: srv.SocketPath},
+			TrustDomain:      trustDomain,
+			EntryIDPrefix:    entries.DefaultIDPrefix,
+			PageSize:         100,
+			WriteConcurrency: 1,
+			Manager:          manager.Options{KubeQPS: 10, KubeBurst: 20, MetricsAddr: "0", ProbeAddr: "0", Reentrant: true},
+		}, prometheus.NewRegistry())
+		if err == nil {
+			cancel()
+			Expect(other.Start(opCtx)).To(Succeed())
+		}
+		Expect(err).To(MatchError(ContainSubstring("starts the default prefix of every cluster")))
+	})
+
+	It("lets operators of two clusters share SPIRE and a parent ID, one with the default prefix and one with a prefix "+
+		"nested under it, without either ever deleting the other's entries, orphan collection included", func() {
+		scheme, err := operator.Scheme()
+		Expect(err).NotTo(HaveOccurred())
+		cp2, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{
+			CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
+			Scheme:            scheme,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(cp2.Stop()).To(Succeed()) })
+		nested := op.EntryIDPrefix + "eu."
+		other, stopOther := launch(cp2.Config, func(o *operator.Options) { o.EntryIDPrefix = nested })
+		DeferCleanup(stopOther)
+		Expect(other.EntryIDPrefix).To(Equal(nested))
+
+		// The same policy name, parent ID and namespace label in both clusters.
+		namespace("nest-a", map[string]string{"test": "nest"})
+		deployment("nest-a", "web", "one", nil)
+		Expect(k8s.Create(ctx, policyFor("nest", nil))).To(Succeed())
+		k2 := cp2.Client
+		Expect(k2.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nest-b", Labels: map[string]string{"test": "nest"}}})).To(Succeed())
+		deploymentIn(k2, "nest-b", "web", "two", nil)
+		Expect(k2.Create(ctx, policyFor("nest", nil))).To(Succeed())
+
+		Eventually(paths(parentOf("nest"))).Should(Equal([]string{"/ns/nest-a/sa/one", "/ns/nest-b/sa/two"}))
+		a := entryAt(parentOf("nest"), "/ns/nest-a/sa/one").Id
+		b := entryAt(parentOf("nest"), "/ns/nest-b/sa/two").Id
+		Expect(a).NotTo(HavePrefix(nested))
+		Expect(b).To(HavePrefix(nested))
+
+		// Each operator re-reads the parent at every resync and collects the
+		// entries of owners it does not know: across three resyncs, neither
+		// takes the other's entries for orphans of its own.
+		Consistently(func() []string {
+			var ids []string
+			for _, e := range entriesUnder(parentOf("nest")) {
+				ids = append(ids, e.Id)
+			}
+			sort.Strings(ids)
+			return ids
+		}, 3*resync+time.Second, 50*time.Millisecond).Should(ConsistOf(a, b))
+	})
+})
+
+var _ = Describe("Shared entries across restarts and leader changes", func() {
+	It("keeps the ID of an entry two objects render, and never lets it go absent, across a restart and a leader change", func() {
+		const pairs = 4
+		namespace("churn-a", map[string]string{"test": "churn"})
+		var want []string
+		entriesOf := make([]*v1alpha1.SpiffeEntry, pairs)
+		createEntry := func(i int) {
+			sa := fmt.Sprintf("w%d", i)
+			e := spiffeEntry(fmt.Sprintf("churn-%d", i), func(s *v1alpha1.SpiffeEntrySpec) {
+				s.SpiffeID = "spiffe://" + trustDomain + "/ns/churn-a/sa/" + sa
+				s.ParentID = parentOf("churn")
+				s.Selectors = []string{"k8s:ns:churn-a", "k8s:sa:" + sa}
+			})
+			Expect(k8s.Create(ctx, e)).To(Succeed())
+			entriesOf[i] = e
+		}
+		for i := range pairs {
+			deployment("churn-a", fmt.Sprintf("w%d", i), fmt.Sprintf("w%d", i), nil)
+			want = append(want, fmt.Sprintf("/ns/churn-a/sa/w%d", i))
+		}
+		// Creation times have a one-second resolution: the first two
+		// SpiffeEntries are older than the policy, the last two younger, so
+		// whichever kind passes first after a restart meets an older holder.
+		afterASecond := func(t metav1.Time) func() bool {
+			return func() bool { return time.Now().After(t.Add(1100 * time.Millisecond)) }
+		}
+		createEntry(0)
+		createEntry(1)
+		Eventually(afterASecond(entriesOf[1].CreationTimestamp), 3*time.Second).Should(BeTrue())
+		p := policyFor("churn", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(afterASecond(p.CreationTimestamp), 3*time.Second).Should(BeTrue())
+		createEntry(2)
+		createEntry(3)
+
+		holders := func() []string {
+			var out []string
+			for _, path := range want {
+				e := entryAt(parentOf("churn"), path)
+				if e == nil {
+					out = append(out, path+" missing")
+					continue
+				}
+				out = append(out, e.Id)
+			}
+			return out
+		}
+		wantIDs := []string{
+			op.EntryIDPrefix + entries.OwnerTag(entriesOf[0].UID) + ".",
+			op.EntryIDPrefix + entries.OwnerTag(entriesOf[1].UID) + ".",
+			op.EntryIDPrefix + entries.OwnerTag(p.UID) + ".",
+			op.EntryIDPrefix + entries.OwnerTag(p.UID) + ".",
+		}
+		Eventually(func() []string {
+			var out []string
+			for i, id := range holders() {
+				if len(id) < len(wantIDs[i]) || id[:len(wantIDs[i])] != wantIDs[i] {
+					out = append(out, fmt.Sprintf("%s held by %s", want[i], id))
+				}
+			}
+			return out
+		}).Should(BeEmpty(), "the oldest object holds each entry")
+		Eventually(func() int32 { _ = policyReady(p)(); return p.Status.EntriesRegistered + p.Status.EntriesMasked }).Should(Equal(int32(pairs)))
+		before := holders()
+
+		w := watchEntries(parentOf("churn"), want)
+		stopped := false
+		finish := func() (map[string][]string, []string, int) {
+			if stopped {
+				return nil, nil, 0
+			}
+			stopped = true
+			return w.finish()
+		}
+		DeferCleanup(func() { finish() })
+
+		// A restart: every object has its first pass again, in any order.
+		whileOperatorDown(func() {})
+		Consistently(holders, 2*resync, 20*time.Millisecond).Should(Equal(before))
+
+		// A leader change: two replicas, the first leads, then stops; the
+		// second takes the lease (after it expires) and has its first passes.
+		stopOperator()
+		replica := func(o *operator.Options) {
+			o.Manager.LeaderElect = true
+			o.Manager.LeaderElectionNamespace = "default"
+		}
+		first, stopFirst := launch(cp.Config, replica)
+		Eventually(first.Manager.Elected(), 30*time.Second).Should(BeClosed())
+		second, stopSecond := launch(cp.Config, replica)
+		DeferCleanup(func() {
+			stopSecond()
+			startOperator()
+		})
+		Consistently(second.Manager.Elected(), time.Second).ShouldNot(BeClosed())
+		stopFirst()
+		Eventually(second.Manager.Elected(), 40*time.Second).Should(BeClosed())
+		Consistently(holders, 2*resync, 20*time.Millisecond).Should(Equal(before))
+
+		ids, missing, reads := finish()
+		Expect(reads).To(BeNumerically(">", 100), "SPIRE was read often enough to see a gap")
+		Expect(missing).To(BeEmpty(), "an entry was absent")
+		for i, path := range want {
+			Expect(ids[path]).To(Equal([]string{before[i]}), "the entry of %s changed its ID", path)
+		}
+	})
+})
+
+var _ = Describe("Entries follow the pods that run", func() {
+	It("keeps the old service account's entry while a pod of the old ReplicaSet still runs under it", func() {
+		namespace("sachange-a", map[string]string{"test": "sachange"})
+		createSA("sachange-a", "old")
+		createSA("sachange-a", "new")
+		d := deployment("sachange-a", "web", "old", nil)
+		running := pod("sachange-a", "web-old-1", "old", map[string]string{"app": "web"})
+		p := policyFor("sachange", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("sachange"))).Should(Equal([]string{"/ns/sachange-a/sa/old"}))
+		oldID := entryAt(parentOf("sachange"), "/ns/sachange-a/sa/old").Id
+
+		patch := client.MergeFrom(d.DeepCopy())
+		d.Spec.Template.Spec.ServiceAccountName = "new"
+		Expect(k8s.Patch(ctx, d, patch)).To(Succeed())
+		Eventually(paths(parentOf("sachange"))).Should(ContainElement("/ns/sachange-a/sa/new"))
+		// Across incremental passes and resyncs, the old pod keeps its entry.
+		Consistently(func() string {
+			if e := entryAt(parentOf("sachange"), "/ns/sachange-a/sa/old"); e != nil {
+				return e.Id
+			}
+			return "absent"
+		}, 2*resync).Should(Equal(oldID))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+
+		// The old ReplicaSet's last pod goes: so does the entry.
+		deletePod(running)
+		Eventually(paths(parentOf("sachange"))).Should(Equal([]string{"/ns/sachange-a/sa/new"}))
+	})
+
+	It("keeps the entries of a workload whose render now fails while its pods run, and reports the render error", func() {
+		namespace("renderfail-a", map[string]string{"test": "renderfail"})
+		createSA("renderfail-a", "web")
+		deployment("renderfail-a", "web", "web", nil)
+		running := pod("renderfail-a", "web-1", "web", map[string]string{"app": "web"})
+		p := policyFor("renderfail", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("renderfail"))).Should(Equal([]string{"/ns/renderfail-a/sa/web"}))
+
+		// The template now needs a label the workload lacks.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
+		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Eventually(policyReady(p)).Should(Equal("False/InvalidSpiffeIDTemplate"))
+		Expect(p.Status.Failures).To(HaveLen(1))
+		Expect(p.Status.Failures[0].Object).To(Equal("Deployment renderfail-a/web"))
+		Consistently(paths(parentOf("renderfail")), 2*resync).Should(Equal([]string{"/ns/renderfail-a/sa/web"}))
+
+		deletePod(running)
+		Eventually(paths(parentOf("renderfail"))).Should(BeEmpty())
+	})
+})
+
+var _ = Describe("Large replies", func() {
+	It("reads a parent whose entries exceed gRPC's default 4 MiB at the default page size, "+
+		"and halves the page size when a page exceeds the receive limit", func() {
+		const n = 1000
+		parent := spiffeid.RequireFromString(parentOf("large"))
+		long := strings.Repeat("a", 60)
+		var in []*types.Entry
+		for i := range n {
+			e := entries.Entry{
+				SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/large/%d", trustDomain, i)),
+				ParentID:  parent,
+				Selectors: []entries.Selector{{Type: "unix", Value: fmt.Sprintf("uid:%d", i)}},
+				Hint:      strings.Repeat("h", 1024),
+			}
+			for j := range 16 {
+				e.DNSNames = append(e.DNSNames, fmt.Sprintf("%s.%s.%s.n%d-%d.example", long, long, long, i, j))
+			}
+			e.Normalize()
+			in = append(in, e.Proto(fmt.Sprintf("large-%d", i)))
+		}
+		res, err := spireAPI.Create(ctx, in)
+		Expect(err).NotTo(HaveOccurred())
+		for _, r := range res {
+			Expect(r.Code.String()).To(Equal("OK"), r.Message)
+		}
+		Expect(proto.Size(&entryv1.ListEntriesResponse{Entries: in})).To(BeNumerically(">", 4<<20),
+			"the entries do not cross gRPC's default limit at the default page size")
+		DeferCleanup(func() {
+			ids := make([]string, len(in))
+			for i, e := range in {
+				ids[i] = e.Id
+			}
+			_, err := spireAPI.Delete(ctx, ids)
+			Expect(err).NotTo(HaveOccurred())
+		})
+
+		conn, closer, err := spireconn.Dial(ctx, spireconn.Options{SocketPath: srv.SocketPath})
+		Expect(err).NotTo(HaveOccurred())
+		defer closer.Close()
+		list, err := spire.NewClient(conn, spire.Options{PageSize: 1000}).ListByParent(ctx, parent)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list).To(HaveLen(n))
+
+		small := spire.NewClient(conn, spire.Options{PageSize: 1000, MaxReceiveBytes: 1 << 20})
+		list, err = small.ListByParent(ctx, parent)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list).To(HaveLen(n))
+	})
+})
