@@ -25,6 +25,11 @@ const (
 	ReasonUnparseable = "UnparseableBlock"
 	// ReasonNoValidCA: no CA in the input is valid now.
 	ReasonNoValidCA = "NoValidCA"
+	// ReasonNotCA: a certificate is not a CA (basic constraints absent or
+	// CA:FALSE).
+	ReasonNotCA = "NotACA"
+	// ReasonKeyIDConflict: two different JWT authorities share a key ID.
+	ReasonKeyIDConflict = "JWTKeyIDConflict"
 )
 
 // Error is a rejected bundle: a Reason constant and a message.

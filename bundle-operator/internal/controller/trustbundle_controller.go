@@ -59,6 +59,9 @@ type Options struct {
 	Spire spire.Reader
 	// AllowSecretSources permits Secret sources.
 	AllowSecretSources bool
+	// SourceNamespaces are the only namespaces ConfigMap and Secret
+	// sources are read from.
+	SourceNamespaces []string
 	// PollInterval is how often trigger polls SPIRE and the sources.
 	PollInterval time.Duration
 	// Workers bounds concurrent target writes of one TrustBundle.
@@ -93,7 +96,8 @@ func CacheOptions() (cache.Options, error) {
 func Setup(mgr ctrl.Manager, opts Options) error {
 	live := mgr.GetAPIReader()
 	expectations := target.NewExpectations()
-	sources := &source.Resolver{Reader: live, Spire: opts.Spire, AllowSecrets: opts.AllowSecretSources}
+	sources := &source.Resolver{Reader: live, Spire: opts.Spire, AllowSecrets: opts.AllowSecretSources,
+		Namespaces: opts.SourceNamespaces}
 	recorder := mgr.GetEventRecorder(Name)
 	h := &trustbundle.Handler{
 		Sources: sources,

@@ -64,7 +64,7 @@ func (in *Injector) each(ctx context.Context, bundle string, caBundle []byte, fi
 		l := &metav1.PartialObjectMetadataList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := in.Cache.List(ctx, l); err != nil {
-			rep.fail("list "+gvk.Kind, err)
+			rep.Fail("list "+gvk.Kind, err)
 			continue
 		}
 		for _, m := range l.Items {
@@ -84,13 +84,13 @@ func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, na
 	live.SetGroupVersionKind(gvk)
 	if err := in.Live.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
 		if client.IgnoreNotFound(err) != nil {
-			rep.fail(what, err)
+			rep.Fail(what, err)
 		}
 		return rep
 	}
 	patch, current, err := injection(gvk, live, want)
 	if err != nil {
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	}
 	if holdsOnly(current, want) {
@@ -102,7 +102,7 @@ func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, na
 	}
 	if err := in.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(patch),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	}
 	rep.InSync++

@@ -46,7 +46,8 @@ func (r *Report) Add(o Report) {
 	}
 }
 
-func (r *Report) fail(what string, err error) {
+// Fail records that what could not be written because of err.
+func (r *Report) Fail(what string, err error) {
 	r.FailedCount++
 	if len(r.Failed) < maxFailuresNamed {
 		r.Failed = append(r.Failed, fmt.Sprintf("%s: %v", what, err))

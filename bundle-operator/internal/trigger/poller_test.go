@@ -42,7 +42,7 @@ func TestPollRequeuesOnlyWhatChanged(t *testing.T) {
 
 	events := make(chan event.TypedGenericEvent[*v1alpha1.TrustBundle], 10)
 	now := time.Now()
-	p := &Poller{Client: c, Sources: &source.Resolver{Reader: c}, Spire: spireClient, Events: events, Now: func() time.Time { return now }}
+	p := &Poller{Client: c, Sources: &source.Resolver{Reader: c, Namespaces: []string{ns.Name}}, Spire: spireClient, Events: events, Now: func() time.Time { return now }}
 	last := map[string]string{}
 	poll := func() []string {
 		t.Helper()

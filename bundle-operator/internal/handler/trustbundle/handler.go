@@ -51,38 +51,35 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 
 	// 1. Sources: any violation stops here. Existing targets are not
 	// touched; targets that do not exist yet get the last good bundle.
-	res, err := h.Sources.Resolve(ctx, tb.Spec.Sources)
+	res, err := h.Sources.Resolve(ctx, &tb.Spec)
 	if err != nil {
 		return h.sourceFailed(ctx, tb, err, now)
 	}
 	setCondition(tb, TypeSourcesValid, true, ReasonValid, fmt.Sprintf("%d sources valid", len(tb.Spec.Sources)))
 
-	// 2. Merge (dedupe and sort), drop expired, retain removed CAs.
-	b := bundle.New(res.Certificates, res.JWTAuthorities)
+	// 2. Merge (dedupe and sort), drop expired, retain removed CAs. The
+	// trust domains read from SPIRE stay apart, each its own document.
+	c := &content{all: bundle.New(res.Certificates, nil), local: res.Local, federated: res.Federated}
 	if tb.Spec.Options.DropExpired {
-		b = b.DropExpired(now)
+		c = c.dropExpired(now)
 	}
 	var grace time.Duration
 	if tb.Spec.Options.RetainRemovedFor != nil {
 		grace = tb.Spec.Options.RetainRemovedFor.Duration
 	}
-	b, certs := retain(b, tb.Status.Certificates, grace, tb.Spec.Options.DropExpired, now)
+	fromSpire := previouslyFromSpire(&tb.Status, res.Local != nil)
+	var certs []v1alpha1.PublishedCertificate
+	c.all, certs = retain(c.all, tb.Status.Certificates, fromSpire, grace, tb.Spec.Options.DropExpired, now)
 
 	// 3. Render every format once.
-	td := tb.Spec.TrustDomain
-	if td == "" {
-		td = res.SpireTrustDomain
-	}
-	f, err := newFormats(b, td)
-	if err != nil {
-		return fmt.Errorf("render bundle: %w", err)
-	}
-	rec, err := recordFormats(b, td)
+	f := newFormats(c)
+	rec, err := recordFormats(c)
 	if err != nil {
 		return fmt.Errorf("record bundle: %w", err)
 	}
 
 	// 4. Record the bundle.
+	b := c.all
 	if fp := b.Fingerprint(); fp != tb.Status.Fingerprint {
 		log.Info("bundle changed", "fingerprint", fp, "previous", tb.Status.Fingerprint, "cas", b.Len())
 		t := metav1.NewTime(now)
@@ -122,7 +119,9 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 		}
 		data, err := f.data(o.spec.Keys)
 		if err != nil {
-			return rep, fmt.Errorf("%s target: %w", o.kind, err)
+			// Only this kind fails; the other kind and injection go on.
+			rep.Fail(fmt.Sprintf("%s targets", o.kind), err)
+			continue
 		}
 		rep.Add(h.Objects.Sync(ctx, target.Desired{
 			Bundle: tb.Name, Kind: o.kind, Name: o.spec.Name,
@@ -167,7 +166,17 @@ func (h *Handler) sourceFailed(ctx context.Context, tb *v1alpha1.TrustBundle, er
 	if errors.As(err, &se) {
 		reason, transient = se.Reason, se.Transient
 	}
-	note, rep := h.fillNew(ctx, tb, now)
+	var (
+		note string
+		rep  target.Report
+	)
+	if reason == source.ReasonTrustDomainMismatch {
+		// The spec names another trust domain than SPIRE's: nothing is
+		// written until one of them is corrected.
+		note = "nothing is written"
+	} else {
+		note, rep = h.fillNew(ctx, tb, now)
+	}
 	msg := fmt.Sprintf("%v; %s", err, note)
 	setCondition(tb, TypeSourcesValid, false, reason, msg)
 	if rep.Written > 0 {

@@ -18,9 +18,14 @@ const (
 	// ReasonTargetsFailed: some targets could not be written; see
 	// status.failedTargets.
 	ReasonTargetsFailed = "TargetsFailed"
-	// ReasonTrustDomainUnknown: the SPIFFE format is requested but neither
-	// spec.trustDomain nor a spire source names the trust domain.
-	ReasonTrustDomainUnknown = "TrustDomainUnknown"
+	// ReasonNoSpireSource: a target names a SPIFFE format but no source is
+	// a spire source, the only source of a trust domain's authorities.
+	ReasonNoSpireSource = "NoSpireSource"
+	// ReasonFormatNotRenderable: a format cannot be rendered (e.g. a JWT
+	// key type a JWKS cannot hold); only the targets naming it fail.
+	ReasonFormatNotRenderable = "FormatNotRenderable"
+	// ReasonKeysCollide: two formats of a target would write the same key.
+	ReasonKeysCollide = "KeysCollide"
 	// ReasonInvalidSelector: spec.target.namespaceSelector does not parse.
 	ReasonInvalidSelector = "InvalidNamespaceSelector"
 )
