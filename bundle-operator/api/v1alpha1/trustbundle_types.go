@@ -194,7 +194,8 @@ type PublishedCertificate struct {
 	// +optional
 	LeftSourceAt *metav1.Time `json:"leftSourceAt,omitempty"`
 	// PEM is the certificate, kept so that it can be retained after it left
-	// the sources.
+	// the sources and the bundle rebuilt for new targets while a source
+	// fails. Empty when the bundle was too large for the status to hold it.
 	PEM string `json:"pem"`
 }
 

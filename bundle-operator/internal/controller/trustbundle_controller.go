@@ -41,8 +41,8 @@ const DefaultPollInterval = 5 * time.Second
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;list;watch;patch

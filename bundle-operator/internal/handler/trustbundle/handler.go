@@ -78,6 +78,16 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 		return fmt.Errorf("record bundle: %w", err)
 	}
 
+	// Nothing is written that Kubernetes would refuse: a target or a status
+	// over its size limit fails here, before any write, so every target
+	// keeps its last good bundle.
+	if err := checkSizes(tb, f); err != nil {
+		return err
+	}
+	if certs, err = fitStatus(tb, certs, rec); err != nil {
+		return err
+	}
+
 	// 4. Record the bundle.
 	b := c.all
 	if fp := b.Fingerprint(); fp != tb.Status.Fingerprint {

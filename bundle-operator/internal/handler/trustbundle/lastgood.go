@@ -13,6 +13,10 @@ import (
 // errNeverPublished: the TrustBundle has no last good bundle to give.
 var errNeverPublished = errors.New("no bundle was published yet")
 
+// errPEMNotRecorded: the last published bundle was too large for the
+// status to hold its certificates' PEM.
+var errPEMNotRecorded = errors.New("status.certificates do not hold the PEM of the last published bundle: it was too large to record")
+
 // errFormatsNotRecorded: the status was written by an operator that did not
 // record status.formats with the authorities of each trust domain, so only
 // the PEM format can be rebuilt.
@@ -92,6 +96,9 @@ func lastGood(st *v1alpha1.TrustBundleStatus, now time.Time) (*formats, error) {
 	certs := make([]*x509.Certificate, 0, len(st.Certificates))
 	bySHA := make(map[string]*x509.Certificate, len(st.Certificates))
 	for i, p := range st.Certificates {
+		if p.PEM == "" {
+			return nil, errPEMNotRecorded
+		}
 		parsed, err := bundle.ParsePEM([]byte(p.PEM))
 		if err != nil {
 			return nil, fmt.Errorf("status.certificates[%d]: %w", i, err)

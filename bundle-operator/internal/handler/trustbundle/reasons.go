@@ -24,6 +24,9 @@ const (
 	// ReasonFormatNotRenderable: a format cannot be rendered (e.g. a JWT
 	// key type a JWKS cannot hold); only the targets naming it fail.
 	ReasonFormatNotRenderable = "FormatNotRenderable"
+	// ReasonBundleTooLarge: a rendered target or the status would exceed
+	// what Kubernetes stores; nothing is written.
+	ReasonBundleTooLarge = "BundleTooLarge"
 	// ReasonKeysCollide: two formats of a target would write the same key.
 	ReasonKeysCollide = "KeysCollide"
 	// ReasonInvalidSelector: spec.target.namespaceSelector does not parse.
