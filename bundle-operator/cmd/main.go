@@ -37,6 +37,7 @@ import (
 // can also be set by its environment variable (upper case, "_" for "-").
 const (
 	flagAllowSecretSources = "allow-secret-sources"
+	flagAllowSecretTargets = "allow-secret-targets"
 	flagPollInterval       = "poll-interval"
 	flagTargetWorkers      = "target-workers"
 	flagSourceNamespaces   = "source-namespaces"
@@ -75,7 +76,8 @@ func newFlagSet() (*pflag.FlagSet, *zap.Options) {
 	config.AddFlags(fs)
 	manager.AddFlags(fs, managerDefaults())
 	spireconn.AddFlags(fs)
-	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets")
+	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets (needs the rights of config/components/secrets)")
+	fs.Bool(flagAllowSecretTargets, false, "allow TrustBundles to write Secrets (needs the rights of config/components/secrets)")
 	fs.Duration(flagPollInterval, bundlecontroller.DefaultPollInterval, "how often to poll SPIRE and ConfigMap/Secret sources for changes")
 	fs.Int(flagTargetWorkers, 16, "concurrent target writes per TrustBundle")
 	fs.String(flagSourceNamespaces, "", "comma-separated namespaces ConfigMap and Secret sources are read from (default: the operator's own namespace)")
@@ -156,6 +158,7 @@ func run() error {
 		Metrics:            m,
 		Spire:              spireReader,
 		AllowSecretSources: v.GetBool(flagAllowSecretSources),
+		AllowSecretTargets: v.GetBool(flagAllowSecretTargets),
 		SourceNamespaces:   srcNamespaces,
 		PollInterval:       v.GetDuration(flagPollInterval),
 		Workers:            v.GetInt(flagTargetWorkers),

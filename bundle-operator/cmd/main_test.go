@@ -28,8 +28,17 @@ func envFlag(name string) string { return strings.ReplaceAll(strings.ToLower(nam
 // manager container is a flag. A renamed flag (--spire-address) would
 // otherwise be silently ignored in a deployment.
 func TestManagerSetsOnlyFlagsTheOperatorHas(t *testing.T) {
+	for _, file := range []string{
+		filepath.Join("..", "config", "manager", "manager.yaml"),
+		filepath.Join("..", "config", "components", "secrets", "manager_secrets.yaml"),
+	} {
+		t.Run(filepath.Base(file), func(t *testing.T) { testManagerSetsOnlyFlags(t, file) })
+	}
+}
+
+func testManagerSetsOnlyFlags(t *testing.T, file string) {
 	fs, _ := newFlagSet()
-	raw, err := os.ReadFile(filepath.Join("..", "config", "manager", "manager.yaml"))
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}

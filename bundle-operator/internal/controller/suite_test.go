@@ -97,7 +97,7 @@ func startManager() context.CancelFunc {
 	cfg.RequeueAfterOnError = 200 * time.Millisecond
 	cfg.MaxBackoff = 2 * time.Second
 	Expect(bundlecontroller.Setup(mgr, bundlecontroller.Options{
-		Config: cfg, Metrics: m, Spire: sc, AllowSecretSources: true, SourceNamespaces: []string{sourceNamespace},
+		Config: cfg, Metrics: m, Spire: sc, AllowSecretSources: true, AllowSecretTargets: true, SourceNamespaces: []string{sourceNamespace},
 		PollInterval: 300 * time.Millisecond,
 	})).To(Succeed())
 

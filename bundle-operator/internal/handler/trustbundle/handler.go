@@ -35,6 +35,11 @@ type Handler struct {
 	Injector *target.Injector
 	// Namespaces lists namespaces (metadata, from the cache).
 	Namespaces client.Reader
+	// SecretTargets permits Secret targets. Without it the operator holds
+	// no rights on Secrets and does not watch them: a TrustBundle with a
+	// Secret target fails that kind (SecretTargetsDisabled) and Secrets
+	// are never released.
+	SecretTargets bool
 	// Recorder emits an event when targets get the last good bundle while
 	// the sources fail; nil disables it.
 	Recorder events.EventRecorder
@@ -122,7 +127,11 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 		}
 	}
 	objLabels := targetLabels(ctx, tb)
-	for _, o := range objectTargets(&t) {
+	for _, o := range h.objectTargets(&t) {
+		if o.disabled != nil {
+			rep.Fail(fmt.Sprintf("%s targets", o.kind), o.disabled)
+			continue
+		}
 		if o.spec == nil {
 			rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
 			continue
@@ -150,8 +159,9 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 // break the webhooks and APIServices that still rely on them.
 func (h *Handler) Delete(ctx context.Context, tb *v1alpha1.TrustBundle) error {
 	var rep target.Report
-	rep.Add(h.Objects.ReleaseAll(ctx, target.KindConfigMap, tb.Name))
-	rep.Add(h.Objects.ReleaseAll(ctx, target.KindSecret, tb.Name))
+	for _, o := range h.objectTargets(&v1alpha1.Target{}) {
+		rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
+	}
 	if rep.FailedCount > 0 {
 		return ctrlerrors.WithReason(ReasonTargetsFailed,
 			ctrlerrors.RetryableErrorf("release %d targets: %s", rep.FailedCount, strings.Join(rep.Failed, "; ")))
@@ -248,8 +258,8 @@ func (h *Handler) fillObjects(ctx context.Context, tb *v1alpha1.TrustBundle, f *
 	}
 	var why []string
 	objLabels := targetLabels(ctx, tb)
-	for _, o := range objectTargets(&t) {
-		if o.spec == nil {
+	for _, o := range h.objectTargets(&t) {
+		if o.spec == nil || o.disabled != nil {
 			continue
 		}
 		data, err := f.data(o.spec.Keys)
@@ -316,9 +326,21 @@ func setCondition(tb *v1alpha1.TrustBundle, t string, ok bool, reason, msg strin
 type objectTarget struct {
 	kind target.Kind
 	spec *v1alpha1.ObjectTarget
+	// disabled is why the operator cannot write the requested kind.
+	disabled error
 }
 
-// objectTargets lists the per-namespace target kinds of t, ConfigMap first.
-func objectTargets(t *v1alpha1.Target) []objectTarget {
-	return []objectTarget{{target.KindConfigMap, t.ConfigMap}, {target.KindSecret, t.Secret}}
+// objectTargets lists the per-namespace target kinds of t the operator
+// handles, ConfigMap first; Secrets only with SecretTargets (a Secret
+// target asked for without it is listed with the reason).
+func (h *Handler) objectTargets(t *v1alpha1.Target) []objectTarget {
+	out := []objectTarget{{kind: target.KindConfigMap, spec: t.ConfigMap}}
+	switch {
+	case h.SecretTargets:
+		out = append(out, objectTarget{kind: target.KindSecret, spec: t.Secret})
+	case t.Secret != nil:
+		out = append(out, objectTarget{kind: target.KindSecret, spec: t.Secret, disabled: ctrlerrors.WithReason(ReasonSecretTargetsDisabled,
+			ctrlerrors.BlockedErrorf("start the operator with --allow-secret-targets and the rights of config/components/secrets to write Secrets"))})
+	}
+	return out
 }

@@ -27,6 +27,9 @@ const (
 	// ReasonBundleTooLarge: a rendered target or the status would exceed
 	// what Kubernetes stores; nothing is written.
 	ReasonBundleTooLarge = "BundleTooLarge"
+	// ReasonSecretTargetsDisabled: a Secret target while the operator runs
+	// without --allow-secret-targets.
+	ReasonSecretTargetsDisabled = "SecretTargetsDisabled"
 	// ReasonKeysCollide: two formats of a target would write the same key.
 	ReasonKeysCollide = "KeysCollide"
 	// ReasonInvalidSelector: spec.target.namespaceSelector does not parse.

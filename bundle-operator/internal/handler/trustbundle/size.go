@@ -31,11 +31,11 @@ func checkSizes(tb *v1alpha1.TrustBundle, f *formats) error {
 			"%s would be %d bytes, over the limit of %d; nothing is written and targets keep their last good bundle %s",
 			what, size, limit, tb.Status.Fingerprint))
 	}
-	for _, o := range objectTargets(&tb.Spec.Target) {
-		if o.spec == nil {
+	for _, o := range []*v1alpha1.ObjectTarget{tb.Spec.Target.ConfigMap, tb.Spec.Target.Secret} {
+		if o == nil {
 			continue
 		}
-		data, err := f.data(o.spec.Keys)
+		data, err := f.data(o.Keys)
 		if err != nil {
 			continue // reported per target kind by sync
 		}
@@ -44,7 +44,7 @@ func checkSizes(tb *v1alpha1.TrustBundle, f *formats) error {
 			size += len(k) + len(v)
 		}
 		if size > maxDataSize {
-			return tooLarge(fmt.Sprintf("the data of each %s target", o.kind), size, maxDataSize)
+			return tooLarge(fmt.Sprintf("the data of each target %q", o.Name), size, maxDataSize)
 		}
 	}
 	if len(f.pem) > maxCABundleSize {
