@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -89,6 +90,10 @@ func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, na
 		return rep
 	}
 	patch, current, err := injection(gvk, live, want)
+	if errors.Is(err, errNoCABundleField) {
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %v", what, err))
+		return rep
+	}
 	if err != nil {
 		rep.Fail(what, err)
 		return rep
@@ -120,6 +125,9 @@ func holdsOnly(current []string, allowed ...string) bool {
 	return true
 }
 
+// errNoCABundleField: an annotated object has no caBundle field to set.
+var errNoCABundleField = errors.New("nothing to inject into")
+
 // injection returns the apply object that sets want into live's caBundle
 // fields, and the values these fields hold now ("" for an unset one).
 func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, want string) (*unstructured.Unstructured, []string, error) {
@@ -138,7 +146,7 @@ func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, wan
 			return nil, nil, fmt.Errorf("read webhooks: %w", err)
 		}
 		if len(webhooks) == 0 {
-			return nil, nil, fmt.Errorf("no webhooks to inject into")
+			return nil, nil, fmt.Errorf("%w: no webhooks", errNoCABundleField)
 		}
 		var items []any
 		for _, w := range webhooks {
@@ -159,7 +167,7 @@ func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, wan
 	case CustomResourceDefinitionGVK:
 		strategy, _, _ := unstructured.NestedString(live.Object, "spec", "conversion", "strategy")
 		if strategy != "Webhook" {
-			return nil, nil, fmt.Errorf("conversion strategy is %q, not Webhook: nothing to inject", strategy)
+			return nil, nil, fmt.Errorf("%w: conversion strategy is %q, not Webhook", errNoCABundleField, strategy)
 		}
 		check(live.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
 		patch.Object["spec"] = map[string]any{"conversion": map[string]any{

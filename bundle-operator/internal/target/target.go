@@ -32,6 +32,10 @@ type Report struct {
 	Failed []string
 	// FailedCount counts all failed targets.
 	FailedCount int
+	// Skipped names the annotated objects that cannot take a caBundle (a
+	// CRD without a conversion webhook, a webhook configuration without
+	// webhooks), with why; they are not failures.
+	Skipped []string
 }
 
 // Add merges o into r.
@@ -39,6 +43,7 @@ func (r *Report) Add(o Report) {
 	r.InSync += o.InSync
 	r.Written += o.Written
 	r.FailedCount += o.FailedCount
+	r.Skipped = append(r.Skipped, o.Skipped...)
 	for _, f := range o.Failed {
 		if len(r.Failed) < maxFailuresNamed {
 			r.Failed = append(r.Failed, f)

@@ -148,10 +148,21 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 		}))
 	}
 	rep.Add(h.Injector.Sync(ctx, tb.Name, f.pem))
+	h.warnSkipped(tb, rep.Skipped)
 	if rep.Written > 0 {
 		logf.FromContext(ctx).Info("targets written", "written", rep.Written, "inSync", rep.InSync, "failed", rep.FailedCount)
 	}
 	return rep, nil
+}
+
+// warnSkipped emits a Warning event naming the annotated objects that
+// cannot take a caBundle: an annotation mistake is not a failed pass.
+func (h *Handler) warnSkipped(tb *v1alpha1.TrustBundle, skipped []string) {
+	if len(skipped) == 0 || h.Recorder == nil {
+		return
+	}
+	h.Recorder.Eventf(tb, nil, corev1.EventTypeWarning, ReasonInjectionSkipped, "Inject",
+		"%d annotated objects cannot take a caBundle and are skipped: %s", len(skipped), strings.Join(skipped, "; "))
 }
 
 // Delete takes our keys out of every ConfigMap and Secret target (deleting

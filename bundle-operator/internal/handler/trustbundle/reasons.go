@@ -42,4 +42,8 @@ const (
 	// exist yet were created with the last good bundle (the one the existing
 	// targets hold). The conditions keep the source's reason.
 	ReasonLastGoodBundle = "LastGoodBundle"
+	// ReasonInjectionSkipped (Warning): an object annotated for injection
+	// has no caBundle field (a CRD without a conversion webhook, a webhook
+	// configuration without webhooks); it is skipped, the pass goes on.
+	ReasonInjectionSkipped = "InjectionSkipped"
 )
