@@ -10,12 +10,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -35,9 +37,15 @@ import (
 // can also be set by its environment variable (upper case, "_" for "-").
 const (
 	flagAllowSecretSources = "allow-secret-sources"
+	flagAllowSecretTargets = "allow-secret-targets"
 	flagPollInterval       = "poll-interval"
 	flagTargetWorkers      = "target-workers"
+	flagSourceNamespaces   = "source-namespaces"
 )
+
+// serviceAccountNamespaceFile holds the namespace of the pod's service
+// account, the operator's own namespace.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // defaultGCPercent makes the garbage collector run when the heap has grown
 // by a quarter since the last collection instead of doubling (Go's default
@@ -68,9 +76,11 @@ func newFlagSet() (*pflag.FlagSet, *zap.Options) {
 	config.AddFlags(fs)
 	manager.AddFlags(fs, managerDefaults())
 	spireconn.AddFlags(fs)
-	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets")
+	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets (needs the rights of config/components/secrets)")
+	fs.Bool(flagAllowSecretTargets, false, "allow TrustBundles to write Secrets (needs the rights of config/components/secrets)")
 	fs.Duration(flagPollInterval, bundlecontroller.DefaultPollInterval, "how often to poll SPIRE and ConfigMap/Secret sources for changes")
 	fs.Int(flagTargetWorkers, 16, "concurrent target writes per TrustBundle")
+	fs.String(flagSourceNamespaces, "", "comma-separated namespaces ConfigMap and Secret sources are read from (default: the operator's own namespace)")
 	zapOpts := &zap.Options{}
 	goFlags := flag.NewFlagSet("", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
@@ -134,6 +144,11 @@ func run() error {
 	}
 	defer closeSpire()
 
+	srcNamespaces, err := sourceNamespaces(v.GetString(flagSourceNamespaces), ownNamespace)
+	if err != nil {
+		return err
+	}
+
 	m, err := controller.NewMetrics(metrics.Registry)
 	if err != nil {
 		return err
@@ -143,12 +158,15 @@ func run() error {
 		Metrics:            m,
 		Spire:              spireReader,
 		AllowSecretSources: v.GetBool(flagAllowSecretSources),
+		AllowSecretTargets: v.GetBool(flagAllowSecretTargets),
+		SourceNamespaces:   srcNamespaces,
 		PollInterval:       v.GetDuration(flagPollInterval),
 		Workers:            v.GetInt(flagTargetWorkers),
 	}); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
 	}
-	ctrl.Log.Info("starting bundle-operator", "qps", restCfg.QPS, "burst", restCfg.Burst, "spire", spireReader != nil)
+	ctrl.Log.Info("starting bundle-operator", "qps", restCfg.QPS, "burst", restCfg.Burst, "spire", spireReader != nil,
+		"sourceNamespaces", srcNamespaces)
 	return mgr.Start(ctx)
 }
 
@@ -166,4 +184,43 @@ func dialSpire(ctx context.Context, v *viper.Viper) (spire.Reader, func(), error
 		return nil, nil, err
 	}
 	return c, func() { _ = c.Close() }, nil
+}
+
+// sourceNamespaces parses --source-namespaces (comma-separated); empty means
+// the operator's own namespace, as own returns it, and none at all when
+// that is unknown (outside a pod). Sources elsewhere are refused: whoever
+// can edit a source decides what every target trusts.
+func sourceNamespaces(flag string, own func() (string, error)) ([]string, error) {
+	var out []string
+	for _, ns := range strings.Split(flag, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				return nil, fmt.Errorf("--%s: %q is not a namespace name: %s", flagSourceNamespaces, ns, strings.Join(errs, "; "))
+			}
+			out = append(out, ns)
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	ns, err := own()
+	if err != nil {
+		ctrl.Log.Info("no namespace is allowed for ConfigMap and Secret sources: --"+flagSourceNamespaces+
+			" is not set and the operator's own namespace is unknown", "reason", err.Error())
+		return nil, nil
+	}
+	return []string{ns}, nil
+}
+
+// ownNamespace returns the namespace of the pod's service account.
+func ownNamespace() (string, error) {
+	raw, err := os.ReadFile(serviceAccountNamespaceFile)
+	if err != nil {
+		return "", fmt.Errorf("read the pod's namespace: %w", err)
+	}
+	ns := strings.TrimSpace(string(raw))
+	if ns == "" {
+		return "", fmt.Errorf("%s is empty", serviceAccountNamespaceFile)
+	}
+	return ns, nil
 }

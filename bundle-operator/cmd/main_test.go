@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,8 +28,17 @@ func envFlag(name string) string { return strings.ReplaceAll(strings.ToLower(nam
 // manager container is a flag. A renamed flag (--spire-address) would
 // otherwise be silently ignored in a deployment.
 func TestManagerSetsOnlyFlagsTheOperatorHas(t *testing.T) {
+	for _, file := range []string{
+		filepath.Join("..", "config", "manager", "manager.yaml"),
+		filepath.Join("..", "config", "components", "secrets", "manager_secrets.yaml"),
+	} {
+		t.Run(filepath.Base(file), func(t *testing.T) { testManagerSetsOnlyFlags(t, file) })
+	}
+}
+
+func testManagerSetsOnlyFlags(t *testing.T, file string) {
 	fs, _ := newFlagSet()
-	raw, err := os.ReadFile(filepath.Join("..", "config", "manager", "manager.yaml"))
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,4 +98,30 @@ func TestDocumentedFlagsExistAndOwnFlagsAreDocumented(t *testing.T) {
 			t.Errorf("flag --%s is not documented in docs/bundle-operator.md", f.Name)
 		}
 	})
+}
+
+// TestSourceNamespaces proves the allowlist of source namespaces: the flag's
+// list, or the operator's own namespace when it is empty, none when that is
+// unknown, and never a bad name.
+func TestSourceNamespaces(t *testing.T) {
+	own := func() (string, error) { return "trustplane-system", nil }
+	unknown := func() (string, error) { return "", errors.New("not in a pod") }
+	cases := []struct {
+		flag    string
+		own     func() (string, error)
+		want    []string
+		wantErr bool
+	}{
+		{"", own, []string{"trustplane-system"}, false},
+		{" , ", own, []string{"trustplane-system"}, false},
+		{"a, b", own, []string{"a", "b"}, false},
+		{"", unknown, nil, false},
+		{"Not_A_Namespace", own, nil, true},
+	}
+	for _, tc := range cases {
+		got, err := sourceNamespaces(tc.flag, tc.own)
+		if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
+			t.Errorf("sourceNamespaces(%q) = %v, %v; want %v, error %v", tc.flag, got, err, tc.want, tc.wantErr)
+		}
+	}
 }

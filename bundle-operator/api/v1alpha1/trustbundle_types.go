@@ -12,7 +12,7 @@ const InjectAnnotation = "bundle.trustplane.dev/inject"
 
 // TrustBundleSpec is the desired state of a TrustBundle: where the CA
 // certificates come from, where they go, and how they are filtered.
-// +kubebuilder:validation:XValidation:rule="has(self.trustDomain) || self.sources.exists(s, has(s.spire)) || !has(self.target) || ((!has(self.target.configMap) || !has(self.target.configMap.keys) || !has(self.target.configMap.keys.spiffe) || self.target.configMap.keys.spiffe.size() == 0) && (!has(self.target.secret) || !has(self.target.secret.keys) || !has(self.target.secret.keys.spiffe) || self.target.secret.keys.spiffe.size() == 0))",message="a spiffe key needs spec.trustDomain or a spire source to name the trust domain"
+// +kubebuilder:validation:XValidation:rule="self.sources.exists(s, has(s.spire)) || !has(self.target) || ((!has(self.target.configMap) || !has(self.target.configMap.keys) || ((!has(self.target.configMap.keys.spiffe) || self.target.configMap.keys.spiffe.size() == 0) && (!has(self.target.configMap.keys.federatedSpiffe) || self.target.configMap.keys.federatedSpiffe.size() == 0))) && (!has(self.target.secret) || !has(self.target.secret.keys) || ((!has(self.target.secret.keys.spiffe) || self.target.secret.keys.spiffe.size() == 0) && (!has(self.target.secret.keys.federatedSpiffe) || self.target.secret.keys.federatedSpiffe.size() == 0))))",message="the spiffe and federatedSpiffe keys need a spire source: a trust domain's authorities come only from its SPIRE server"
 type TrustBundleSpec struct {
 	// Sources are merged into one bundle. Every source must pass validation;
 	// one that does not stops all changes to existing targets, so they keep
@@ -27,8 +27,10 @@ type TrustBundleSpec struct {
 	// +optional
 	Target Target `json:"target,omitempty"`
 
-	// TrustDomain names the trust domain of the SPIFFE bundle format. Empty
-	// means the trust domain of the SPIRE server of a spire source.
+	// TrustDomain, when set, must be the trust domain of the SPIRE server of
+	// the spire sources; otherwise nothing is written (Ready=False, reason
+	// TrustDomainMismatch). The SPIFFE format is always the SPIRE server's
+	// own trust domain.
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:Pattern=`^[a-z0-9._-]+$`
@@ -134,11 +136,21 @@ type Keys struct {
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
 	PEM string `json:"pem,omitempty"`
 	// SPIFFE is the key of the SPIFFE bundle (JSON, JWKS with x509-svid and
-	// jwt-svid keys) of TrustDomain.
+	// jwt-svid keys) of the SPIRE server's own trust domain. It holds only
+	// the authorities SPIRE has for that trust domain: never those of
+	// federated trust domains or of ConfigMap, Secret or inline sources.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
 	SPIFFE string `json:"spiffe,omitempty"`
+	// FederatedSPIFFE is a key prefix: the SPIFFE bundle of each federated
+	// trust domain of the spire sources goes to its own key, the prefix
+	// followed by the trust domain name (e.g. "federated." gives
+	// "federated.other.org"). Empty skips them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
+	FederatedSPIFFE string `json:"federatedSpiffe,omitempty"`
 	// JWKS is the key of a JSON Web Key Set of the JWT authorities.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
@@ -148,12 +160,22 @@ type Keys struct {
 
 // Options filter and stabilise the merged bundle.
 type Options struct {
-	// DropExpired removes certificates whose NotAfter has passed.
+	// DropExpired removes certificates whose NotAfter has passed and JWT
+	// authorities whose expiry (SPIRE's expiresAt) has passed.
 	// +optional
 	DropExpired bool `json:"dropExpired,omitempty"`
 
-	// RetainRemovedFor keeps a CA that left every source for this long, so
-	// that during a rotation peers holding the old CA keep being trusted.
+	// DropNonCA drops certificates that are not CAs (basic constraints
+	// absent or CA:FALSE). Without it a source holding one is refused
+	// (reason NotACA).
+	// +optional
+	DropNonCA bool `json:"dropNonCA,omitempty"`
+
+	// RetainRemovedFor keeps a CA that left every ConfigMap, Secret and
+	// inline source for this long, so that during a rotation peers holding
+	// the old CA keep being trusted. A CA that leaves SPIRE's bundle is
+	// never retained: SPIRE keeps a rotated CA until it expires, so one
+	// that leaves early was revoked.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	RetainRemovedFor *metav1.Duration `json:"retainRemovedFor,omitempty"`
@@ -172,18 +194,45 @@ type PublishedCertificate struct {
 	// +optional
 	LeftSourceAt *metav1.Time `json:"leftSourceAt,omitempty"`
 	// PEM is the certificate, kept so that it can be retained after it left
-	// the sources.
+	// the sources and the bundle rebuilt for new targets while a source
+	// fails. Empty when the bundle was too large for the status to hold it.
 	PEM string `json:"pem"`
 }
 
 // PublishedFormats is what the SPIFFE and JWKS formats of the last published
 // bundle were rendered from besides its certificates.
 type PublishedFormats struct {
-	// TrustDomain is the trust domain of the SPIFFE format; empty when none
-	// was known.
+	// TrustDomain is the SPIRE server's own trust domain, that of the
+	// SPIFFE format; empty without a spire source.
 	// +optional
 	TrustDomain string `json:"trustDomain,omitempty"`
-	// JWTAuthorities are the JWT authorities, sorted by key ID.
+	// JWTAuthorities are the JWT authorities of TrustDomain, sorted by key
+	// ID: the JWKS format and the jwt-svid keys of the SPIFFE format.
+	// +optional
+	// +listType=atomic
+	JWTAuthorities []PublishedJWTAuthority `json:"jwtAuthorities,omitempty"`
+	// X509Authorities are the SHA-256 of the certificates (in
+	// status.certificates) that are the X.509 authorities of TrustDomain.
+	// +optional
+	// +listType=atomic
+	X509Authorities []string `json:"x509Authorities,omitempty"`
+	// Federated are the federated trust domains, each published as its own
+	// SPIFFE bundle.
+	// +optional
+	// +listType=atomic
+	Federated []PublishedTrustDomain `json:"federated,omitempty"`
+}
+
+// PublishedTrustDomain is the SPIFFE bundle of a federated trust domain in
+// the last published bundle.
+type PublishedTrustDomain struct {
+	// TrustDomain is the trust domain name.
+	TrustDomain string `json:"trustDomain"`
+	// X509Authorities are the SHA-256 of its X.509 authorities (in
+	// status.certificates).
+	// +listType=atomic
+	X509Authorities []string `json:"x509Authorities"`
+	// JWTAuthorities are its JWT authorities, sorted by key ID.
 	// +optional
 	// +listType=atomic
 	JWTAuthorities []PublishedJWTAuthority `json:"jwtAuthorities,omitempty"`

@@ -32,6 +32,27 @@ type JWTAuthority struct {
 	KeyID string
 	// PublicKey is the public key.
 	PublicKey crypto.PublicKey
+	// ExpiresAt is when the key expires (SPIRE's expiresAt); zero for never.
+	ExpiresAt time.Time
+}
+
+// Domain is the SPIFFE bundle of one trust domain: its X.509 and JWT
+// authorities. Each trust domain is rendered as its own document and never
+// merged with another's: an authority of one domain must not verify the
+// identities of another.
+type Domain struct {
+	// TrustDomain is the trust domain name, e.g. "example.org".
+	TrustDomain string
+	// Bundle holds the trust domain's authorities.
+	Bundle *Bundle
+}
+
+// SPIFFE renders d as a SPIFFE bundle document (see Bundle.SPIFFE).
+func (d Domain) SPIFFE() ([]byte, error) { return d.Bundle.SPIFFE(d.TrustDomain) }
+
+// DropExpired returns d without the authorities expired at now.
+func (d Domain) DropExpired(now time.Time) Domain {
+	return Domain{TrustDomain: d.TrustDomain, Bundle: d.Bundle.DropExpired(now)}
 }
 
 // Bundle is a deduplicated, ordered set of CA certificates and JWT
@@ -87,12 +108,18 @@ func (b *Bundle) JWTAuthorities() []JWTAuthority { return slices.Clone(b.jwt) }
 // Len returns the number of certificates.
 func (b *Bundle) Len() int { return len(b.certs) }
 
-// DropExpired returns a Bundle without the certificates expired at now.
+// DropExpired returns a Bundle without the certificates and JWT authorities
+// expired at now (JWT authorities without an expiry stay).
 func (b *Bundle) DropExpired(now time.Time) *Bundle {
-	out := &Bundle{jwt: b.jwt}
+	out := &Bundle{}
 	for _, c := range b.certs {
 		if !now.After(c.X509.NotAfter) {
 			out.certs = append(out.certs, c)
+		}
+	}
+	for _, a := range b.jwt {
+		if a.ExpiresAt.IsZero() || !now.After(a.ExpiresAt) {
+			out.jwt = append(out.jwt, a)
 		}
 	}
 	return out

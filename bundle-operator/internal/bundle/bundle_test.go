@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +110,24 @@ func TestDropExpiredAndEarliestExpiry(t *testing.T) {
 	kept := b.DropExpired(now)
 	if kept.Len() != 1 || !kept.X509()[0].Equal(valid.Cert) {
 		t.Errorf("DropExpired() kept %d certificates, want only the valid one", kept.Len())
+	}
+}
+
+// TestDropExpiredDropsExpiredJWTAuthorities proves that dropExpired also
+// drops JWT authorities past their expiry and keeps those without one.
+func TestDropExpiredDropsExpiredJWTAuthorities(t *testing.T) {
+	now := time.Now()
+	key := &testpki.ValidCA("k").Key.PublicKey
+	b := bundle.New(nil, []bundle.JWTAuthority{
+		{KeyID: "expired", PublicKey: key, ExpiresAt: now.Add(-time.Second)},
+		{KeyID: "later", PublicKey: key, ExpiresAt: now.Add(time.Hour)},
+		{KeyID: "never", PublicKey: key},
+	})
+	var kept []string
+	for _, a := range b.DropExpired(now).JWTAuthorities() {
+		kept = append(kept, a.KeyID)
+	}
+	if strings.Join(kept, ",") != "later,never" {
+		t.Errorf("DropExpired() kept %v, want later and never", kept)
 	}
 }

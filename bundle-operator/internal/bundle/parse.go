@@ -25,6 +25,11 @@ const (
 	ReasonUnparseable = "UnparseableBlock"
 	// ReasonNoValidCA: no CA in the input is valid now.
 	ReasonNoValidCA = "NoValidCA"
+	// ReasonNotCA: a certificate is not a CA (basic constraints absent or
+	// CA:FALSE).
+	ReasonNotCA = "NotACA"
+	// ReasonKeyIDConflict: two different JWT authorities share a key ID.
+	ReasonKeyIDConflict = "JWTKeyIDConflict"
 )
 
 // Error is a rejected bundle: a Reason constant and a message.
@@ -52,14 +57,33 @@ func reject(reason, format string, args ...any) *Error {
 // ParsePEM parses a PEM bundle under the parsing rules of the package and
 // returns its certificates in input order. Any violation rejects the whole
 // input: a partial bundle is never returned.
+//
+// The input must be PEM blocks and whitespace only: every other byte
+// belongs to a block, and every "-----BEGIN" line opens a block that
+// decodes. encoding/pem alone skips what it cannot read before a block it
+// can (prose, bad base64, a missing or mismatched END line, a certificate
+// folded onto one line), which would silently drop a certificate.
 func ParsePEM(data []byte) ([]*x509.Certificate, error) {
 	var certs []*x509.Certificate
-	rest := data
-	for n := 1; ; n++ {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
+	pos := skipSpace(data, 0)
+	for n := 1; pos < len(data); n++ {
+		line := lineOf(data, pos)
+		rest := data[pos:]
+		if !bytes.HasPrefix(rest, pemBegin) {
+			if bytes.Contains(rest, []byte("PRIVATE KEY")) {
+				return nil, reject(ReasonPrivateKey, "text at line %d that is not a PEM block mentions a private key", line)
+			}
+			return nil, reject(ReasonUnparseable, "line %d is not part of a PEM block", line)
+		}
+		block, after := pem.Decode(rest)
+		consumed := rest[:len(rest)-len(after)]
+		if block == nil || countBeginLines(consumed) != 1 {
+			// pem.Decode found no block, or skipped this one (bad base64,
+			// no END line or one of another type) to decode a later one.
+			if bytes.Contains(firstLine(rest), []byte("PRIVATE KEY")) {
+				return nil, reject(ReasonPrivateKey, "block %d at line %d is a private key that does not decode", n, line)
+			}
+			return nil, reject(ReasonUnparseable, "block %d at line %d does not decode: bad base64, or no matching END line", n, line)
 		}
 		if strings.Contains(block.Type, "PRIVATE KEY") {
 			return nil, reject(ReasonPrivateKey, "block %d is a %s", n, block.Type)
@@ -75,19 +99,49 @@ func ParsePEM(data []byte) ([]*x509.Certificate, error) {
 			return nil, reject(ReasonUnparseable, "block %d: %w", n, err)
 		}
 		certs = append(certs, cert)
-	}
-	if trailing := bytes.TrimSpace(rest); len(trailing) > 0 {
-		// pem.Decode stops at the first thing it cannot read: a truncated or
-		// corrupt block, or text that is not PEM at all.
-		if bytes.Contains(trailing, []byte("PRIVATE KEY")) {
-			return nil, reject(ReasonPrivateKey, "unparseable data after block %d mentions a private key", len(certs))
-		}
-		return nil, reject(ReasonUnparseable, "%d bytes after block %d are not a PEM block", len(trailing), len(certs))
+		pos = skipSpace(data, len(data)-len(after))
 	}
 	if len(certs) == 0 {
 		return nil, reject(ReasonEmpty, "no CERTIFICATE block")
 	}
 	return certs, nil
+}
+
+// pemBegin starts the first line of a PEM block.
+var pemBegin = []byte("-----BEGIN ")
+
+// skipSpace returns the index of the first non-whitespace byte of data at
+// or after i, or len(data).
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// lineOf returns the 1-based line number of byte i of data.
+func lineOf(data []byte, i int) int { return 1 + bytes.Count(data[:i], []byte("\n")) }
+
+// firstLine returns data up to its first newline.
+func firstLine(data []byte) []byte {
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	return line
+}
+
+// countBeginLines counts the lines of data that start, after leading
+// whitespace, with "-----BEGIN".
+func countBeginLines(data []byte) int {
+	n := 0
+	for line := range bytes.Lines(data) {
+		if bytes.HasPrefix(bytes.TrimLeft(line, " \t\r\v\f"), pemBegin[:len(pemBegin)-1]) {
+			n++
+		}
+	}
+	return n
 }
 
 // ParseDER parses DER certificates (as the SPIRE Bundle API returns them).

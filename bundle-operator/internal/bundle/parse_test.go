@@ -1,9 +1,12 @@
 package bundle_test
 
 import (
+	"bytes"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +24,12 @@ func TestParsePEMRejectsWholeInput(t *testing.T) {
 		Bytes: testpki.ValidCA("h").Cert.Raw,
 	}))
 	garbageCert := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")}))
+	other := testpki.ValidCA("other").PEM()
+	// The first certificate with one base64 character replaced by '!'.
+	corruptBase64 := other[:30] + "!" + other[31:]
+	mismatchedEnd := strings.Replace(other, "-----END CERTIFICATE-----", "-----END X509 CRL-----", 1)
+	// A certificate as a YAML folded scalar writes it: one line.
+	folded := strings.Join(strings.Fields(other), " ")
 	cases := []struct {
 		name   string
 		input  string
@@ -35,6 +44,14 @@ func TestParsePEMRejectsWholeInput(t *testing.T) {
 		{"certificate block that does not parse", good + garbageCert, bundle.ReasonUnparseable},
 		{"truncated block", good + good[:len(good)/2], bundle.ReasonUnparseable},
 		{"text that is not PEM", good + "hello\n", bundle.ReasonUnparseable},
+		// pem.Decode skips what it cannot read before a block it can; each
+		// of these would publish the bundle without its first certificate.
+		{"prose before a certificate", "trust these:\n" + good, bundle.ReasonUnparseable},
+		{"corrupt base64 before a certificate", corruptBase64 + good, bundle.ReasonUnparseable},
+		{"mismatched END line before a certificate", mismatchedEnd + good, bundle.ReasonUnparseable},
+		{"BEGIN line without END before a certificate", "-----BEGIN CERTIFICATE-----\n" + good, bundle.ReasonUnparseable},
+		{"YAML-folded certificate before a certificate", folded + "\n" + good, bundle.ReasonUnparseable},
+		{"text between two certificates", good + "--\n" + other, bundle.ReasonUnparseable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,15 +118,21 @@ func TestRequireValidCA(t *testing.T) {
 	}
 }
 
-// FuzzParsePEM checks that the parser never panics and that whatever it
-// accepts round-trips: rendering the accepted certificates and parsing again
-// yields the same certificates.
+// FuzzParsePEM checks that the parser never panics, that every rejection
+// names a rule, and that whatever it accepts has the strictness property,
+// checked by pemOracle (line by line, without encoding/pem): every
+// non-whitespace byte lies in a BEGIN/END block, there are as many BEGIN
+// lines as certificates returned, and block i decodes to certificate i.
+// Accepted input also round-trips through the renderer. The seed corpus is
+// in testdata/fuzz/FuzzParsePEM.
 func FuzzParsePEM(f *testing.F) {
 	a, b := testpki.ValidCA("a"), testpki.ValidCA("b")
 	f.Add([]byte(a.PEM() + b.PEM()))
 	f.Add([]byte(a.PEM() + a.KeyPEM()))
 	f.Add([]byte("-----BEGIN CERTIFICATE-----\nProc-Type: 4\n\nAAAA\n-----END CERTIFICATE-----\n"))
 	f.Add([]byte(""))
+	f.Add([]byte("prose\n" + a.PEM()))
+	f.Add([]byte(strings.Join(strings.Fields(a.PEM()), " ") + "\n" + b.PEM()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		certs, err := bundle.ParsePEM(data)
 		if err != nil {
@@ -117,10 +140,25 @@ func FuzzParsePEM(f *testing.F) {
 			if !errors.As(err, &be) || be.Reason == "" {
 				t.Fatalf("error %v is not a *bundle.Error with a reason", err)
 			}
+			if certs != nil {
+				t.Fatalf("rejected input returned %d certificates", len(certs))
+			}
 			return
 		}
 		if len(certs) == 0 {
 			t.Fatal("accepted input without certificates")
+		}
+		blocks, problem := pemOracle(data)
+		if problem != "" {
+			t.Fatalf("accepted input breaks the strictness property: %s", problem)
+		}
+		if len(blocks) != len(certs) {
+			t.Fatalf("accepted %d certificates from %d BEGIN lines", len(certs), len(blocks))
+		}
+		for i, der := range blocks {
+			if !bytes.Equal(der, certs[i].Raw) {
+				t.Fatalf("certificate %d is not the content of BEGIN block %d", i+1, i+1)
+			}
 		}
 		again, err := bundle.ParsePEM(bundle.New(certs, nil).PEM())
 		if err != nil {
@@ -130,6 +168,44 @@ func FuzzParsePEM(f *testing.F) {
 			t.Fatalf("round trip: %d certificates, want %d", got, want)
 		}
 	})
+}
+
+// pemOracle reads data line by line, independently of encoding/pem: outside
+// a block only blank lines are allowed; a line starting with "-----BEGIN"
+// opens a block, which runs to the next line starting with "-----END" and
+// whose other lines are base64. It returns the decoded content of every
+// block in order, or what breaks the property.
+func pemOracle(data []byte) ([][]byte, string) {
+	var (
+		blocks [][]byte
+		body   []byte
+		inside bool
+	)
+	for n, line := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case !inside && trimmed == "":
+		case !inside && strings.HasPrefix(trimmed, "-----BEGIN"):
+			inside, body = true, nil
+		case !inside:
+			return nil, fmt.Sprintf("line %d is outside every block: %q", n+1, line)
+		case strings.HasPrefix(trimmed, "-----BEGIN"):
+			return nil, fmt.Sprintf("line %d opens a block inside another", n+1)
+		case strings.HasPrefix(trimmed, "-----END"):
+			der, err := base64.StdEncoding.DecodeString(string(body))
+			if err != nil {
+				return nil, fmt.Sprintf("block %d ending on line %d is not base64: %v", len(blocks)+1, n+1, err)
+			}
+			blocks = append(blocks, der)
+			inside = false
+		default:
+			body = append(body, strings.Join(strings.Fields(line), "")...)
+		}
+	}
+	if inside {
+		return nil, "a block has no END line"
+	}
+	return blocks, ""
 }
 
 // TestRejectionWrapsTheParserError proves that a block that does not parse

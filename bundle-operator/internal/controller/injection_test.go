@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,6 +154,36 @@ var _ = Describe("Injection into annotated webhooks, APIServices and CRDs", func
 		for _, o := range objs {
 			Eventually(func() []string { return caBundles(ctx, o) }).Should(HaveEach(want), o.obj.GetKind())
 		}
+	})
+
+	It("skips an annotated CRD without a conversion webhook with a Warning event, not a failed pass", func(ctx context.Context) {
+		ca := testpki.ValidCA("skip")
+		tb := newTrustBundle(unique("inject"), inline(ca.PEM()))
+		tb.Spec.Target = v1alpha1.Target{}
+		noWebhook := conversionCRD(unique("noconvs")+"s", tb.Name)
+		Expect(unstructured.SetNestedMap(noWebhook.obj.Object, map[string]any{"strategy": "None"}, "spec", "conversion")).To(Succeed())
+		api := apiService(unique("apis"), tb.Name)
+		for _, o := range []injectable{noWebhook, api} {
+			Expect(cp.Client.Create(ctx, o.obj.DeepCopy())).To(Succeed())
+			DeferCleanup(func(ctx context.Context) {
+				Expect(client.IgnoreNotFound(cp.Client.Delete(ctx, o.obj.DeepCopy()))).To(Succeed())
+			})
+		}
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() []string { return caBundles(ctx, api) }).Should(HaveEach(base64.StdEncoding.EncodeToString([]byte(ca.PEM()))))
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+		Consistently(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+		Eventually(func() []string {
+			var l eventsv1.EventList
+			Expect(cp.Client.List(ctx, &l)).To(Succeed())
+			var notes []string
+			for _, e := range l.Items {
+				if e.Regarding.Name == tb.Name && e.Reason == "InjectionSkipped" && e.Type == "Warning" {
+					notes = append(notes, e.Note)
+				}
+			}
+			return notes
+		}).Should(ContainElement(ContainSubstring(noWebhook.obj.GetName())))
 	})
 
 	It("leaves objects annotated for another TrustBundle alone", func(ctx context.Context) {

@@ -101,12 +101,12 @@ func lastGoodEvents(ctx context.Context, tb *v1alpha1.TrustBundle) []string {
 var _ = Describe("While the sources fail, new targets get the last good bundle", func() {
 	It("gives a namespace that starts matching exactly what the others hold, and changes no existing target", func(ctx context.Context) {
 		group := unique("lastgood")
-		srcNS := newNamespace(ctx, nil)
+		srcNS, srcName := sourceNamespace, unique("src")
 		good := testpki.ValidCA("lastgood")
-		src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: srcNS}, Data: map[string]string{"pem": good.PEM()}}
+		src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: srcName, Namespace: srcNS}, Data: map[string]string{"pem": good.PEM()}}
 		Expect(cp.Client.Create(ctx, src)).To(Succeed())
 		nss := []string{newNamespace(ctx, map[string]string{"group": group}), newNamespace(ctx, map[string]string{"group": group})}
-		tb := newTrustBundle(group, v1alpha1.Source{ConfigMap: &v1alpha1.KeySelector{Namespace: srcNS, Name: "src", Key: "pem"}})
+		tb := newTrustBundle(group, v1alpha1.Source{ConfigMap: &v1alpha1.KeySelector{Namespace: srcNS, Name: srcName, Key: "pem"}})
 		tb.Spec.Target.Secret = &v1alpha1.ObjectTarget{Name: "ca-secret"}
 		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
 		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
@@ -142,7 +142,7 @@ var _ = Describe("While the sources fail, new targets get the last good bundle",
 
 		Expect(readyReason(ctx, tb)).To(Equal(bundle.ReasonPrivateKey))
 		Expect(conditionMessage(ctx, tb, "Ready")).To(And(
-			ContainSubstring("sources[0] (configMap %s/src key pem)", srcNS),
+			ContainSubstring("sources[0] (configMap %s/%s key pem)", srcNS, srcName),
 			ContainSubstring("targets keep their last good bundle %s and new targets get it", fingerprint)))
 		Eventually(func() []string { return lastGoodEvents(ctx, tb) }).Should(ContainElement(And(
 			MatchRegexp(`^\d+ new targets were given the last good bundle `),
@@ -200,14 +200,14 @@ var _ = Describe("While the sources fail, new targets get the last good bundle",
 
 	It("rebuilds it from the status after an operator restart during the failure", func(ctx context.Context) {
 		group := unique("restart")
-		srcNS := newNamespace(ctx, nil)
+		srcNS, srcName := sourceNamespace, unique("src")
 		extra := testpki.ValidCA("restart")
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: srcNS}, Data: map[string]string{"pem": extra.PEM()},
+			ObjectMeta: metav1.ObjectMeta{Name: srcName, Namespace: srcNS}, Data: map[string]string{"pem": extra.PEM()},
 		})).To(Succeed())
 		ns := newNamespace(ctx, map[string]string{"group": group})
 		tb := newTrustBundle(group, v1alpha1.Source{SPIRE: &v1alpha1.SPIRESource{}},
-			v1alpha1.Source{ConfigMap: &v1alpha1.KeySelector{Namespace: srcNS, Name: "src", Key: "pem"}})
+			v1alpha1.Source{ConfigMap: &v1alpha1.KeySelector{Namespace: srcNS, Name: srcName, Key: "pem"}})
 		tb.Spec.Target.ConfigMap.Keys = allFormats
 		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
 		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
@@ -216,7 +216,7 @@ var _ = Describe("While the sources fail, new targets get the last good bundle",
 		Expect(countCAs(published.Data["ca.crt"])).To(BeNumerically(">=", 2))
 
 		By("deleting the ConfigMap source")
-		Expect(cp.Client.Delete(ctx, cmRef(srcNS, "src"))).To(Succeed())
+		Expect(cp.Client.Delete(ctx, cmRef(srcNS, srcName))).To(Succeed())
 		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal(source.ReasonNotFound))
 		existing := resourceVersion(ctx, ns)
 

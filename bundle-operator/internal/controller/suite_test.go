@@ -9,6 +9,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -27,6 +29,10 @@ import (
 	bundlecontroller "github.com/trustplane/trustplane/bundle-operator/internal/controller"
 	"github.com/trustplane/trustplane/bundle-operator/internal/spire"
 )
+
+// sourceNamespace is the only namespace the operator reads ConfigMap and
+// Secret sources from.
+const sourceNamespace = "trusted-sources"
 
 var (
 	cp       *testenv.ControlPlane
@@ -65,6 +71,7 @@ var _ = BeforeSuite(func() {
 		}
 		Expect(spireSrv.Cleanup()).To(Succeed())
 	})
+	Expect(cp.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sourceNamespace}})).To(Succeed())
 	stopManager = startManager()
 	DeferCleanup(func() { stopManager() })
 })
@@ -90,7 +97,7 @@ func startManager() context.CancelFunc {
 	cfg.RequeueAfterOnError = 200 * time.Millisecond
 	cfg.MaxBackoff = 2 * time.Second
 	Expect(bundlecontroller.Setup(mgr, bundlecontroller.Options{
-		Config: cfg, Metrics: m, Spire: sc, AllowSecretSources: true,
+		Config: cfg, Metrics: m, Spire: sc, AllowSecretSources: true, AllowSecretTargets: true, SourceNamespaces: []string{sourceNamespace},
 		PollInterval: 300 * time.Millisecond,
 	})).To(Succeed())
 

@@ -41,8 +41,7 @@ const DefaultPollInterval = 5 * time.Second
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;list;watch;patch
@@ -59,6 +58,13 @@ type Options struct {
 	Spire spire.Reader
 	// AllowSecretSources permits Secret sources.
 	AllowSecretSources bool
+	// AllowSecretTargets permits Secret targets and watches Secrets (those
+	// labelled as targets, metadata only). Without it the operator needs
+	// no rights on Secrets unless AllowSecretSources is set.
+	AllowSecretTargets bool
+	// SourceNamespaces are the only namespaces ConfigMap and Secret
+	// sources are read from.
+	SourceNamespaces []string
 	// PollInterval is how often trigger polls SPIRE and the sources.
 	PollInterval time.Duration
 	// Workers bounds concurrent target writes of one TrustBundle.
@@ -93,15 +99,17 @@ func CacheOptions() (cache.Options, error) {
 func Setup(mgr ctrl.Manager, opts Options) error {
 	live := mgr.GetAPIReader()
 	expectations := target.NewExpectations()
-	sources := &source.Resolver{Reader: live, Spire: opts.Spire, AllowSecrets: opts.AllowSecretSources}
+	sources := &source.Resolver{Reader: live, Spire: opts.Spire, AllowSecrets: opts.AllowSecretSources,
+		Namespaces: opts.SourceNamespaces}
 	recorder := mgr.GetEventRecorder(Name)
 	h := &trustbundle.Handler{
 		Sources: sources,
 		Objects: &target.Objects{Cache: mgr.GetClient(), Client: mgr.GetClient(), Live: live,
 			Workers: opts.Workers, Expectations: expectations},
-		Injector:   &target.Injector{Cache: mgr.GetClient(), Live: live, Client: mgr.GetClient()},
-		Namespaces: mgr.GetClient(),
-		Recorder:   recorder,
+		Injector:      &target.Injector{Cache: mgr.GetClient(), Live: live, Client: mgr.GetClient()},
+		Namespaces:    mgr.GetClient(),
+		SecretTargets: opts.AllowSecretTargets,
+		Recorder:      recorder,
 	}
 	c := controller.New(Name, mgr.GetClient(), h, controller.Options{
 		Config:   opts.Config,
@@ -127,7 +135,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			crhandler.EnqueueRequestsFromMapFunc(allTrustBundles(mgr.GetClient())),
 			builder.WithPredicates(namespaceChanged()))
 		b = b.WatchesMetadata(&corev1.ConfigMap{}, byTargetLabel(target.KindConfigMap, expectations))
-		b = b.WatchesMetadata(&corev1.Secret{}, byTargetLabel(target.KindSecret, expectations))
+		if opts.AllowSecretTargets {
+			b = b.WatchesMetadata(&corev1.Secret{}, byTargetLabel(target.KindSecret, expectations))
+		}
 		for _, gvk := range target.InjectionKinds() {
 			m := &metav1.PartialObjectMetadata{}
 			m.SetGroupVersionKind(gvk)

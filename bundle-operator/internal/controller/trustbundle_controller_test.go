@@ -208,15 +208,15 @@ var _ = Describe("Formats and Secret targets", func() {
 
 	It("reads ConfigMap and Secret sources and follows their edits", func(ctx context.Context) {
 		group := unique("src")
-		srcNS := newNamespace(ctx, nil)
+		srcNS, srcName := sourceNamespace, unique("src")
 		ns := newNamespace(ctx, map[string]string{"group": group})
 		a, b := testpki.ValidCA("cm-src"), testpki.ValidCA("secret-src")
-		src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: srcNS}, Data: map[string]string{"pem": a.PEM()}}
+		src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: srcName, Namespace: srcNS}, Data: map[string]string{"pem": a.PEM()}}
 		Expect(cp.Client.Create(ctx, src)).To(Succeed())
-		Expect(cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: srcNS}, Data: map[string][]byte{"pem": []byte(b.PEM())}})).To(Succeed())
+		Expect(cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: srcName, Namespace: srcNS}, Data: map[string][]byte{"pem": []byte(b.PEM())}})).To(Succeed())
 		tb := newTrustBundle(group,
-			v1alpha1.Source{ConfigMap: &v1alpha1.KeySelector{Namespace: srcNS, Name: "src", Key: "pem"}},
-			v1alpha1.Source{Secret: &v1alpha1.KeySelector{Namespace: srcNS, Name: "src", Key: "pem"}})
+			v1alpha1.Source{ConfigMap: &v1alpha1.KeySelector{Namespace: srcNS, Name: srcName, Key: "pem"}},
+			v1alpha1.Source{Secret: &v1alpha1.KeySelector{Namespace: srcNS, Name: srcName, Key: "pem"}})
 		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
 		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(pemOf(a.PEM(), b.PEM())))
 

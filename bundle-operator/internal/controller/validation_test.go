@@ -22,7 +22,8 @@ var _ = Describe("Admission rejects what the CRD schema can check", func() {
 
 	It("accepts a valid TrustBundle", func(ctx context.Context) {
 		tb := valid()
-		tb.Spec.Target.ConfigMap.Keys = v1alpha1.Keys{PEM: "ca.crt", SPIFFE: "bundle.spiffe", JWKS: "jwks.json"}
+		tb.Spec.Sources = append(tb.Spec.Sources, v1alpha1.Source{SPIRE: &v1alpha1.SPIRESource{}})
+		tb.Spec.Target.ConfigMap.Keys = v1alpha1.Keys{PEM: "ca.crt", SPIFFE: "bundle.spiffe", JWKS: "jwks.json", FederatedSPIFFE: "federated."}
 		tb.Spec.TrustDomain = "example.org"
 		tb.Spec.Options.RetainRemovedFor = &metav1.Duration{Duration: 0}
 		Expect(cp.Client.Create(ctx, tb, client.DryRunAll)).To(Succeed())
@@ -53,9 +54,13 @@ var _ = Describe("Admission rejects what the CRD schema can check", func() {
 		Entry("a data key that is not a valid key", func(tb *v1alpha1.TrustBundle) {
 			tb.Spec.Target.ConfigMap.Keys = v1alpha1.Keys{PEM: "ca/crt"}
 		}, "spec.target.configMap.keys.pem"),
-		Entry("a SPIFFE key without a trust domain", func(tb *v1alpha1.TrustBundle) {
+		Entry("a SPIFFE key without a spire source, even with a trust domain", func(tb *v1alpha1.TrustBundle) {
+			tb.Spec.TrustDomain = "example.org"
 			tb.Spec.Target.ConfigMap.Keys = v1alpha1.Keys{SPIFFE: "bundle.spiffe"}
-		}, "a spiffe key needs spec.trustDomain or a spire source"),
+		}, "the spiffe and federatedSpiffe keys need a spire source"),
+		Entry("a federated SPIFFE key of a Secret without a spire source", func(tb *v1alpha1.TrustBundle) {
+			tb.Spec.Target.Secret = &v1alpha1.ObjectTarget{Name: "ca", Keys: v1alpha1.Keys{FederatedSPIFFE: "federated."}}
+		}, "the spiffe and federatedSpiffe keys need a spire source"),
 		Entry("a target name that is not an object name", func(tb *v1alpha1.TrustBundle) {
 			tb.Spec.Target.ConfigMap.Name = "Not_A_Name"
 		}, "spec.target.configMap.name"),

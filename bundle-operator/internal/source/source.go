@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +38,12 @@ const (
 	ReasonFederatedBundleNotFound = "FederatedBundleNotFound"
 	// ReasonReadFailed: the Kubernetes API did not answer.
 	ReasonReadFailed = "SourceReadFailed"
+	// ReasonNamespaceNotAllowed: a ConfigMap or Secret source in a namespace
+	// the operator does not read sources from (--source-namespaces).
+	ReasonNamespaceNotAllowed = "SourceNamespaceNotAllowed"
+	// ReasonTrustDomainMismatch: spec.trustDomain is not the trust domain of
+	// the SPIRE server.
+	ReasonTrustDomainMismatch = "TrustDomainMismatch"
 )
 
 // Error is a source that could not be used.
@@ -66,13 +74,18 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Result is the content of all sources, each validated.
 type Result struct {
-	// Certificates of all sources, in source order, not yet deduplicated.
+	// Certificates are the CAs of all sources (SPIRE's own and federated
+	// trust domains' included), in source order, not yet deduplicated: the
+	// content of the PEM format.
 	Certificates []*x509.Certificate
-	// JWTAuthorities of the SPIRE sources.
-	JWTAuthorities []bundle.JWTAuthority
-	// SpireTrustDomain is the SPIRE server's trust domain when a spire
-	// source was read.
-	SpireTrustDomain string
+	// Local is the SPIRE server's own trust domain with its X.509 and JWT
+	// authorities; nil without a spire source.
+	Local *bundle.Domain
+	// Federated are the bundles of the requested federated trust domains,
+	// one per trust domain, sorted by name.
+	Federated []bundle.Domain
+	// FromSpire holds the SHA-256 of every certificate read from SPIRE.
+	FromSpire map[string]bool
 }
 
 // Resolver reads sources.
@@ -83,45 +96,164 @@ type Resolver struct {
 	Spire spire.Reader
 	// AllowSecrets permits Secret sources.
 	AllowSecrets bool
+	// Namespaces are the only namespaces ConfigMap and Secret sources are
+	// read from; a source naming another is refused. Empty allows none.
+	Namespaces []string
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
 
-// Resolve reads and validates every source. The first source that fails
-// stops the resolution.
-func (r *Resolver) Resolve(ctx context.Context, sources []v1alpha1.Source) (*Result, error) {
+// Resolve reads and validates every source of spec. The first source that
+// fails stops the resolution. Each source is validated on its own and each
+// trust domain of a spire source on its own: at least one CA valid now,
+// nothing that is not a CA (unless spec.options.dropNonCA drops it), no JWT
+// key ID held by two different keys. spec.trustDomain, when set, must be
+// the SPIRE server's trust domain.
+func (r *Resolver) Resolve(ctx context.Context, spec *v1alpha1.TrustBundleSpec) (*Result, error) {
 	now := time.Now()
 	if r.Now != nil {
 		now = r.Now()
 	}
-	res := &Result{}
-	for i, s := range sources {
+	res := &Result{FromSpire: map[string]bool{}}
+	var (
+		local     *spire.Bundle
+		localDesc string
+		federated = map[string]*spire.Bundle{}
+		fedDesc   = map[string]string{}
+	)
+	for i, s := range spec.Sources {
 		desc := Describe(i, s)
-		certs, jwt, td, err := r.read(ctx, s)
-		if err != nil {
+		fail := func(err error) error {
 			var se *Error
 			if errors.As(err, &se) {
 				se.Source = desc
-				return nil, se
+				return se
 			}
 			var be *bundle.Error
 			if errors.As(err, &be) {
-				return nil, &Error{Source: desc, Reason: be.Reason, Err: err}
+				return &Error{Source: desc, Reason: be.Reason, Err: err}
 			}
-			return nil, &Error{Source: desc, Reason: ReasonReadFailed, Transient: true, Err: err}
+			return &Error{Source: desc, Reason: ReasonReadFailed, Transient: true, Err: err}
 		}
-		if err := bundle.RequireValidCA(certs, now); err != nil {
-			var be *bundle.Error
-			errors.As(err, &be)
-			return nil, &Error{Source: desc, Reason: be.Reason, Err: err}
+		if s.SPIRE != nil {
+			own, fed, err := r.readSpire(ctx, s.SPIRE, spec.TrustDomain)
+			if err != nil {
+				return nil, fail(err)
+			}
+			if local == nil {
+				localDesc = desc
+			}
+			local = mergeSpire(local, own)
+			for _, b := range fed {
+				if federated[b.TrustDomain] == nil {
+					fedDesc[b.TrustDomain] = desc
+				}
+				federated[b.TrustDomain] = mergeSpire(federated[b.TrustDomain], b)
+			}
+			continue
+		}
+		certs, err := r.readPEM(ctx, s, spec.Options.DropNonCA, now)
+		if err != nil {
+			return nil, fail(err)
 		}
 		res.Certificates = append(res.Certificates, certs...)
-		res.JWTAuthorities = append(res.JWTAuthorities, jwt...)
-		if td != "" {
-			res.SpireTrustDomain = td
+	}
+	if local != nil {
+		// Several spire sources read the server's bundle more than once; a
+		// rotation between the reads merges both versions, each valid.
+		d, err := domain(local, spec.Options.DropNonCA, now)
+		if err != nil {
+			return nil, &Error{Source: localDesc, Reason: reasonOf(err), Err: err}
 		}
+		res.Local = &d
+		res.add(d)
+	}
+	for _, td := range slices.Sorted(maps.Keys(federated)) {
+		d, err := domain(federated[td], spec.Options.DropNonCA, now)
+		if err != nil {
+			return nil, &Error{Source: fedDesc[td], Reason: reasonOf(err), Err: err}
+		}
+		res.Federated = append(res.Federated, d)
+		res.add(d)
 	}
 	return res, nil
+}
+
+// add appends the X.509 authorities of d, read from SPIRE, to res.
+func (res *Result) add(d bundle.Domain) {
+	for _, c := range d.Bundle.Certificates() {
+		res.Certificates = append(res.Certificates, c.X509)
+		res.FromSpire[c.SHA256] = true
+	}
+}
+
+// reasonOf returns the reason of a *bundle.Error, or ReasonReadFailed.
+func reasonOf(err error) string {
+	var be *bundle.Error
+	if errors.As(err, &be) {
+		return be.Reason
+	}
+	return ReasonReadFailed
+}
+
+// mergeSpire merges two reads of one trust domain's bundle (nil a allowed).
+func mergeSpire(a, b *spire.Bundle) *spire.Bundle {
+	if a == nil {
+		return b
+	}
+	out := *a
+	out.X509Authorities = append(slices.Clone(a.X509Authorities), b.X509Authorities...)
+	out.JWTAuthorities = append(slices.Clone(a.JWTAuthorities), b.JWTAuthorities...)
+	return &out
+}
+
+// domain validates one trust domain's bundle from SPIRE on its own and
+// returns it: its X.509 authorities must be CAs (or are dropped with
+// dropNonCA), one of them valid now, and no key ID may name two JWT keys.
+func domain(b *spire.Bundle, dropNonCA bool, now time.Time) (bundle.Domain, error) {
+	certs, err := bundle.ParseDER(b.X509Authorities)
+	if err == nil {
+		certs, err = caRule(certs, dropNonCA, now)
+	}
+	if err != nil {
+		return bundle.Domain{}, fmt.Errorf("trust domain %s: %w", b.TrustDomain, err)
+	}
+	jwt := make([]bundle.JWTAuthority, 0, len(b.JWTAuthorities))
+	for _, k := range b.JWTAuthorities {
+		pub, err := x509.ParsePKIXPublicKey(k.PublicKey)
+		if err != nil {
+			return bundle.Domain{}, reject(bundle.ReasonUnparseable, "trust domain %s: JWT authority %q: %w", b.TrustDomain, k.KeyID, err)
+		}
+		a := bundle.JWTAuthority{KeyID: k.KeyID, PublicKey: pub}
+		if k.ExpiresAt != 0 {
+			a.ExpiresAt = time.Unix(k.ExpiresAt, 0)
+		}
+		jwt = append(jwt, a)
+	}
+	if err := bundle.RequireDistinctKeyIDs(jwt); err != nil {
+		return bundle.Domain{}, fmt.Errorf("trust domain %s: %w", b.TrustDomain, err)
+	}
+	return bundle.Domain{TrustDomain: b.TrustDomain, Bundle: bundle.New(certs, jwt)}, nil
+}
+
+// caRule applies the CA rules to the certificates of one source: every one
+// is a CA (or, with dropNonCA, the others are dropped) and one is valid now.
+func caRule(certs []*x509.Certificate, dropNonCA bool, now time.Time) ([]*x509.Certificate, error) {
+	if dropNonCA {
+		certs = bundle.OnlyCAs(certs)
+	} else if err := bundle.RequireCAs(certs); err != nil {
+		return nil, err
+	}
+	if err := bundle.RequireValidCA(certs, now); err != nil {
+		return nil, err
+	}
+	return certs, nil
+}
+
+// reject builds a *bundle.Error of reason; a %w verb makes its argument the cause.
+func reject(reason, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &bundle.Error{Reason: reason, Message: err.Error(), Err: errors.Unwrap(err)}
 }
 
 // Describe names source i for conditions and logs.
@@ -141,17 +273,21 @@ func Describe(i int, s v1alpha1.Source) string {
 	}
 }
 
-func (r *Resolver) read(ctx context.Context, s v1alpha1.Source) ([]*x509.Certificate, []bundle.JWTAuthority, string, error) {
-	if s.SPIRE != nil {
-		return r.readSpire(ctx, s.SPIRE)
-	}
+// readPEM reads a ConfigMap, Secret or inline source and validates it.
+func (r *Resolver) readPEM(ctx context.Context, s v1alpha1.Source, dropNonCA bool, now time.Time) ([]*x509.Certificate, error) {
 	data, err := r.pemText(ctx, s)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
 	certs, err := bundle.ParsePEM(data)
-	return certs, nil, "", err
+	if err != nil {
+		return nil, err
+	}
+	return caRule(certs, dropNonCA, now)
 }
+
+// allowed reports whether sources may be read from namespace ns.
+func (r *Resolver) allowed(ns string) bool { return slices.Contains(r.Namespaces, ns) }
 
 // pemText returns the PEM text of a ConfigMap, Secret or inline source.
 func (r *Resolver) pemText(ctx context.Context, s v1alpha1.Source) ([]byte, error) {
@@ -187,6 +323,11 @@ func keyFound(ok bool, kind, key string) error {
 }
 
 func (r *Resolver) get(ctx context.Context, ks *v1alpha1.KeySelector, obj client.Object) error {
+	if !r.allowed(ks.Namespace) {
+		return &Error{Reason: ReasonNamespaceNotAllowed, Err: fmt.Errorf(
+			"namespace %q is not one the operator reads sources from (%s); whoever can edit objects there would decide what every target trusts",
+			ks.Namespace, allowedList(r.Namespaces))}
+	}
 	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ks.Namespace, Name: ks.Name}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -197,50 +338,47 @@ func (r *Resolver) get(ctx context.Context, ks *v1alpha1.KeySelector, obj client
 	return nil
 }
 
-func (r *Resolver) readSpire(ctx context.Context, s *v1alpha1.SPIRESource) ([]*x509.Certificate, []bundle.JWTAuthority, string, error) {
+// allowedList names the allowed namespaces for a message.
+func allowedList(ns []string) string {
+	if len(ns) == 0 {
+		return "none is allowed; see --source-namespaces"
+	}
+	return "allowed: " + strings.Join(ns, ", ")
+}
+
+// readSpire reads the SPIRE server's own bundle and the requested federated
+// ones. trustDomain, when set, must be the server's trust domain.
+func (r *Resolver) readSpire(ctx context.Context, s *v1alpha1.SPIRESource, trustDomain string) (*spire.Bundle, []*spire.Bundle, error) {
 	if r.Spire == nil {
-		return nil, nil, "", &Error{Reason: ReasonSpireNotConfigured, Err: errors.New("start the operator with --spire-socket or --spire-address")}
+		return nil, nil, &Error{Reason: ReasonSpireNotConfigured, Err: errors.New("start the operator with --spire-socket or --spire-address")}
 	}
 	own, err := r.Spire.ServerBundle(ctx)
 	if err != nil {
-		return nil, nil, "", &Error{Reason: ReasonSpireUnavailable, Transient: true, Err: err}
+		return nil, nil, &Error{Reason: ReasonSpireUnavailable, Transient: true, Err: err}
 	}
-	bundles := []*spire.Bundle{own}
-	if len(s.FederatedTrustDomains) > 0 {
-		fed, err := r.Spire.FederatedBundles(ctx)
-		if err != nil {
-			return nil, nil, "", &Error{Reason: ReasonSpireUnavailable, Transient: true, Err: err}
-		}
-		for _, td := range s.FederatedTrustDomains {
-			b, ok := fed[td]
-			if !ok {
-				return nil, nil, "", &Error{Reason: ReasonFederatedBundleNotFound, Err: fmt.Errorf("SPIRE has no bundle for federated trust domain %q", td)}
-			}
-			bundles = append(bundles, b)
-		}
+	if trustDomain != "" && own.TrustDomain != trustDomain {
+		return nil, nil, &Error{Reason: ReasonTrustDomainMismatch, Err: fmt.Errorf(
+			"spec.trustDomain is %q but the SPIRE server's trust domain is %q", trustDomain, own.TrustDomain)}
 	}
-	var certs []*x509.Certificate
-	var jwt []bundle.JWTAuthority
-	for _, b := range bundles {
-		c, err := bundle.ParseDER(b.X509Authorities)
-		if err != nil {
-			return nil, nil, "", fmt.Errorf("bundle of %s: %w", b.TrustDomain, err)
-		}
-		certs = append(certs, c...)
-		// Only the server's own JWT authorities: a JWKS mixing trust
-		// domains would let one domain's key verify another's tokens.
-		if b != own {
-			continue
-		}
-		for _, k := range b.JWTAuthorities {
-			pub, err := x509.ParsePKIXPublicKey(k.PublicKey)
-			if err != nil {
-				return nil, nil, "", &Error{Reason: bundle.ReasonUnparseable, Err: fmt.Errorf("JWT authority %q of %s: %w", k.KeyID, b.TrustDomain, err)}
-			}
-			jwt = append(jwt, bundle.JWTAuthority{KeyID: k.KeyID, PublicKey: pub})
-		}
+	if len(s.FederatedTrustDomains) == 0 {
+		return own, nil, nil
 	}
-	return certs, jwt, own.TrustDomain, nil
+	fed, err := r.Spire.FederatedBundles(ctx)
+	if err != nil {
+		return nil, nil, &Error{Reason: ReasonSpireUnavailable, Transient: true, Err: err}
+	}
+	var out []*spire.Bundle
+	for _, td := range s.FederatedTrustDomains {
+		b, ok := fed[td]
+		if !ok {
+			return nil, nil, &Error{Reason: ReasonFederatedBundleNotFound, Err: fmt.Errorf("SPIRE has no bundle for federated trust domain %q", td)}
+		}
+		if td == own.TrustDomain {
+			return nil, nil, &Error{Reason: ReasonTrustDomainMismatch, Err: fmt.Errorf("federated trust domain %q is the SPIRE server's own", td)}
+		}
+		out = append(out, b)
+	}
+	return own, out, nil
 }
 
 // Revision returns a string that changes whenever the content of the
@@ -258,6 +396,10 @@ func (r *Resolver) Revision(ctx context.Context, sources []v1alpha1.Source) (str
 		case s.Secret != nil:
 			ks, kind = s.Secret, "Secret"
 		default:
+			continue
+		}
+		if !r.allowed(ks.Namespace) {
+			rev += fmt.Sprintf("%d:refused;", i)
 			continue
 		}
 		m := &metav1.PartialObjectMetadata{}

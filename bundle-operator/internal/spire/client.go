@@ -29,6 +29,9 @@ type JWTKey struct {
 	KeyID string
 	// PublicKey is the PKIX DER public key.
 	PublicKey []byte
+	// ExpiresAt is when the key expires, in seconds since the Unix epoch;
+	// zero for never.
+	ExpiresAt int64
 }
 
 // Reader reads bundles from SPIRE. Client implements it; tests may fake it.
@@ -108,7 +111,7 @@ func fromProto(b *types.Bundle) *Bundle {
 		out.X509Authorities = append(out.X509Authorities, a.GetAsn1())
 	}
 	for _, k := range b.GetJwtAuthorities() {
-		out.JWTAuthorities = append(out.JWTAuthorities, JWTKey{KeyID: k.GetKeyId(), PublicKey: k.GetPublicKey()})
+		out.JWTAuthorities = append(out.JWTAuthorities, JWTKey{KeyID: k.GetKeyId(), PublicKey: k.GetPublicKey(), ExpiresAt: k.GetExpiresAt()})
 	}
 	return out
 }

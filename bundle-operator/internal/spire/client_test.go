@@ -37,6 +37,11 @@ func TestClientReadsTheServerBundleOverTheAdminSocket(t *testing.T) {
 	if b.TrustDomain != "example.org" || len(b.X509Authorities) == 0 || len(b.JWTAuthorities) == 0 {
 		t.Fatalf("ServerBundle() = %s with %d X.509 and %d JWT authorities, want example.org with both", b.TrustDomain, len(b.X509Authorities), len(b.JWTAuthorities))
 	}
+	for _, k := range b.JWTAuthorities {
+		if k.ExpiresAt <= time.Now().Unix() {
+			t.Errorf("JWT authority %q expires at %d; want SPIRE's expiry, in the future", k.KeyID, k.ExpiresAt)
+		}
+	}
 	shown, err := s.BundlePEM(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -64,7 +65,7 @@ func (in *Injector) each(ctx context.Context, bundle string, caBundle []byte, fi
 		l := &metav1.PartialObjectMetadataList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := in.Cache.List(ctx, l); err != nil {
-			rep.fail("list "+gvk.Kind, err)
+			rep.Fail("list "+gvk.Kind, err)
 			continue
 		}
 		for _, m := range l.Items {
@@ -84,13 +85,17 @@ func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, na
 	live.SetGroupVersionKind(gvk)
 	if err := in.Live.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
 		if client.IgnoreNotFound(err) != nil {
-			rep.fail(what, err)
+			rep.Fail(what, err)
 		}
 		return rep
 	}
 	patch, current, err := injection(gvk, live, want)
+	if errors.Is(err, errNoCABundleField) {
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %v", what, err))
+		return rep
+	}
 	if err != nil {
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	}
 	if holdsOnly(current, want) {
@@ -102,7 +107,7 @@ func (in *Injector) syncOne(ctx context.Context, gvk schema.GroupVersionKind, na
 	}
 	if err := in.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(patch),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	}
 	rep.InSync++
@@ -119,6 +124,9 @@ func holdsOnly(current []string, allowed ...string) bool {
 	}
 	return true
 }
+
+// errNoCABundleField: an annotated object has no caBundle field to set.
+var errNoCABundleField = errors.New("nothing to inject into")
 
 // injection returns the apply object that sets want into live's caBundle
 // fields, and the values these fields hold now ("" for an unset one).
@@ -138,7 +146,7 @@ func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, wan
 			return nil, nil, fmt.Errorf("read webhooks: %w", err)
 		}
 		if len(webhooks) == 0 {
-			return nil, nil, fmt.Errorf("no webhooks to inject into")
+			return nil, nil, fmt.Errorf("%w: no webhooks", errNoCABundleField)
 		}
 		var items []any
 		for _, w := range webhooks {
@@ -159,7 +167,7 @@ func injection(gvk schema.GroupVersionKind, live *unstructured.Unstructured, wan
 	case CustomResourceDefinitionGVK:
 		strategy, _, _ := unstructured.NestedString(live.Object, "spec", "conversion", "strategy")
 		if strategy != "Webhook" {
-			return nil, nil, fmt.Errorf("conversion strategy is %q, not Webhook: nothing to inject", strategy)
+			return nil, nil, fmt.Errorf("%w: conversion strategy is %q, not Webhook", errNoCABundleField, strategy)
 		}
 		check(live.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
 		patch.Object["spec"] = map[string]any{"conversion": map[string]any{

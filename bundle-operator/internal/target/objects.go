@@ -82,7 +82,7 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 	}
 	owned, err := o.list(ctx, d.Kind, d.Bundle)
 	if err != nil {
-		rep.fail(fmt.Sprintf("list %ss of %s", d.Kind, d.Bundle), err)
+		rep.Fail(fmt.Sprintf("list %ss of %s", d.Kind, d.Bundle), err)
 		return rep
 	}
 	var stale []*metav1.PartialObjectMetadata
@@ -154,7 +154,7 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 	case err == nil:
 		return rep
 	case !apierrors.IsNotFound(err):
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	case !o.expectationsMet(d.Kind, ns, d.Name, ""):
 		return rep
@@ -164,7 +164,7 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 	case err == nil:
 		return rep
 	case !apierrors.IsNotFound(err):
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	}
 	return o.apply(ctx, d, ns, hash, what)
@@ -176,7 +176,7 @@ func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, bundle string) Repo
 	var rep Report
 	owned, err := o.list(ctx, kind, bundle)
 	if err != nil {
-		rep.fail(fmt.Sprintf("list %ss of %s", kind, bundle), err)
+		rep.Fail(fmt.Sprintf("list %ss of %s", kind, bundle), err)
 		return rep
 	}
 	var mu sync.Mutex
@@ -227,7 +227,7 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(d.Kind)))
 	err := o.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: d.Name}, m)
 	if err != nil && !apierrors.IsNotFound(err) {
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	}
 	if !o.expectationsMet(d.Kind, ns, d.Name, m.ResourceVersion) {
@@ -249,7 +249,7 @@ func (o *Objects) apply(ctx context.Context, d Desired, ns, hash, what string) R
 	obj := applyObject(d, ns, hash)
 	if err := o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	}
 	o.expect(d.Kind, ns, d.Name, obj.GetResourceVersion())
@@ -372,7 +372,7 @@ func (o *Objects) release(ctx context.Context, kind Kind, m *metav1.PartialObjec
 		}
 	}
 	if err != nil {
-		rep.fail(what, err)
+		rep.Fail(what, err)
 		return rep
 	}
 	rep.Written++

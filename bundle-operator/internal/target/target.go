@@ -32,6 +32,10 @@ type Report struct {
 	Failed []string
 	// FailedCount counts all failed targets.
 	FailedCount int
+	// Skipped names the annotated objects that cannot take a caBundle (a
+	// CRD without a conversion webhook, a webhook configuration without
+	// webhooks), with why; they are not failures.
+	Skipped []string
 }
 
 // Add merges o into r.
@@ -39,6 +43,7 @@ func (r *Report) Add(o Report) {
 	r.InSync += o.InSync
 	r.Written += o.Written
 	r.FailedCount += o.FailedCount
+	r.Skipped = append(r.Skipped, o.Skipped...)
 	for _, f := range o.Failed {
 		if len(r.Failed) < maxFailuresNamed {
 			r.Failed = append(r.Failed, f)
@@ -46,7 +51,8 @@ func (r *Report) Add(o Report) {
 	}
 }
 
-func (r *Report) fail(what string, err error) {
+// Fail records that what could not be written because of err.
+func (r *Report) Fail(what string, err error) {
 	r.FailedCount++
 	if len(r.Failed) < maxFailuresNamed {
 		r.Failed = append(r.Failed, fmt.Sprintf("%s: %v", what, err))

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net/url"
 	"time"
 )
 
@@ -75,4 +76,36 @@ func ValidCA(cn string) CA {
 func ExpiredCA(cn string) CA {
 	now := time.Now()
 	return NewCA(cn, now.Add(-48*time.Hour), now.Add(-time.Hour))
+}
+
+// Leaf returns a certificate for spiffeID (URI SAN) signed by c, shaped as
+// an X509-SVID: not a CA, for digital signatures, valid from an hour ago
+// for a day. It panics on failure: it is for tests only.
+func (c CA) Leaf(spiffeID string) *x509.Certificate {
+	id, err := url.Parse(spiffeID)
+	if err != nil {
+		panic(fmt.Sprintf("parse %q: %v", spiffeID, err))
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(fmt.Sprintf("generate key: %v", err))
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(now.UnixNano()),
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		URIs:                  []*url.URL{id},
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, &key.PublicKey, c.Key)
+	if err != nil {
+		panic(fmt.Sprintf("create certificate: %v", err))
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		panic(fmt.Sprintf("parse certificate: %v", err))
+	}
+	return cert
 }

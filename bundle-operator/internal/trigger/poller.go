@@ -38,7 +38,7 @@ type Poller struct {
 // Start polls until ctx ends.
 func (p *Poller) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("trigger")
-	last := map[string]string{}
+	st := newPollState()
 	t := time.NewTicker(p.Interval)
 	defer t.Stop()
 	for {
@@ -47,7 +47,7 @@ func (p *Poller) Start(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if err := p.poll(logf.IntoContext(ctx, log), last); err != nil {
+		if err := p.poll(logf.IntoContext(ctx, log), st); err != nil {
 			log.Error(err, "poll")
 		}
 	}
@@ -57,7 +57,22 @@ func (p *Poller) Start(ctx context.Context) error {
 // leader reconciles, so only the leader polls.
 func (p *Poller) NeedLeaderElection() bool { return true }
 
-func (p *Poller) poll(ctx context.Context, last map[string]string) error {
+// pollState is what one poll remembers for the next, by TrustBundle name.
+type pollState struct {
+	// revision of the inputs at the last poll.
+	revision map[string]string
+	// fired is the deadline that last requeued the TrustBundle: while its
+	// sources fail the status, and so the deadline, does not change, and
+	// it must not requeue on every poll.
+	fired map[string]time.Time
+}
+
+func newPollState() *pollState {
+	return &pollState{revision: map[string]string{}, fired: map[string]time.Time{}}
+}
+
+func (p *Poller) poll(ctx context.Context, st *pollState) error {
+	last := st.revision
 	now := time.Now()
 	if p.Now != nil {
 		now = p.Now()
@@ -84,7 +99,11 @@ func (p *Poller) poll(ctx context.Context, last map[string]string) error {
 		}
 		prev, known := last[tb.Name]
 		last[tb.Name] = rev
-		due := !trustbundle.NextDeadline(tb).IsZero() && !now.Before(trustbundle.NextDeadline(tb))
+		deadline := trustbundle.NextDeadline(tb)
+		due := !deadline.IsZero() && !now.Before(deadline) && !st.fired[tb.Name].Equal(deadline)
+		if due {
+			st.fired[tb.Name] = deadline
+		}
 		// A first sighting triggers too: the change may have happened
 		// between the TrustBundle's last reconcile and this poll.
 		if !known || prev != rev || due {
@@ -99,6 +118,7 @@ func (p *Poller) poll(ctx context.Context, last map[string]string) error {
 	for name := range last {
 		if !seen[name] {
 			delete(last, name)
+			delete(st.fired, name)
 		}
 	}
 	return nil

@@ -42,11 +42,11 @@ func TestPollRequeuesOnlyWhatChanged(t *testing.T) {
 
 	events := make(chan event.TypedGenericEvent[*v1alpha1.TrustBundle], 10)
 	now := time.Now()
-	p := &Poller{Client: c, Sources: &source.Resolver{Reader: c}, Spire: spireClient, Events: events, Now: func() time.Time { return now }}
-	last := map[string]string{}
+	p := &Poller{Client: c, Sources: &source.Resolver{Reader: c, Namespaces: []string{ns.Name}}, Spire: spireClient, Events: events, Now: func() time.Time { return now }}
+	st := newPollState()
 	poll := func() []string {
 		t.Helper()
-		if err := p.poll(ctx, last); err != nil {
+		if err := p.poll(ctx, st); err != nil {
 			t.Fatal(err)
 		}
 		var names []string
@@ -94,5 +94,10 @@ func TestPollRequeuesOnlyWhatChanged(t *testing.T) {
 	}
 	if got := poll(); len(got) != 1 || got[0] != "from-cm" {
 		t.Fatalf("with a grace period over requeued %v, want [from-cm]", got)
+	}
+	// The source still fails, so the status (and its deadline) does not
+	// change: the deadline that passed must not requeue on every poll.
+	if got := poll(); len(got) != 0 {
+		t.Fatalf("the same passed deadline requeued %v again", got)
 	}
 }

@@ -35,6 +35,11 @@ type Handler struct {
 	Injector *target.Injector
 	// Namespaces lists namespaces (metadata, from the cache).
 	Namespaces client.Reader
+	// SecretTargets permits Secret targets. Without it the operator holds
+	// no rights on Secrets and does not watch them: a TrustBundle with a
+	// Secret target fails that kind (SecretTargetsDisabled) and Secrets
+	// are never released.
+	SecretTargets bool
 	// Recorder emits an event when targets get the last good bundle while
 	// the sources fail; nil disables it.
 	Recorder events.EventRecorder
@@ -51,38 +56,45 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 
 	// 1. Sources: any violation stops here. Existing targets are not
 	// touched; targets that do not exist yet get the last good bundle.
-	res, err := h.Sources.Resolve(ctx, tb.Spec.Sources)
+	res, err := h.Sources.Resolve(ctx, &tb.Spec)
 	if err != nil {
 		return h.sourceFailed(ctx, tb, err, now)
 	}
 	setCondition(tb, TypeSourcesValid, true, ReasonValid, fmt.Sprintf("%d sources valid", len(tb.Spec.Sources)))
 
-	// 2. Merge (dedupe and sort), drop expired, retain removed CAs.
-	b := bundle.New(res.Certificates, res.JWTAuthorities)
+	// 2. Merge (dedupe and sort), drop expired, retain removed CAs. The
+	// trust domains read from SPIRE stay apart, each its own document.
+	c := &content{all: bundle.New(res.Certificates, nil), local: res.Local, federated: res.Federated}
 	if tb.Spec.Options.DropExpired {
-		b = b.DropExpired(now)
+		c = c.dropExpired(now)
 	}
 	var grace time.Duration
 	if tb.Spec.Options.RetainRemovedFor != nil {
 		grace = tb.Spec.Options.RetainRemovedFor.Duration
 	}
-	b, certs := retain(b, tb.Status.Certificates, grace, tb.Spec.Options.DropExpired, now)
+	fromSpire := previouslyFromSpire(&tb.Status, res.Local != nil)
+	var certs []v1alpha1.PublishedCertificate
+	c.all, certs = retain(c.all, tb.Status.Certificates, fromSpire, grace, tb.Spec.Options.DropExpired, now)
 
 	// 3. Render every format once.
-	td := tb.Spec.TrustDomain
-	if td == "" {
-		td = res.SpireTrustDomain
-	}
-	f, err := newFormats(b, td)
-	if err != nil {
-		return fmt.Errorf("render bundle: %w", err)
-	}
-	rec, err := recordFormats(b, td)
+	f := newFormats(c)
+	rec, err := recordFormats(c)
 	if err != nil {
 		return fmt.Errorf("record bundle: %w", err)
 	}
 
+	// Nothing is written that Kubernetes would refuse: a target or a status
+	// over its size limit fails here, before any write, so every target
+	// keeps its last good bundle.
+	if err := checkSizes(tb, f); err != nil {
+		return err
+	}
+	if certs, err = fitStatus(tb, certs, rec); err != nil {
+		return err
+	}
+
 	// 4. Record the bundle.
+	b := c.all
 	if fp := b.Fingerprint(); fp != tb.Status.Fingerprint {
 		log.Info("bundle changed", "fingerprint", fp, "previous", tb.Status.Fingerprint, "cas", b.Len())
 		t := metav1.NewTime(now)
@@ -115,14 +127,20 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 		}
 	}
 	objLabels := targetLabels(ctx, tb)
-	for _, o := range objectTargets(&t) {
+	for _, o := range h.objectTargets(&t) {
+		if o.disabled != nil {
+			rep.Fail(fmt.Sprintf("%s targets", o.kind), o.disabled)
+			continue
+		}
 		if o.spec == nil {
 			rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
 			continue
 		}
 		data, err := f.data(o.spec.Keys)
 		if err != nil {
-			return rep, fmt.Errorf("%s target: %w", o.kind, err)
+			// Only this kind fails; the other kind and injection go on.
+			rep.Fail(fmt.Sprintf("%s targets", o.kind), err)
+			continue
 		}
 		rep.Add(h.Objects.Sync(ctx, target.Desired{
 			Bundle: tb.Name, Kind: o.kind, Name: o.spec.Name,
@@ -130,10 +148,21 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 		}))
 	}
 	rep.Add(h.Injector.Sync(ctx, tb.Name, f.pem))
+	h.warnSkipped(tb, rep.Skipped)
 	if rep.Written > 0 {
 		logf.FromContext(ctx).Info("targets written", "written", rep.Written, "inSync", rep.InSync, "failed", rep.FailedCount)
 	}
 	return rep, nil
+}
+
+// warnSkipped emits a Warning event naming the annotated objects that
+// cannot take a caBundle: an annotation mistake is not a failed pass.
+func (h *Handler) warnSkipped(tb *v1alpha1.TrustBundle, skipped []string) {
+	if len(skipped) == 0 || h.Recorder == nil {
+		return
+	}
+	h.Recorder.Eventf(tb, nil, corev1.EventTypeWarning, ReasonInjectionSkipped, "Inject",
+		"%d annotated objects cannot take a caBundle and are skipped: %s", len(skipped), strings.Join(skipped, "; "))
 }
 
 // Delete takes our keys out of every ConfigMap and Secret target (deleting
@@ -141,8 +170,9 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 // break the webhooks and APIServices that still rely on them.
 func (h *Handler) Delete(ctx context.Context, tb *v1alpha1.TrustBundle) error {
 	var rep target.Report
-	rep.Add(h.Objects.ReleaseAll(ctx, target.KindConfigMap, tb.Name))
-	rep.Add(h.Objects.ReleaseAll(ctx, target.KindSecret, tb.Name))
+	for _, o := range h.objectTargets(&v1alpha1.Target{}) {
+		rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
+	}
 	if rep.FailedCount > 0 {
 		return ctrlerrors.WithReason(ReasonTargetsFailed,
 			ctrlerrors.RetryableErrorf("release %d targets: %s", rep.FailedCount, strings.Join(rep.Failed, "; ")))
@@ -167,7 +197,17 @@ func (h *Handler) sourceFailed(ctx context.Context, tb *v1alpha1.TrustBundle, er
 	if errors.As(err, &se) {
 		reason, transient = se.Reason, se.Transient
 	}
-	note, rep := h.fillNew(ctx, tb, now)
+	var (
+		note string
+		rep  target.Report
+	)
+	if reason == source.ReasonTrustDomainMismatch {
+		// The spec names another trust domain than SPIRE's: nothing is
+		// written until one of them is corrected.
+		note = "nothing is written"
+	} else {
+		note, rep = h.fillNew(ctx, tb, now)
+	}
 	msg := fmt.Sprintf("%v; %s", err, note)
 	setCondition(tb, TypeSourcesValid, false, reason, msg)
 	if rep.Written > 0 {
@@ -229,8 +269,8 @@ func (h *Handler) fillObjects(ctx context.Context, tb *v1alpha1.TrustBundle, f *
 	}
 	var why []string
 	objLabels := targetLabels(ctx, tb)
-	for _, o := range objectTargets(&t) {
-		if o.spec == nil {
+	for _, o := range h.objectTargets(&t) {
+		if o.spec == nil || o.disabled != nil {
 			continue
 		}
 		data, err := f.data(o.spec.Keys)
@@ -297,9 +337,21 @@ func setCondition(tb *v1alpha1.TrustBundle, t string, ok bool, reason, msg strin
 type objectTarget struct {
 	kind target.Kind
 	spec *v1alpha1.ObjectTarget
+	// disabled is why the operator cannot write the requested kind.
+	disabled error
 }
 
-// objectTargets lists the per-namespace target kinds of t, ConfigMap first.
-func objectTargets(t *v1alpha1.Target) []objectTarget {
-	return []objectTarget{{target.KindConfigMap, t.ConfigMap}, {target.KindSecret, t.Secret}}
+// objectTargets lists the per-namespace target kinds of t the operator
+// handles, ConfigMap first; Secrets only with SecretTargets (a Secret
+// target asked for without it is listed with the reason).
+func (h *Handler) objectTargets(t *v1alpha1.Target) []objectTarget {
+	out := []objectTarget{{kind: target.KindConfigMap, spec: t.ConfigMap}}
+	switch {
+	case h.SecretTargets:
+		out = append(out, objectTarget{kind: target.KindSecret, spec: t.Secret})
+	case t.Secret != nil:
+		out = append(out, objectTarget{kind: target.KindSecret, spec: t.Secret, disabled: ctrlerrors.WithReason(ReasonSecretTargetsDisabled,
+			ctrlerrors.BlockedErrorf("start the operator with --allow-secret-targets and the rights of config/components/secrets to write Secrets"))})
+	}
+	return out
 }

@@ -21,26 +21,37 @@ import (
 )
 
 // allKeys names every format, as a target that wants them all does.
-var allKeys = v1alpha1.Keys{PEM: "ca.crt", SPIFFE: "bundle.spiffe", JWKS: "jwks.json"}
+var allKeys = v1alpha1.Keys{PEM: "ca.crt", SPIFFE: "bundle.spiffe", JWKS: "jwks.json", FederatedSPIFFE: "federated."}
 
-// publishedStatus records b the way CreateOrUpdate does and returns the
+// spireContent is what a pass publishes from a spire source of trust domain
+// td with the X.509 authorities certs and the JWT authorities jwt, and the
+// federated trust domains fed.
+func spireContent(td string, certs []*x509.Certificate, jwt []bundle.JWTAuthority, fed ...bundle.Domain) *content {
+	all := certs
+	for _, d := range fed {
+		all = append(all, d.Bundle.X509()...)
+	}
+	return &content{
+		all:       bundle.New(all, nil),
+		local:     &bundle.Domain{TrustDomain: td, Bundle: bundle.New(certs, jwt)},
+		federated: fed,
+	}
+}
+
+// publishedStatus records c the way CreateOrUpdate does and returns the
 // status as the API server hands it back (a JSON round trip), with the data
 // a target of allKeys was written with.
-func publishedStatus(t *testing.T, b *bundle.Bundle, trustDomain string) (*v1alpha1.TrustBundleStatus, map[string][]byte) {
+func publishedStatus(t *testing.T, c *content) (*v1alpha1.TrustBundleStatus, map[string][]byte) {
 	t.Helper()
-	f, err := newFormats(b, trustDomain)
+	data, err := newFormats(c).data(allKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := f.data(allKeys)
+	rec, err := recordFormats(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := recordFormats(b, trustDomain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := v1alpha1.TrustBundleStatus{Fingerprint: b.Fingerprint(), Certificates: published(b, nil), Formats: rec}
+	st := v1alpha1.TrustBundleStatus{Fingerprint: c.all.Fingerprint(), Certificates: published(c.all, nil), Formats: rec}
 	raw, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
@@ -72,13 +83,17 @@ func jwtAuthorities(t *testing.T) []bundle.JWTAuthority {
 // TestLastGoodRebuildsThePublishedBytes proves that the status alone
 // rebuilds every format byte for byte, JWT authorities of each key type and
 // the trust domain included, so a target created from it carries the same
-// hash as the targets written when the bundle was published. (The SPIFFE
+// hash as the targets written when the bundle was published. Each trust
+// domain's document is rebuilt from its own authorities only. (The SPIFFE
 // document does not name its trust domain, but cannot be rendered without
-// one: spec.trustDomain may be empty and SPIRE down.)
+// one: SPIRE may be down.)
 func TestLastGoodRebuildsThePublishedBytes(t *testing.T) {
-	a, b := testpki.ValidCA("a"), testpki.ValidCA("b")
-	published := bundle.New([]*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t))
-	st, want := publishedStatus(t, published, "example.org")
+	a, b, fed := testpki.ValidCA("a"), testpki.ValidCA("b"), testpki.ValidCA("fed")
+	other := bundle.Domain{TrustDomain: "other.org", Bundle: bundle.New([]*x509.Certificate{fed.Cert}, jwtAuthorities(t)[:1])}
+	st, want := publishedStatus(t, spireContent("example.org", []*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t), other))
+	if len(want) != 4 || want["federated.other.org"] == nil {
+		t.Fatalf("published keys %v, want the PEM, SPIFFE, JWKS and federated.other.org", len(want))
+	}
 
 	f, err := lastGood(st, time.Now())
 	if err != nil {
@@ -110,9 +125,9 @@ func TestLastGoodRebuildsThePublishedBytes(t *testing.T) {
 // or lost), no CA valid any more, or an unreadable JWT authority.
 func TestLastGoodRefusesWhatWasNotPublished(t *testing.T) {
 	a, b, extra := testpki.ValidCA("a"), testpki.ValidCA("b"), testpki.ValidCA("extra")
-	good, _ := publishedStatus(t, bundle.New([]*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t)), "example.org")
+	good, _ := publishedStatus(t, spireContent("example.org", []*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t)))
 	expired := testpki.ExpiredCA("expired")
-	expiredStatus, _ := publishedStatus(t, bundle.New([]*x509.Certificate{expired.Cert}, nil), "example.org")
+	expiredStatus, _ := publishedStatus(t, spireContent("example.org", []*x509.Certificate{expired.Cert}, nil))
 
 	cases := []struct {
 		name   string
@@ -151,6 +166,11 @@ func TestLastGoodRefusesWhatWasNotPublished(t *testing.T) {
 			st.Formats.JWTAuthorities[0].PublicKey = []byte("not a key")
 			return st
 		}, "jwtAuthorities[0]"},
+		{"an X.509 authority that is not a published certificate", func() *v1alpha1.TrustBundleStatus {
+			st := good.DeepCopy()
+			st.Formats.X509Authorities[0] = bundle.NewCertificate(extra.Cert).SHA256
+			return st
+		}, "is not in status.certificates"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,20 +191,27 @@ func TestLastGoodRefusesWhatWasNotPublished(t *testing.T) {
 // exactly instead of rendering them without JWT authorities.
 func TestLastGoodWithoutRecordedFormats(t *testing.T) {
 	a := testpki.ValidCA("a")
-	st, want := publishedStatus(t, bundle.New([]*x509.Certificate{a.Cert}, jwtAuthorities(t)), "example.org")
-	st.Formats = nil
+	published, want := publishedStatus(t, spireContent("example.org", []*x509.Certificate{a.Cert}, jwtAuthorities(t)))
+	noFormats := published.DeepCopy()
+	noFormats.Formats = nil
+	// Written when the SPIFFE format held every certificate: the trust
+	// domain and JWT authorities are recorded, its X.509 authorities not.
+	merged := published.DeepCopy()
+	merged.Formats.X509Authorities = nil
 
-	f, err := lastGood(st, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := f.data(v1alpha1.Keys{PEM: "ca.crt"})
-	if err != nil || !bytes.Equal(got["ca.crt"], want["ca.crt"]) {
-		t.Fatalf("PEM rebuilt as %q, %v; want %q", got["ca.crt"], err, want["ca.crt"])
-	}
-	for _, keys := range []v1alpha1.Keys{{JWKS: "jwks.json"}, {SPIFFE: "bundle.spiffe"}} {
-		if _, err := f.data(keys); !errors.Is(err, errFormatsNotRecorded) {
-			t.Errorf("keys %+v: %v, want errFormatsNotRecorded", keys, err)
+	for name, st := range map[string]*v1alpha1.TrustBundleStatus{"no status.formats": noFormats, "no X.509 authorities": merged} {
+		f, err := lastGood(st, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := f.data(v1alpha1.Keys{PEM: "ca.crt"})
+		if err != nil || !bytes.Equal(got["ca.crt"], want["ca.crt"]) {
+			t.Fatalf("%s: PEM rebuilt as %q, %v; want %q", name, got["ca.crt"], err, want["ca.crt"])
+		}
+		for _, keys := range []v1alpha1.Keys{{JWKS: "jwks.json"}, {SPIFFE: "bundle.spiffe"}, {FederatedSPIFFE: "federated."}} {
+			if _, err := f.data(keys); !errors.Is(err, errFormatsNotRecorded) {
+				t.Errorf("%s: keys %+v: %v, want errFormatsNotRecorded", name, keys, err)
+			}
 		}
 	}
 }
@@ -192,12 +219,14 @@ func TestLastGoodWithoutRecordedFormats(t *testing.T) {
 // TestRecordFormatsIsStable proves that recording the same bundle twice
 // gives the same status, so an unchanged pass does not write the status.
 func TestRecordFormatsIsStable(t *testing.T) {
-	b := bundle.New([]*x509.Certificate{testpki.ValidCA("a").Cert}, jwtAuthorities(t))
-	x, err := recordFormats(b, "example.org")
+	fed := bundle.Domain{TrustDomain: "other.org", Bundle: bundle.New([]*x509.Certificate{testpki.ValidCA("f").Cert}, nil)}
+	c := spireContent("example.org", []*x509.Certificate{testpki.ValidCA("a").Cert}, jwtAuthorities(t), fed)
+	x, err := recordFormats(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := recordFormats(bundle.New(b.X509(), b.JWTAuthorities()), "example.org")
+	again := spireContent("example.org", c.local.Bundle.X509(), c.local.Bundle.JWTAuthorities(), fed)
+	y, err := recordFormats(again)
 	if err != nil {
 		t.Fatal(err)
 	}

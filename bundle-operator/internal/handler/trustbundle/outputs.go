@@ -1,6 +1,8 @@
 package trustbundle
 
 import (
+	"time"
+
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
@@ -10,34 +12,96 @@ import (
 // defaultPEMKey is used when a target names no key at all.
 const defaultPEMKey = "ca.crt"
 
-// formats holds the formats of one bundle, rendered once for all targets.
-// A format that cannot be rendered holds the error a target naming it gets.
-type formats struct {
-	pem       []byte
-	jwks      []byte
-	jwksErr   error
-	spiffe    []byte
-	spiffeErr error
+// content is what one pass publishes, before rendering: every CA of every
+// source (the PEM format, injection and the status) and, kept apart, the
+// SPIFFE bundle of each trust domain read from SPIRE. A trust domain's
+// document holds only what SPIRE has for that trust domain.
+type content struct {
+	// all holds the certificates of every source (no JWT authorities).
+	all *bundle.Bundle
+	// local is the SPIRE server's own trust domain; nil without a spire
+	// source.
+	local *bundle.Domain
+	// federated are the federated trust domains, sorted by name.
+	federated []bundle.Domain
 }
 
-func newFormats(b *bundle.Bundle, trustDomain string) (*formats, error) {
-	f := &formats{pem: b.PEM()}
-	var err error
-	if f.jwks, err = b.JWKS(); err != nil {
-		return nil, err
+// dropExpired returns c without the certificates and JWT authorities
+// expired at now.
+func (c *content) dropExpired(now time.Time) *content {
+	out := &content{all: c.all.DropExpired(now)}
+	if c.local != nil {
+		d := c.local.DropExpired(now)
+		out.local = &d
 	}
-	if trustDomain == "" {
-		f.spiffeErr = ctrlerrors.WithReason(ReasonTrustDomainUnknown,
-			ctrlerrors.BlockedErrorf("set spec.trustDomain or add a spire source to render the SPIFFE format"))
-	} else if f.spiffe, err = b.SPIFFE(trustDomain); err != nil {
-		return nil, err
+	for _, d := range c.federated {
+		out.federated = append(out.federated, d.DropExpired(now))
 	}
-	return f, nil
+	return out
+}
+
+// domainDocument is the rendered SPIFFE bundle of a federated trust domain.
+type domainDocument struct {
+	trustDomain string
+	doc         []byte
+}
+
+// formats holds the formats of one bundle, rendered once for all targets.
+// A format that cannot be rendered holds the error that fails only the
+// targets naming it; the others, and injection, go on.
+type formats struct {
+	pem          []byte
+	jwks         []byte
+	jwksErr      error
+	spiffe       []byte
+	spiffeErr    error
+	federated    []domainDocument
+	federatedErr error
+}
+
+// newFormats renders c in every format.
+func newFormats(c *content) *formats {
+	f := &formats{pem: c.all.PEM()}
+	jwt := bundle.New(nil, nil)
+	if c.local != nil {
+		jwt = c.local.Bundle
+	}
+	if raw, err := jwt.JWKS(); err != nil {
+		f.jwksErr = unrenderable("JWKS", err)
+	} else {
+		f.jwks = raw
+	}
+	if c.local == nil {
+		f.spiffeErr = ctrlerrors.WithReason(ReasonNoSpireSource,
+			ctrlerrors.BlockedErrorf("the SPIFFE formats need a spire source: a trust domain's authorities come only from its SPIRE server"))
+		f.federatedErr = f.spiffeErr
+		return f
+	}
+	if raw, err := c.local.SPIFFE(); err != nil {
+		f.spiffeErr = unrenderable("SPIFFE", err)
+	} else {
+		f.spiffe = raw
+	}
+	for _, d := range c.federated {
+		raw, err := d.SPIFFE()
+		if err != nil {
+			f.federatedErr = unrenderable("federated SPIFFE", err)
+			f.federated = nil
+			break
+		}
+		f.federated = append(f.federated, domainDocument{trustDomain: d.TrustDomain, doc: raw})
+	}
+	return f
+}
+
+// unrenderable is the error of a format that cannot be rendered.
+func unrenderable(format string, err error) error {
+	return ctrlerrors.WithReason(ReasonFormatNotRenderable, ctrlerrors.BlockedErrorf("render the %s format: %w", format, err))
 }
 
 // data returns the data of an object target: one entry per key it names.
 func (f *formats) data(keys v1alpha1.Keys) (map[string][]byte, error) {
-	if keys.PEM == "" && keys.SPIFFE == "" && keys.JWKS == "" {
+	if keys.PEM == "" && keys.SPIFFE == "" && keys.JWKS == "" && keys.FederatedSPIFFE == "" {
 		keys.PEM = defaultPEMKey
 	}
 	out := map[string][]byte{}
@@ -60,8 +124,17 @@ func (f *formats) data(keys v1alpha1.Keys) (map[string][]byte, error) {
 		out[keys.JWKS] = f.jwks
 		n++
 	}
+	if keys.FederatedSPIFFE != "" {
+		if f.federatedErr != nil {
+			return nil, f.federatedErr
+		}
+		for _, d := range f.federated {
+			out[keys.FederatedSPIFFE+d.trustDomain] = d.doc
+			n++
+		}
+	}
 	if len(out) != n {
-		return nil, ctrlerrors.BlockedErrorf("target keys %+v must be distinct", keys)
+		return nil, ctrlerrors.WithReason(ReasonKeysCollide, ctrlerrors.BlockedErrorf("target keys %+v name one key twice", keys))
 	}
 	return out, nil
 }

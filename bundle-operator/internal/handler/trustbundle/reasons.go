@@ -18,9 +18,20 @@ const (
 	// ReasonTargetsFailed: some targets could not be written; see
 	// status.failedTargets.
 	ReasonTargetsFailed = "TargetsFailed"
-	// ReasonTrustDomainUnknown: the SPIFFE format is requested but neither
-	// spec.trustDomain nor a spire source names the trust domain.
-	ReasonTrustDomainUnknown = "TrustDomainUnknown"
+	// ReasonNoSpireSource: a target names a SPIFFE format but no source is
+	// a spire source, the only source of a trust domain's authorities.
+	ReasonNoSpireSource = "NoSpireSource"
+	// ReasonFormatNotRenderable: a format cannot be rendered (e.g. a JWT
+	// key type a JWKS cannot hold); only the targets naming it fail.
+	ReasonFormatNotRenderable = "FormatNotRenderable"
+	// ReasonBundleTooLarge: a rendered target or the status would exceed
+	// what Kubernetes stores; nothing is written.
+	ReasonBundleTooLarge = "BundleTooLarge"
+	// ReasonSecretTargetsDisabled: a Secret target while the operator runs
+	// without --allow-secret-targets.
+	ReasonSecretTargetsDisabled = "SecretTargetsDisabled"
+	// ReasonKeysCollide: two formats of a target would write the same key.
+	ReasonKeysCollide = "KeysCollide"
 	// ReasonInvalidSelector: spec.target.namespaceSelector does not parse.
 	ReasonInvalidSelector = "InvalidNamespaceSelector"
 )
@@ -31,4 +42,8 @@ const (
 	// exist yet were created with the last good bundle (the one the existing
 	// targets hold). The conditions keep the source's reason.
 	ReasonLastGoodBundle = "LastGoodBundle"
+	// ReasonInjectionSkipped (Warning): an object annotated for injection
+	// has no caBundle field (a CRD without a conversion webhook, a webhook
+	// configuration without webhooks); it is skipped, the pass goes on.
+	ReasonInjectionSkipped = "InjectionSkipped"
 )

@@ -13,11 +13,16 @@ import (
 // retain implements the grace period of spec.options.retainRemovedFor: a CA
 // of the last published bundle that is missing from the sources stays in
 // the bundle until grace has passed since it was first missed (and, with
-// dropExpired, until it expires). During a CA rotation this keeps peers that
-// still present certificates of the old CA trusted.
+// dropExpired, until it expires). During a CA rotation of a ConfigMap,
+// Secret or inline source this keeps peers that still present certificates
+// of the old CA trusted.
+//
+// A CA that was in SPIRE's bundle (fromSpire) is never retained: SPIRE
+// keeps a rotated CA in its bundle until it expires, so one that leaves
+// early was revoked, and keeping it would keep trusting a compromised key.
 //
 // It returns the bundle to publish and its status record.
-func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, grace time.Duration, dropExpired bool, now time.Time) (*bundle.Bundle, []v1alpha1.PublishedCertificate) {
+func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, fromSpire func(sha256 string) bool, grace time.Duration, dropExpired bool, now time.Time) (*bundle.Bundle, []v1alpha1.PublishedCertificate) {
 	inSource := map[string]bool{}
 	for _, c := range current.Certificates() {
 		inSource[c.SHA256] = true
@@ -26,7 +31,7 @@ func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, gr
 	certs := current.X509()
 	if grace > 0 {
 		for _, p := range previous {
-			if inSource[p.SHA256] {
+			if inSource[p.SHA256] || fromSpire(p.SHA256) {
 				continue
 			}
 			left := metav1.NewTime(now)
@@ -47,8 +52,29 @@ func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, gr
 			leftAt[p.SHA256] = left
 		}
 	}
-	out := bundle.New(certs, current.JWTAuthorities())
+	out := bundle.New(certs, nil)
 	return out, published(out, leftAt)
+}
+
+// previouslyFromSpire returns whether a certificate of the last published
+// bundle was an authority of a trust domain read from SPIRE, as st records.
+// A status that does not record it (written by an older operator) counts
+// every certificate as from SPIRE when the TrustBundle has a spire source,
+// so that nothing SPIRE revoked is retained.
+func previouslyFromSpire(st *v1alpha1.TrustBundleStatus, hasSpireSource bool) func(string) bool {
+	if !formatsRecorded(st) {
+		return func(string) bool { return hasSpireSource }
+	}
+	set := map[string]bool{}
+	for _, sha := range st.Formats.X509Authorities {
+		set[sha] = true
+	}
+	for _, d := range st.Formats.Federated {
+		for _, sha := range d.X509Authorities {
+			set[sha] = true
+		}
+	}
+	return func(sha string) bool { return set[sha] }
 }
 
 func published(b *bundle.Bundle, leftAt map[string]metav1.Time) []v1alpha1.PublishedCertificate {

@@ -19,7 +19,7 @@ func TestRetainKeepsRemovedCAsForTheGracePeriod(t *testing.T) {
 	now := time.Now()
 	oldCA, newCA := testpki.ValidCA("old"), testpki.ValidCA("new")
 	both := bundle.New([]*x509.Certificate{oldCA.Cert, newCA.Cert}, nil)
-	_, published := retain(both, nil, time.Hour, false, now)
+	_, published := retain(both, nil, never, time.Hour, false, now)
 	current := bundle.New([]*x509.Certificate{newCA.Cert}, nil)
 
 	cases := []struct {
@@ -44,7 +44,7 @@ func TestRetainKeepsRemovedCAsForTheGracePeriod(t *testing.T) {
 					}
 				}
 			}
-			got, record := retain(current, prev, tc.grace, false, now)
+			got, record := retain(current, prev, never, tc.grace, false, now)
 			if got.Len() != tc.wantCount {
 				t.Fatalf("retain() kept %d CAs, want %d", got.Len(), tc.wantCount)
 			}
@@ -64,8 +64,8 @@ func TestRetainKeepsRemovedCAsForTheGracePeriod(t *testing.T) {
 func TestRetainDropsExpiredRetainedCAsWithDropExpired(t *testing.T) {
 	now := time.Now()
 	expired, fresh := testpki.ExpiredCA("expired"), testpki.ValidCA("fresh")
-	_, published := retain(bundle.New([]*x509.Certificate{expired.Cert, fresh.Cert}, nil), nil, time.Hour, false, now)
-	got, _ := retain(bundle.New([]*x509.Certificate{fresh.Cert}, nil), published, time.Hour, true, now)
+	_, published := retain(bundle.New([]*x509.Certificate{expired.Cert, fresh.Cert}, nil), nil, never, time.Hour, false, now)
+	got, _ := retain(bundle.New([]*x509.Certificate{fresh.Cert}, nil), published, never, time.Hour, true, now)
 	if got.Len() != 1 {
 		t.Fatalf("retain() kept %d CAs, want the expired one dropped", got.Len())
 	}
@@ -85,6 +85,9 @@ func TestNextDeadline(t *testing.T) {
 	}
 }
 
+// never says no certificate came from SPIRE.
+func never(string) bool { return false }
+
 func ptr[T any](v T) *T { return &v }
 
 func clonePublished(in []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
@@ -93,4 +96,46 @@ func clonePublished(in []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCert
 		in[i].DeepCopyInto(&out[i])
 	}
 	return out
+}
+
+// TestRetainNeverKeepsACAThatLeftSPIRE proves that retention applies to
+// ConfigMap, Secret and inline sources only: a CA that was an authority of a
+// trust domain read from SPIRE leaves at once (SPIRE keeps a rotated CA
+// until it expires, so one that leaves early was revoked), and a status that
+// does not record where its CAs came from retains none when the
+// TrustBundle has a spire source.
+func TestRetainNeverKeepsACAThatLeftSPIRE(t *testing.T) {
+	now := time.Now()
+	revoked, fromConfigMap, current := testpki.ValidCA("revoked"), testpki.ValidCA("configmap"), testpki.ValidCA("current")
+	local := bundle.Domain{TrustDomain: "example.org", Bundle: bundle.New([]*x509.Certificate{revoked.Cert, current.Cert}, nil)}
+	before := &content{all: bundle.New([]*x509.Certificate{revoked.Cert, fromConfigMap.Cert, current.Cert}, nil), local: &local}
+	rec, err := recordFormats(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &v1alpha1.TrustBundleStatus{Certificates: published(before.all, nil), Formats: rec}
+	now2 := bundle.New([]*x509.Certificate{current.Cert}, nil)
+
+	got, _ := retain(now2, st.Certificates, previouslyFromSpire(st, true), time.Hour, false, now)
+	if has(got, revoked) || !has(got, fromConfigMap) {
+		t.Errorf("retained %v; want the CA that left SPIRE dropped and the one that left the ConfigMap kept", got)
+	}
+
+	legacy := st.DeepCopy()
+	legacy.Formats = nil
+	if got, _ := retain(now2, legacy.Certificates, previouslyFromSpire(legacy, true), time.Hour, false, now); got.Len() != 1 {
+		t.Errorf("an unrecorded origin with a spire source retained %d extra CAs, want none", got.Len()-1)
+	}
+	if got, _ := retain(now2, legacy.Certificates, previouslyFromSpire(legacy, false), time.Hour, false, now); got.Len() != 3 {
+		t.Errorf("an unrecorded origin without a spire source kept %d CAs, want all 3", got.Len())
+	}
+}
+
+func has(b *bundle.Bundle, ca testpki.CA) bool {
+	for _, c := range b.X509() {
+		if c.Equal(ca.Cert) {
+			return true
+		}
+	}
+	return false
 }
