@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -32,7 +33,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	}
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(cluster.Stop()).To(Succeed()) })
-}, NodeTimeout(10*60e9))
+}, NodeTimeout(15*time.Minute))
 
 var _ = ReportAfterEach(func(report SpecReport) {
 	if report.Failed() && cluster != nil {
