@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -12,7 +13,8 @@ import (
 )
 
 // cluster is the one the specs run against: a local control plane with the
-// operators as processes (the default, `make e2e`), or a kind cluster
+// operators as processes and a real node where pods run (the default,
+// `make e2e`; E2E_NODE=skip leaves the node out), or a kind cluster
 // (E2E_CLUSTER=kind, `make e2e-kind`).
 var cluster framework.Cluster
 
@@ -27,11 +29,11 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	case "kind":
 		cluster, err = framework.ConnectKind(ctx, framework.KindOptions{})
 	default:
-		cluster, err = framework.StartLocal(ctx, framework.LocalOptions{Progress: GinkgoWriter})
+		cluster, err = framework.StartLocal(ctx, framework.LocalOptions{Progress: GinkgoWriter, RealNode: os.Getenv("E2E_NODE") != "skip"})
 	}
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(cluster.Stop()).To(Succeed()) })
-}, NodeTimeout(10*60e9))
+}, NodeTimeout(15*time.Minute))
 
 var _ = ReportAfterEach(func(report SpecReport) {
 	if report.Failed() && cluster != nil {

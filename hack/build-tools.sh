@@ -2,14 +2,20 @@
 # build-tools.sh builds the real components the tests run (kube-apiserver, kubectl,
 # etcd, spire-server, spire-agent) from the Go module proxy into a cache outside
 # the repository, keyed by version. A binary already in the cache is reused.
+# The node target builds the real node's components the same way: kubelet,
+# kube-controller-manager, kube-scheduler, containerd with its runc shim and its
+# client ctr (which imports images), runc and the CNI plugins bridge, host-local, loopback and portmap.
 #
-# Usage: hack/build-tools.sh [k8s] [spire] [all]   (default: all)
+# Usage: hack/build-tools.sh [k8s] [spire] [node] [all]   (default: all; all is k8s and spire)
 # Prints the cache directory of the binaries on its last line when asked with --print-dir.
 set -euo pipefail
 
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.7.3
 SPIRE_VERSION=v1.13.3
+CONTAINERD_VERSION=v2.4.2
+RUNC_VERSION=v1.5.3
+CNI_PLUGINS_VERSION=v1.10.0
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${TRUSTPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trustplane}
@@ -18,9 +24,9 @@ mkdir -p "$bin"
 
 say() { printf '[build-tools] %s\n' "$*" >&2; }
 
-# build NAME VERSION DIR PKG [CGO] [LDFLAGS]
+# build NAME VERSION DIR PKG [CGO] [LDFLAGS] [TAGS]
 build() {
-	local name=$1 version=$2 dir=$3 pkg=$4 cgo=${5:-0} ldflags=${6:-}
+	local name=$1 version=$2 dir=$3 pkg=$4 cgo=${5:-0} ldflags=${6:-} tags=${7:-}
 	local out="$bin/$name-$version"
 	if [ -x "$out" ]; then
 		say "$name $version: cached at $out"
@@ -28,17 +34,23 @@ build() {
 	fi
 	say "$name $version: building from the Go module proxy (first run only; this takes minutes)"
 	local start=$SECONDS
-	(cd "$root/hack/tools/$dir" && CGO_ENABLED=$cgo GOWORK=off go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+	(cd "$root/hack/tools/$dir" && CGO_ENABLED=$cgo GOWORK=off go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
 	mv "$out.tmp" "$out"
 	say "$name $version: built in $((SECONDS - start))s"
 }
 
-k8s() {
+# k8s_ldflags stamps the Kubernetes version into a binary, as its release build does.
+k8s_ldflags() {
 	local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 	local ld=""
 	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 		ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
 	done
+	echo "$ld"
+}
+
+k8s() {
+	local ld; ld=$(k8s_ldflags)
 	build kube-apiserver "$K8S_VERSION" k8s k8s.io/kubernetes/cmd/kube-apiserver 0 "$ld"
 	build kubectl "$K8S_VERSION" k8s k8s.io/kubernetes/cmd/kubectl 0 "$ld"
 	build etcd "$ETCD_VERSION" etcd go.etcd.io/etcd/server/v3 0
@@ -47,6 +59,26 @@ k8s() {
 spire() {
 	build spire-server "$SPIRE_VERSION" spire github.com/spiffe/spire/cmd/spire-server 1
 	build spire-agent "$SPIRE_VERSION" spire github.com/spiffe/spire/cmd/spire-agent 1
+}
+
+# node builds what a real node runs. runc links its nsenter C code (cgo, so gcc is
+# needed) and is built without the seccomp tag, which would need libseccomp's headers:
+# a container whose spec asks for a seccomp profile (RuntimeDefault) fails to start.
+node() {
+	local ld; ld=$(k8s_ldflags)
+	build kubelet "$K8S_VERSION" k8s k8s.io/kubernetes/cmd/kubelet 0 "$ld"
+	build kube-controller-manager "$K8S_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager 0 "$ld"
+	build kube-scheduler "$K8S_VERSION" k8s k8s.io/kubernetes/cmd/kube-scheduler 0 "$ld"
+	local cv="-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+	build containerd "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/containerd 0 "$cv"
+	build containerd-shim-runc-v2 "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 0 "$cv"
+	build ctr "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/ctr 0 "$cv"
+	build runc "$RUNC_VERSION" runc github.com/opencontainers/runc 1 "-X main.version=${RUNC_VERSION#v}"
+	local p
+	for p in main/bridge ipam/host-local main/loopback meta/portmap; do
+		build "cni-${p#*/}" "$CNI_PLUGINS_VERSION" cni "github.com/containernetworking/plugins/plugins/$p" 0 \
+			"-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION"
+	done
 }
 
 # envtest expects plain names in one directory: link them there.
@@ -66,6 +98,7 @@ for t in $targets; do
 	case $t in
 	k8s) k8s ;;
 	spire) spire ;;
+	node) node ;;
 	all) k8s; spire ;;
 	--print-dir) ;;
 	*) say "unknown target $t"; exit 2 ;;

@@ -19,6 +19,9 @@ make images IMAGE_TAG=e2e
 for o in spiffe-operator identity-operator bundle-operator; do
 	kind load docker-image "trustplane/$o:e2e" --name "$cluster"
 done
+probe_dir=$(mktemp -d /tmp/trustplane-probe-XXXXXX)
+kind load image-archive "$(go run ./e2e/cmd/probe-image "$probe_dir")" --name "$cluster"
+rm -rf "$probe_dir"
 
 $kubectl apply --server-side -f hack/kind/spire.yaml
 $kubectl -n spire-system rollout status statefulset/spire-server --timeout=180s

@@ -7,18 +7,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
 
-// Agent is a running spire-agent attested to a Spire server with a join
-// token, serving the Workload API on a Unix socket with the unix workload
-// attestor.
+// Agent is a running spire-agent attested to a Spire server, serving the
+// Workload API on a Unix socket: with a join token and the unix workload
+// attestor (StartAgent), or as on a Kubernetes node, with k8s_psat and the
+// k8s workload attestor (StartK8sAgent).
 type Agent struct {
-	// ID is the agent's SPIFFE ID (spiffe://<td>/spire/agent/join_token/<token>).
+	// ID is the agent's SPIFFE ID, e.g.
+	// spiffe://<td>/spire/agent/join_token/<token> or
+	// spiffe://<td>/spire/agent/k8s_psat/<cluster>/<node UID>.
 	ID string
 	// SocketPath is the Workload API socket.
 	SocketPath string
+	// SocketDir is the directory holding only SocketPath, for a pod's
+	// hostPath volume.
+	SocketDir string
 	// Dir holds the configuration, data and logs.
 	Dir string
 
@@ -26,16 +33,23 @@ type Agent struct {
 	proc *Process
 }
 
-// StartAgent starts a spire-agent against s and waits until it is healthy.
+// K8sAgentOptions configure StartK8sAgent.
+type K8sAgentOptions struct {
+	// Cluster is the cluster's name, one of the server's PSATClusters.
+	Cluster string
+	// TokenPath is a projected service-account token with the audience
+	// spire-server (Node.ProjectAgentToken writes one).
+	TokenPath string
+	// NodeName is the kubelet's node.
+	NodeName string
+	// KubeletReadOnlyPort is where the k8s workload attestor asks the
+	// kubelet on 127.0.0.1 for the node's pods.
+	KubeletReadOnlyPort int
+}
+
+// StartAgent starts a spire-agent attested with a join token and waits
+// until it is healthy.
 func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
-	bin, err := Binary("spire-agent")
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("/tmp", "tpa")
-	if err != nil {
-		return nil, fmt.Errorf("agent dir: %w", err)
-	}
 	out, err := s.CLI(ctx, "token", "generate", "-ttl", "3600", "-output", "json")
 	if err != nil {
 		return nil, err
@@ -51,6 +65,53 @@ func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
 		return nil, fmt.Errorf("parse join token from %q: %v", out, err)
 	}
 	token := generated.Value
+	plugins := `    NodeAttestor "join_token" {
+        plugin_data {}
+    }
+    WorkloadAttestor "unix" {
+        plugin_data {}
+    }
+`
+	return s.startAgent(ctx, fmt.Sprintf("    join_token = %q\n", token), plugins)
+}
+
+// StartK8sAgent starts a spire-agent that attests its node with k8s_psat
+// and its workloads with the k8s workload attestor (pods by their
+// namespace, service account, labels...), and waits until it is healthy.
+func (s *Spire) StartK8sAgent(ctx context.Context, opts K8sAgentOptions) (*Agent, error) {
+	plugins := fmt.Sprintf(`    NodeAttestor "k8s_psat" {
+        plugin_data {
+            cluster = %q
+            token_path = %q
+        }
+    }
+    WorkloadAttestor "k8s" {
+        plugin_data {
+            node_name = %q
+            kubelet_read_only_port = %d
+        }
+    }
+`, opts.Cluster, opts.TokenPath, opts.NodeName, opts.KubeletReadOnlyPort)
+	return s.startAgent(ctx, "", plugins)
+}
+
+// attestedID finds the agent's SPIFFE ID in its log.
+var attestedID = regexp.MustCompile(`Node attestation was successful.*spiffe_id="?(spiffe://[^"\s]+)`)
+
+func (s *Spire) startAgent(ctx context.Context, extraAgentLines, plugins string) (*Agent, error) {
+	bin, err := Binary("spire-agent")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("/tmp", "tpa")
+	if err != nil {
+		return nil, fmt.Errorf("agent dir: %w", err)
+	}
+	a := &Agent{SocketDir: filepath.Join(dir, "sock"), Dir: dir, bin: bin}
+	a.SocketPath = filepath.Join(a.SocketDir, "agent.sock")
+	if err := os.Mkdir(a.SocketDir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent socket dir: %w", err)
+	}
 	bundle, err := s.BundlePEM(ctx)
 	if err != nil {
 		return nil, err
@@ -60,12 +121,6 @@ func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
 		return nil, fmt.Errorf("write agent bundle: %w", err)
 	}
 	host, port, _ := strings.Cut(s.Address, ":")
-	a := &Agent{
-		ID:         "spiffe://" + s.TrustDomain + "/spire/agent/join_token/" + token,
-		SocketPath: filepath.Join(dir, "agent.sock"),
-		Dir:        dir,
-		bin:        bin,
-	}
 	conf := fmt.Sprintf(`agent {
     data_dir = %q
     log_level = "DEBUG"
@@ -74,20 +129,13 @@ func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
     socket_path = %q
     trust_bundle_path = %q
     trust_domain = %q
-    join_token = %q
-}
+%s}
 plugins {
-    NodeAttestor "join_token" {
-        plugin_data {}
-    }
     KeyManager "memory" {
         plugin_data {}
     }
-    WorkloadAttestor "unix" {
-        plugin_data {}
-    }
-}
-`, filepath.Join(dir, "data"), host, port, a.SocketPath, bundlePath, s.TrustDomain, token)
+%s}
+`, filepath.Join(dir, "data"), host, port, a.SocketPath, bundlePath, s.TrustDomain, extraAgentLines, plugins)
 	confPath := filepath.Join(dir, "agent.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write agent config: %w", err)
@@ -101,7 +149,7 @@ plugins {
 		out, err := exec.CommandContext(hctx, bin, "healthcheck", "-socketPath", a.SocketPath).CombinedOutput()
 		cancel()
 		if err == nil {
-			return a, nil
+			break
 		}
 		if a.proc.Exited() || time.Now().After(deadline) {
 			_ = a.Stop()
@@ -109,6 +157,13 @@ plugins {
 		}
 		time.Sleep(200 * time.Millisecond) // readiness polling interval
 	}
+	m := attestedID.FindStringSubmatch(a.proc.Logs())
+	if m == nil {
+		_ = a.Stop()
+		return nil, fmt.Errorf("spire-agent is healthy but its log names no attested ID:\n%s", lastLines(a.proc.Logs(), 40))
+	}
+	a.ID = m[1]
+	return a, nil
 }
 
 // Stop stops the agent (SIGTERM, SIGKILL after 15s).

@@ -12,6 +12,11 @@ const (
 	KubernetesVersion = "v1.37.2"
 	EtcdVersion       = "v3.7.3"
 	SpireVersion      = "v1.13.3"
+	// ContainerdVersion, RuncVersion and CNIPluginsVersion are the real
+	// node's runtime (hack/build-tools.sh node).
+	ContainerdVersion = "v2.4.2"
+	RuncVersion       = "v1.5.3"
+	CNIPluginsVersion = "v1.10.0"
 )
 
 // CacheDir is where hack/build-tools.sh puts the binaries:
@@ -28,19 +33,32 @@ func CacheDir() string {
 	return filepath.Join(base, "trustplane")
 }
 
+// toolVersions are the built tools by name, with the hack/build-tools.sh
+// target that builds each.
+var toolVersions = map[string]struct{ version, target string }{
+	"kube-apiserver": {KubernetesVersion, "k8s"}, "kubectl": {KubernetesVersion, "k8s"}, "etcd": {EtcdVersion, "k8s"},
+	"spire-server": {SpireVersion, "spire"}, "spire-agent": {SpireVersion, "spire"},
+	"kubelet": {KubernetesVersion, "node"}, "kube-controller-manager": {KubernetesVersion, "node"},
+	"kube-scheduler": {KubernetesVersion, "node"}, "containerd": {ContainerdVersion, "node"},
+	"containerd-shim-runc-v2": {ContainerdVersion, "node"}, "ctr": {ContainerdVersion, "node"},
+	"runc": {RuncVersion, "node"}, "cni-bridge": {CNIPluginsVersion, "node"},
+	"cni-host-local": {CNIPluginsVersion, "node"}, "cni-loopback": {CNIPluginsVersion, "node"},
+	"cni-portmap": {CNIPluginsVersion, "node"},
+}
+
 // Binary returns the path of a built tool (kube-apiserver, etcd, kubectl,
-// spire-server, spire-agent) or an error that says how to build it.
+// spire-server, spire-agent, and the real node's kubelet,
+// kube-controller-manager, kube-scheduler, containerd,
+// containerd-shim-runc-v2, ctr, runc, cni-<plugin>) or an error that says
+// how to build it.
 func Binary(name string) (string, error) {
-	version := map[string]string{
-		"kube-apiserver": KubernetesVersion, "kubectl": KubernetesVersion,
-		"etcd": EtcdVersion, "spire-server": SpireVersion, "spire-agent": SpireVersion,
-	}[name]
-	if version == "" {
+	tool, ok := toolVersions[name]
+	if !ok {
 		return "", fmt.Errorf("unknown tool %q", name)
 	}
-	p := filepath.Join(CacheDir(), "bin", name+"-"+version)
+	p := filepath.Join(CacheDir(), "bin", name+"-"+tool.version)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s %s is not built (%s): run hack/build-tools.sh or `make tools`", name, version, p)
+		return "", fmt.Errorf("%s %s is not built (%s): run hack/build-tools.sh %s or `make tools`", name, tool.version, p, tool.target)
 	}
 	return p, nil
 }

@@ -20,7 +20,8 @@ type ControlPlaneOptions struct {
 	CRDDirectoryPaths []string
 	// Scheme is used by Client; nil means client-go's scheme.
 	Scheme *runtime.Scheme
-	// APIServerFlags are extra kube-apiserver flags (name without dashes).
+	// APIServerFlags are extra kube-apiserver flags (name without dashes);
+	// an empty value removes a flag envtest sets by default.
 	APIServerFlags map[string]string
 	// KeepLogs keeps LogDir (logs and kubeconfigs) after Stop; by default
 	// Stop removes it, so print Logs() from a failing test before Stop.
@@ -76,6 +77,10 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	env.ControlPlane.GetAPIServer().Err = logFile
 	args := env.ControlPlane.GetAPIServer().Configure()
 	for k, v := range opts.APIServerFlags {
+		if v == "" {
+			args.Disable(k)
+			continue
+		}
 		args.Set(k, v)
 	}
 	cfg, err := env.Start()
@@ -122,6 +127,12 @@ func (cp *ControlPlane) UserConfig(user string, groups []string) (*rest.Config, 
 		return nil, fmt.Errorf("add user %s: %w", user, err)
 	}
 	return u.Config(), nil
+}
+
+// serviceAccountKeyPath is the private key the apiserver signs service
+// account tokens with; kube-controller-manager signs with it too.
+func (cp *ControlPlane) serviceAccountKeyPath() string {
+	return filepath.Join(cp.env.ControlPlane.APIServer.CertDir, "sa-signer.key")
 }
 
 // Logs returns the kube-apiserver log.

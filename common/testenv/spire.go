@@ -23,11 +23,26 @@ type SpireOptions struct {
 	AdminIDs []string
 	// DefaultX509SVIDTTL defaults to 1h.
 	DefaultX509SVIDTTL time.Duration
+	// PSATClusters enable the k8s_psat node attestor for these clusters:
+	// an agent presents a projected service-account token, which the
+	// server reviews with the cluster's apiserver (TokenReview).
+	PSATClusters []PSATCluster
+}
+
+// PSATCluster is a cluster whose agents attest with k8s_psat.
+type PSATCluster struct {
+	// Name is the cluster's name in agent IDs and k8s_psat:cluster selectors.
+	Name string
+	// KubeconfigPath reaches the cluster's apiserver with the rights to
+	// review tokens and read pods and nodes (ControlPlane.SpireServerKubeconfig).
+	KubeconfigPath string
+	// ServiceAccounts are the agents' accounts, as namespace:name.
+	ServiceAccounts []string
 }
 
 // Spire is a running spire-server on 127.0.0.1 with a sqlite file datastore,
-// a disk key manager, the join_token node attestor and its admin API on a
-// Unix socket.
+// a disk key manager, the join_token node attestor (and k8s_psat when
+// asked) and its admin API on a Unix socket.
 type Spire struct {
 	// TrustDomain is the server's trust domain.
 	TrustDomain string
@@ -100,14 +115,14 @@ plugins {
     NodeAttestor "join_token" {
         plugin_data {}
     }
-    KeyManager "disk" {
+%s    KeyManager "disk" {
         plugin_data {
             keys_path = %q
         }
     }
 }
 `, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.DefaultX509SVIDTTL.String(),
-		strings.Join(admins, ", "), filepath.Join(dir, "datastore.sqlite3"), filepath.Join(dir, "keys.json"))
+		strings.Join(admins, ", "), filepath.Join(dir, "datastore.sqlite3"), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
 	if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write spire-server config: %w", err)
 	}
@@ -115,6 +130,25 @@ plugins {
 		return nil, err
 	}
 	return s, nil
+}
+
+// psatServerPlugin is the k8s_psat NodeAttestor block, or nothing.
+func psatServerPlugin(clusters []PSATCluster) string {
+	if len(clusters) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("    NodeAttestor \"k8s_psat\" {\n        plugin_data {\n            clusters = {\n")
+	for _, c := range clusters {
+		var sas []string
+		for _, sa := range c.ServiceAccounts {
+			sas = append(sas, strconv.Quote(sa))
+		}
+		fmt.Fprintf(&b, "                %q = {\n                    service_account_allow_list = [%s]\n                    kube_config_file = %q\n                }\n",
+			c.Name, strings.Join(sas, ", "), c.KubeconfigPath)
+	}
+	b.WriteString("            }\n        }\n    }\n")
+	return b.String()
 }
 
 func (s *Spire) start() error {

@@ -31,6 +31,9 @@ type Cluster interface {
 	AgentParentID() string
 	// RestartOperator kills an operator abruptly and starts it again.
 	RestartOperator(ctx context.Context, name string) error
+	// Workloads says how a spec runs pods that ask SPIRE for their
+	// identity, or, wrapping ErrNoNode, why this cluster runs none.
+	Workloads() (Workloads, error)
 	// Diagnostics returns the logs worth printing when a spec fails.
 	Diagnostics() string
 	// Stop stops everything the Cluster started and removes its files.

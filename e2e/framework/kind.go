@@ -203,6 +203,13 @@ func (k *Kind) RestartOperator(ctx context.Context, op string) error {
 	return err
 }
 
+// Workloads implements Cluster: hack/e2e-kind.sh loads the probe image,
+// and the agent DaemonSet of hack/kind/spire.yaml serves its socket from
+// the node's /run/spire/agent-sockets.
+func (k *Kind) Workloads() (Workloads, error) {
+	return Workloads{ProbeImage: ProbeImage, AgentSocketDir: "/run/spire/agent-sockets", AgentSocketName: "spire-agent.sock"}, nil
+}
+
 // Diagnostics implements Cluster.
 func (k *Kind) Diagnostics() string {
 	var b strings.Builder

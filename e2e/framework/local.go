@@ -34,6 +34,11 @@ type LocalOptions struct {
 	Operators []string
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
+	// RealNode also runs a real node (kubelet, containerd, bridge CNI) with
+	// a SPIRE agent attested by k8s_psat, so that pods run and receive
+	// SVIDs. Where the machine cannot run one, Local starts without it and
+	// Workloads says why.
+	RealNode bool
 }
 
 // Local is a control plane, a spire-server and the operators as processes,
@@ -49,6 +54,10 @@ type Local struct {
 	bins    map[string]string
 	configs map[string]string
 	out     io.Writer
+
+	node   *testenv.Node
+	agent  *testenv.Agent
+	noNode error
 
 	mu   sync.Mutex
 	proc map[string]*testenv.Process
@@ -110,16 +119,37 @@ func StartLocal(ctx context.Context, opts LocalOptions) (_ *Local, err error) {
 		return nil, err
 	}
 	crds = append(crds, filepath.Join(gaie, "config", "crd", "bases", "inference.networking.k8s.io_inferencepools.yaml"))
-	if l.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: crds, Scheme: scheme}); err != nil {
+	cpOpts := testenv.ControlPlaneOptions{CRDDirectoryPaths: crds, Scheme: scheme}
+	l.noNode = errors.New("the cluster was started without a real node (RealNode false)")
+	if opts.RealNode {
+		if l.noNode = testenv.NodePreflight(); l.noNode == nil {
+			cpOpts.APIServerFlags = testenv.NodeAPIServerFlags()
+		}
+	}
+	if l.cp, err = testenv.StartControlPlane(cpOpts); err != nil {
 		return nil, err
 	}
 	if l.client, err = clientFromKubeconfig(l.cp.KubeconfigPath, scheme); err != nil {
 		return nil, err
 	}
 
+	spireOpts := testenv.SpireOptions{TrustDomain: l.td}
+	if l.noNode == nil {
+		reviewer, err := l.cp.SpireServerKubeconfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		spireOpts.PSATClusters = []testenv.PSATCluster{{Name: ClusterName, KubeconfigPath: reviewer,
+			ServiceAccounts: []string{testenv.SpireAgentNamespace + ":" + testenv.SpireAgentServiceAccount}}}
+	}
 	l.step("starting spire-server")
-	if l.spire, err = testenv.StartSpire(testenv.SpireOptions{TrustDomain: l.td}); err != nil {
+	if l.spire, err = testenv.StartSpire(spireOpts); err != nil {
 		return nil, err
+	}
+	if l.noNode == nil {
+		if err := l.startNode(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	for _, op := range opts.Operators {
@@ -199,8 +229,9 @@ func (l *Local) SpireConn(ctx context.Context) (*grpc.ClientConn, error) { retur
 // TrustDomain implements Cluster.
 func (l *Local) TrustDomain() string { return l.td }
 
-// AgentParentID implements Cluster.
-func (l *Local) AgentParentID() string { return "spiffe://" + l.td + "/k8s-cluster/local" }
+// AgentParentID implements Cluster: on the real node, the alias of every
+// agent attested by k8s_psat in this cluster.
+func (l *Local) AgentParentID() string { return "spiffe://" + l.td + "/k8s-cluster/" + ClusterName }
 
 // Spire returns the local spire-server.
 func (l *Local) Spire() *testenv.Spire { return l.spire }
@@ -241,6 +272,12 @@ func (l *Local) Diagnostics() string {
 	if l.spire != nil {
 		fmt.Fprintf(&b, "--- spire-server (last lines) ---\n%s\n", tail(l.spire.Logs(), 30))
 	}
+	if l.agent != nil {
+		fmt.Fprintf(&b, "--- spire-agent (last lines) ---\n%s\n", tail(l.agent.Logs(), 30))
+	}
+	if l.node != nil {
+		b.WriteString(l.node.Diagnostics())
+	}
 	return b.String()
 }
 
@@ -252,6 +289,12 @@ func (l *Local) Stop() error {
 		errs = append(errs, p.Stop(10*time.Second))
 	}
 	l.mu.Unlock()
+	if l.agent != nil {
+		errs = append(errs, l.agent.Cleanup())
+	}
+	if l.node != nil {
+		errs = append(errs, l.node.Stop())
+	}
 	if l.spire != nil {
 		errs = append(errs, l.spire.Cleanup())
 	}
@@ -272,6 +315,12 @@ func (l *Local) Kill() {
 		_ = p.Kill()
 	}
 	l.mu.Unlock()
+	if l.agent != nil {
+		_ = l.agent.Cleanup()
+	}
+	if l.node != nil {
+		_ = l.node.Stop() // kills at once; its cleanup must still run
+	}
 	if l.spire != nil {
 		_ = l.spire.Kill()
 		_ = os.RemoveAll(l.spire.Dir)

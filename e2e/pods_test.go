@@ -1,0 +1,150 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/e2e/framework"
+)
+
+// podTimeout bounds what a real node does: schedule, start a container,
+// the agent's sync of a new entry (every few seconds), the probe's fetch.
+const podTimeout = 3 * time.Minute
+
+// requireWorkloads returns how to run probe pods, or fails the spec with
+// why this cluster cannot (skips it when E2E_NODE=skip).
+func requireWorkloads() framework.Workloads {
+	w, err := cluster.Workloads()
+	if err != nil {
+		if os.Getenv("E2E_NODE") == "skip" && errors.Is(err, framework.ErrNoNode) {
+			Skip("E2E_NODE=skip: " + err.Error())
+		}
+		Fail(err.Error() + " (set E2E_NODE=skip to skip the specs that run pods)")
+	}
+	return w
+}
+
+// probeDeployment runs the svid-probe under a service account, with the
+// agent's Workload API socket mounted read-only.
+func probeDeployment(ctx context.Context, w framework.Workloads, ns, name, sa string) {
+	create(ctx, `
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: %s, namespace: %s}
+`, sa, ns)
+	create(ctx, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      serviceAccountName: %[3]s
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: probe
+        image: %[4]s
+        imagePullPolicy: Never
+        env: [{name: SPIFFE_ENDPOINT_SOCKET, value: "unix:///run/spire/sockets/%[5]s"}]
+        volumeMounts: [{name: agent, mountPath: /run/spire/sockets, readOnly: true}]
+      volumes:
+      - name: agent
+        hostPath: {path: %[6]s, type: Directory}
+`, name, ns, sa, w.ProbeImage, w.AgentSocketName, w.AgentSocketDir)
+}
+
+// probeLog returns the log of the Deployment's running pod.
+func probeLog(ctx context.Context, ns, app string) func() (string, error) {
+	return func() (string, error) {
+		pods := &corev1.PodList{}
+		if err := cluster.Client().List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+			return "", err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				return framework.PodLogs(ctx, cluster, ns, p.Name)
+			}
+		}
+		return "", fmt.Errorf("no running pod of %s/%s yet", ns, app)
+	}
+}
+
+var x509Line = regexp.MustCompile(`(?m)^x509-svid id=(\S+) dns=(\S*) `)
+
+// x509IDs are the SPIFFE IDs and DNS names of the X509-SVIDs in a probe's log.
+func x509IDs(log string) []string {
+	var out []string
+	for _, m := range x509Line.FindAllStringSubmatch(log, -1) {
+		out = append(out, m[1]+" dns="+m[2])
+	}
+	return out
+}
+
+var _ = Describe("pods on a real node", Ordered, func() {
+	var w framework.Workloads
+	const podsLabel = "e2e.trustplane.dev/pods"
+
+	namespace := func(ctx context.Context, selected bool) string {
+		name := fmt.Sprintf("e2e-pods-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{podsLabel: fmt.Sprint(selected)}}}
+		Expect(cluster.Client().Create(ctx, ns)).To(Succeed())
+		return name
+	}
+
+	BeforeAll(func(ctx context.Context) {
+		w = requireWorkloads()
+		create(ctx, `
+apiVersion: spiffe.trustplane.dev/v1alpha1
+kind: SpiffeRegistration
+metadata:
+  name: e2e-pods
+  labels: {trustplane.dev/environment: %s}
+spec:
+  trustDomain: %s
+  parentID: %s
+  spiffeIDTemplate: ns/{namespace}/sa/{serviceAccount}
+  dnsNameTemplates: ["{serviceAccount}.{namespace}.svc"]
+  namespaceSelector: {matchLabels: {%s: "true"}}
+`, environment, cluster.TrustDomain(), cluster.AgentParentID(), podsLabel)
+	})
+
+	It("gives a Deployment's pod exactly the rendered SPIFFE ID and DNS name, as X509-SVID and JWT-SVID", func(ctx context.Context) {
+		ns := namespace(ctx, true)
+		probeDeployment(ctx, w, ns, "web", "web-sa")
+		id := workloadID(ns, "web-sa")
+
+		Eventually(probeLog(ctx, ns, "web"), podTimeout, time.Second).Should(MatchRegexp(`(?m)^jwt-svid `))
+		log, err := probeLog(ctx, ns, "web")()
+		Expect(err).NotTo(HaveOccurred())
+		AddReportEntry("probe log", log)
+		Expect(x509IDs(log)).To(ConsistOf(id+" dns=web-sa."+ns+".svc"), "every X509-SVID the pod got is the rendered one")
+		Expect(log).To(ContainSubstring("jwt-svid id=" + id + " audience=trustplane-e2e\n"))
+	})
+
+	It("gives a pod of an unselected namespace no identity", func(ctx context.Context) {
+		ns := namespace(ctx, false)
+		probeDeployment(ctx, w, ns, "web", "web-sa")
+
+		Eventually(probeLog(ctx, ns, "web"), podTimeout, time.Second).Should(ContainSubstring("no-identity "),
+			"the probe ran and asked the agent")
+		Consistently(func() (string, error) {
+			log, err := probeLog(ctx, ns, "web")()
+			return strings.Join(x509IDs(log), ","), err
+		}, "15s", time.Second).Should(BeEmpty(), "longer than the agent's sync period")
+		Expect(entryCount(ctx, workloadID(ns, "web-sa"))()).To(BeZero())
+	})
+})
