@@ -73,6 +73,11 @@ const (
 	// ReasonInvalidSPIFFEIDTemplate (RenderFailure): the path template does
 	// not render a valid SPIFFE ID path.
 	ReasonInvalidSPIFFEIDTemplate = "InvalidSPIFFEIDTemplate"
+	// ReasonSPIFFEIDOutsideServiceAccount (RenderFailure): the rendered path
+	// does not start with the whole segments
+	// ns/<binding namespace>/sa/<service account>/, so it could claim an
+	// identity of another namespace or service account.
+	ReasonSPIFFEIDOutsideServiceAccount = "SPIFFEIDOutsideServiceAccount"
 	// ReasonManagedOutputApplyFailed (RenderFailure): the output could not be
 	// written, for example because an object of the same name that the
 	// operator did not create is in the way.
@@ -156,6 +161,9 @@ type IdentityBindingSpec struct {
 	// SPIFFEIDPathTemplate is the path of the SPIFFE ID within the operator's
 	// trust domain. Placeholders: {namespace}, {serviceAccount}, {pool},
 	// {variant}. Default: ns/{namespace}/sa/{serviceAccount}/pool/{pool}/variant/{variant}.
+	// The rendered path must start with the whole segments
+	// ns/<binding namespace>/sa/<serviceAccountName>/ and go on after them;
+	// otherwise the binding reports RenderFailure/SPIFFEIDOutsideServiceAccount.
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	SPIFFEIDPathTemplate string `json:"spiffeIDPathTemplate,omitempty"`

@@ -80,11 +80,10 @@ var _ = BeforeSuite(func() {
 		Outputs:     outputs,
 		Manager:     manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
 		Handler: identitybinding.Options{
-			TrustDomain:        spiffeid.RequireTrustDomainFromString(trustDomain),
-			ParentID:           parentID,
-			Outputs:            outputs,
-			WithdrawalRetry:    200 * time.Millisecond,
-			DefaultEnvironment: environment,
+			TrustDomain:     spiffeid.RequireTrustDomainFromString(trustDomain),
+			ParentID:        parentID,
+			Outputs:         outputs,
+			WithdrawalRetry: 200 * time.Millisecond,
 		},
 	}
 	mgr, err := ctrl.NewManager(operatorConfig, setup.ManagerOptions(s, scheme))

@@ -110,12 +110,11 @@ func Load(v *viper.Viper) (Settings, error) {
 		return Settings{}, errors.Join(errs...)
 	}
 	s.Handler = identitybinding.Options{
-		TrustDomain:        s.TrustDomain,
-		ParentID:           s.ParentID,
-		Outputs:            s.Outputs,
-		ClassName:          s.ClassName,
-		DefaultEnvironment: fw.DefaultEnvironment,
-		CRDMissingRetry:    v.GetDuration(KeyCRDMissingRetry),
+		TrustDomain:     s.TrustDomain,
+		ParentID:        s.ParentID,
+		Outputs:         s.Outputs,
+		ClassName:       s.ClassName,
+		CRDMissingRetry: v.GetDuration(KeyCRDMissingRetry),
 	}
 	return s, nil
 }

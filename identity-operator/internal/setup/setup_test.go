@@ -48,7 +48,7 @@ func TestLoadDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Outputs) != 2 || s.ParentID != "spiffe://example.org/nodes" || s.Handler.DefaultEnvironment != "dev" {
+	if len(s.Outputs) != 2 || s.ParentID != "spiffe://example.org/nodes" || s.Framework.DefaultEnvironment != "dev" {
 		t.Errorf("overrides not applied: %+v", s)
 	}
 }

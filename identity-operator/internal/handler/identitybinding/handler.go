@@ -31,9 +31,6 @@ type Options struct {
 	ParentID string
 	// Outputs are the kinds written for a Ready binding.
 	Outputs []output.Kind
-	// DefaultEnvironment is the environment of bindings without the
-	// environment label (the framework's default-environment setting).
-	DefaultEnvironment string
 	// ClassName is set on ClusterSPIFFEID outputs when not empty.
 	ClassName string
 	// CRDMissingRetry is the slow retry while the InferencePool CRD is
@@ -110,8 +107,12 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		Variant:        b.Spec.IdentityBoundary.Variant,
 	})
 	if err != nil {
-		return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure,
-			reasoned(v1alpha1.ReasonInvalidSPIFFEIDTemplate, fmt.Errorf("render SPIFFE ID: %w", err)))
+		reason := v1alpha1.ReasonInvalidSPIFFEIDTemplate
+		var outside *idtemplate.OutsideServiceAccountError
+		if errors.As(err, &outside) {
+			reason = v1alpha1.ReasonSPIFFEIDOutsideServiceAccount
+		}
+		return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, reasoned(reason, fmt.Errorf("render SPIFFE ID: %w", err)))
 	}
 	b.Status.SPIFFEID = id
 

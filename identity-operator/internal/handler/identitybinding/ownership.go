@@ -70,16 +70,16 @@ func outputItems(l client.ObjectList) []client.Object {
 // peerOutputPending returns the name of an output of another binding that
 // selects the same workloads as d (same group and variant) or carries the
 // same SPIFFE ID, or "". A binding that has just left a conflict waits for
-// such outputs to be withdrawn before it writes its own.
+// such outputs to be withdrawn before it writes its own. Outputs of every
+// environment count, so the list goes through the unscoped client.
 func (h *Handler) peerOutputPending(ctx context.Context, b *v1alpha1.IdentityBinding, d output.Desired) (string, error) {
-	j := janitor.FromContext(ctx)
 	for _, k := range h.opts.Outputs {
 		for _, sel := range []client.MatchingLabels{
 			{index.LabelGroup: index.GroupKey(d.Namespace, d.ServiceAccount, d.Variant)},
 			{index.LabelSPIFFEID: index.IDKey(d.SPIFFEID)},
 		} {
 			l := listFor(k)
-			if err := j.List(ctx, l, sel); err != nil {
+			if err := h.client.List(ctx, l, sel); err != nil {
 				return "", fmt.Errorf("list %s outputs of peers: %w", k, err)
 			}
 			for _, o := range outputItems(l) {
