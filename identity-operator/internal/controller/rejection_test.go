@@ -107,9 +107,10 @@ var _ = Describe("Rejections: any failure sets one failure condition and writes 
 			}, nil, "not a label", v1alpha1.ConditionUnsafeSelector, v1alpha1.ReasonInvalidIdentityBoundary),
 		Entry("pool selecting another variant: UnsafeSelector InvalidIdentityBoundary",
 			func(ctx context.Context, ns string) {
-				sel := map[string]string{"app": "web", v1alpha1.BoundaryLabel: "stable"}
-				createDeployment(ctx, ns, "web", &metav1.LabelSelector{MatchLabels: sel}, sel)
-			}, nil, "canary", v1alpha1.ConditionUnsafeSelector, v1alpha1.ReasonInvalidIdentityBoundary),
+				// An InferencePool has no pod template, so the workload
+				// admission policy has nothing to refuse here.
+				Expect(k8s.Create(ctx, inferencePool(ns, "web", map[string]any{"app": "web", v1alpha1.BoundaryLabel: "stable"}))).To(Succeed())
+			}, []bindingOpt{withPool("", v1alpha1.InferencePoolKind, "web")}, "canary", v1alpha1.ConditionUnsafeSelector, v1alpha1.ReasonInvalidIdentityBoundary),
 		Entry("invalid SPIFFE ID template: RenderFailure InvalidSPIFFEIDTemplate",
 			func(ctx context.Context, ns string) {
 				createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})

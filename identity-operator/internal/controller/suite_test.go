@@ -74,11 +74,12 @@ var _ = BeforeSuite(func() {
 	fw.MaxBackoff = time.Second
 	outputs := []output.Kind{output.KindSpiffeEntry, output.KindClusterSPIFFEID}
 	s := setup.Settings{
-		Framework:   fw,
-		TrustDomain: spiffeid.RequireTrustDomainFromString(trustDomain),
-		ParentID:    parentID,
-		Outputs:     outputs,
-		Manager:     manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
+		Framework:           fw,
+		TrustDomain:         spiffeid.RequireTrustDomainFromString(trustDomain),
+		ParentID:            parentID,
+		Outputs:             outputs,
+		Manager:             manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
+		OrphanSweepInterval: 300 * time.Millisecond,
 		Handler: identitybinding.Options{
 			TrustDomain:     spiffeid.RequireTrustDomainFromString(trustDomain),
 			ParentID:        parentID,

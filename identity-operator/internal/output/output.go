@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
@@ -25,6 +27,49 @@ const (
 	// KindClusterSPIFFEID writes spire.spiffe.io ClusterSPIFFEID objects.
 	KindClusterSPIFFEID Kind = "clusterspiffeid"
 )
+
+// Kinds returns every output kind the operator knows, whether configured or
+// not: withdrawal and the orphan sweep cover all of those whose CRD is
+// served.
+func Kinds() []Kind { return []Kind{KindSpiffeEntry, KindClusterSPIFFEID} }
+
+// GVK returns the API kind written for k.
+func (k Kind) GVK() schema.GroupVersionKind {
+	if k == KindClusterSPIFFEID {
+		return ClusterSPIFFEIDGVK()
+	}
+	return spiffev1alpha1.GroupVersion.WithKind("SpiffeEntry")
+}
+
+// NewList returns an empty list of output kind k: typed for SpiffeEntry,
+// unstructured for ClusterSPIFFEID.
+func NewList(k Kind) client.ObjectList {
+	if k == KindClusterSPIFFEID {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(ClusterSPIFFEIDGVK().GroupVersion().WithKind(ClusterSPIFFEIDGVK().Kind + "List"))
+		return l
+	}
+	return &spiffev1alpha1.SpiffeEntryList{}
+}
+
+// Items returns the objects of a list made by NewList.
+func Items(l client.ObjectList) []client.Object {
+	switch l := l.(type) {
+	case *spiffev1alpha1.SpiffeEntryList:
+		out := make([]client.Object, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out
+	case *unstructured.UnstructuredList:
+		out := make([]client.Object, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out
+	}
+	return nil
+}
 
 // ParseKinds parses a list of output kinds, rejecting unknown and duplicate
 // ones and an empty list.

@@ -60,6 +60,10 @@ type Settings struct {
 	// InferencePool CRD has been installed, while it is missing; 0 means
 	// 30s (ibcontroller.DefaultCRDPollInterval). Not a flag: tests shorten it.
 	CRDPollInterval time.Duration
+	// OrphanSweepInterval is how often outputs whose binding is gone are
+	// deleted; 0 means 5m (ibcontroller.DefaultOrphanSweepInterval). Not a
+	// flag: tests shorten it.
+	OrphanSweepInterval time.Duration
 }
 
 // AddFlags registers the framework's and the operator's flags on fs.
@@ -143,6 +147,11 @@ func ManagerOptions(s Settings, scheme *runtime.Scheme) ctrl.Options {
 // Register builds the handler and controller for s and adds them to mgr.
 // reg receives the controller metrics.
 func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.Registerer) error {
+	served, err := ibcontroller.ServedOutputKinds(mgr.GetRESTMapper())
+	if err != nil {
+		return fmt.Errorf("find the served output kinds: %w", err)
+	}
+	s.Handler.ServedOutputs = served
 	h, err := identitybinding.New(mgr.GetClient(), mgr.GetAPIReader(), s.Handler)
 	if err != nil {
 		return fmt.Errorf("build handler: %w", err)
@@ -157,9 +166,11 @@ func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.
 		Metrics:  m,
 	})
 	return ibcontroller.Setup(ctx, mgr, c, ibcontroller.SetupOptions{
-		TrustDomain:     s.TrustDomain,
-		Outputs:         s.Outputs,
-		CRDPollInterval: s.CRDPollInterval,
+		TrustDomain:         s.TrustDomain,
+		Outputs:             s.Outputs,
+		ServedOutputs:       served,
+		CRDPollInterval:     s.CRDPollInterval,
+		OrphanSweepInterval: s.OrphanSweepInterval,
 	})
 }
 

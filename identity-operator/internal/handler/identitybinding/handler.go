@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -31,6 +32,12 @@ type Options struct {
 	ParentID string
 	// Outputs are the kinds written for a Ready binding.
 	Outputs []output.Kind
+	// ServedOutputs are the known output kinds whose CRD is served,
+	// configured or not (Outputs among them). Withdrawal, the cleanup of
+	// outputs a pass no longer wants and the wait for peers' outputs cover
+	// all of them, so outputs of a kind written under an earlier --output
+	// still go. Empty means Outputs.
+	ServedOutputs []output.Kind
 	// ClassName is set on ClusterSPIFFEID outputs when not empty.
 	ClassName string
 	// CRDMissingRetry is the slow retry while the InferencePool CRD is
@@ -67,6 +74,12 @@ func New(c client.Client, apiReader client.Reader, opts Options) (*Handler, erro
 	}
 	if len(opts.Outputs) == 0 {
 		opts.Outputs = []output.Kind{output.KindSpiffeEntry}
+	}
+	opts.ServedOutputs = slices.Clone(opts.ServedOutputs)
+	for _, k := range opts.Outputs {
+		if !slices.Contains(opts.ServedOutputs, k) {
+			opts.ServedOutputs = append(opts.ServedOutputs, k)
+		}
 	}
 	if opts.CRDMissingRetry == 0 {
 		opts.CRDMissingRetry = time.Minute
