@@ -36,8 +36,12 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		b := createBinding(ctx, ns, "b", "serving", "v1", withPool("", v1alpha1.DeploymentKind, "web2"))
 		Eventually(readyReason(ctx, ns, a.Name)).Should(Equal(v1alpha1.ReasonVariantConflict))
 		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonVariantConflict))
-		Expect(conflictsOf(ctx, ns, a.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns + "/b", Cause: v1alpha1.ReasonVariantConflict}}))
-		Expect(conflictsOf(ctx, ns, b.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns + "/a", Cause: v1alpha1.ReasonVariantConflict}}))
+		idOf := func(pool string) string {
+			return "spiffe://example.org/ns/" + ns + "/sa/serving/pool/" + pool + "/variant/v1"
+		}
+		Expect(conflictsOf(ctx, ns, a.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns + "/b", Cause: v1alpha1.ReasonVariantConflict, PeerSPIFFEID: idOf("web2"), PeerVariant: "v1"}}))
+		Expect(conflictsOf(ctx, ns, b.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns + "/a", Cause: v1alpha1.ReasonVariantConflict, PeerSPIFFEID: idOf("web"), PeerVariant: "v1"}}))
+		Expect(getBinding(ctx, ns, a.Name)(Default).Status.SPIFFEID).To(BeEmpty(), "status.spiffeID is set only while Ready")
 		Expect(failures(getBinding(ctx, ns, a.Name)(Default))).To(Equal([]string{"Conflict=VariantConflict"}))
 
 		By("the conflict members' outputs are withdrawn")
@@ -72,8 +76,9 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		b := createBinding(ctx, ns2, "b", "serving", "v2", shared)
 		Eventually(readyReason(ctx, ns1, a.Name)).Should(Equal(v1alpha1.ReasonDuplicateSPIFFEID))
 		Eventually(readyReason(ctx, ns2, b.Name)).Should(Equal(v1alpha1.ReasonDuplicateSPIFFEID))
-		Expect(conflictsOf(ctx, ns1, a.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns2 + "/b", Cause: v1alpha1.ReasonDuplicateSPIFFEID}}))
-		Expect(conflictsOf(ctx, ns2, b.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns1 + "/a", Cause: v1alpha1.ReasonDuplicateSPIFFEID}}))
+		sharedID := "spiffe://example.org/ns/" + ns1 + "/sa/serving/shared"
+		Expect(conflictsOf(ctx, ns1, a.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns2 + "/b", Cause: v1alpha1.ReasonDuplicateSPIFFEID, PeerSPIFFEID: sharedID, PeerVariant: "v2"}}))
+		Expect(conflictsOf(ctx, ns2, b.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns1 + "/a", Cause: v1alpha1.ReasonDuplicateSPIFFEID, PeerSPIFFEID: sharedID, PeerVariant: "v1"}}))
 		Eventually(entryExists(ctx, ns1, a.Name)).Should(BeFalse())
 
 		By("deleting one member lets the other recover")

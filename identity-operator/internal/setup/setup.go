@@ -37,6 +37,7 @@ const (
 	KeyOutput          = "output"
 	KeyClassName       = "cluster-spiffeid-class-name"
 	KeyCRDMissingRetry = "crd-missing-retry"
+	KeyMaxSVIDTTL      = "max-svid-ttl"
 )
 
 // Settings are the operator's own settings.
@@ -75,6 +76,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.StringSlice(KeyOutput, []string{string(output.KindSpiffeEntry)}, "outputs to write: spiffeentry, clusterspiffeid or both (env OUTPUT, comma-separated)")
 	fs.String(KeyClassName, "", "className of ClusterSPIFFEID outputs (env CLUSTER_SPIFFEID_CLASS_NAME)")
 	fs.Duration(KeyCRDMissingRetry, 0, "retry interval while the InferencePool CRD is missing; 0 means 1m (env CRD_MISSING_RETRY)")
+	fs.Duration(KeyMaxSVIDTTL, identitybinding.DefaultMaxSVIDTTL, "longest x509SVIDTTL or jwtSVIDTTL a binding may ask for; longer is refused with SVIDTTLTooLong (env MAX_SVID_TTL)")
 }
 
 // Load reads and validates the settings from v.
@@ -107,6 +109,10 @@ func Load(v *viper.Viper) (Settings, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyOutput, err))
 	}
 	s.ClassName = v.GetString(KeyClassName)
+	maxTTL := v.GetDuration(KeyMaxSVIDTTL)
+	if maxTTL <= 0 {
+		errs = append(errs, fmt.Errorf("%s must be positive, got %s", KeyMaxSVIDTTL, maxTTL))
+	}
 	if s.Manager, err = manager.Load(v); err != nil {
 		errs = append(errs, err)
 	}
@@ -119,6 +125,7 @@ func Load(v *viper.Viper) (Settings, error) {
 		Outputs:         s.Outputs,
 		ClassName:       s.ClassName,
 		CRDMissingRetry: v.GetDuration(KeyCRDMissingRetry),
+		MaxSVIDTTL:      maxTTL,
 	}
 	return s, nil
 }

@@ -201,7 +201,8 @@ func (h *Handler) ensureSpiffeEntry(ctx context.Context, j *janitor.Client, b *v
 
 // clusterSPIFFEIDKeys are the spec fields the operator manages; fields that
 // others default are left alone and do not cause updates.
-var clusterSPIFFEIDKeys = []string{"spiffeIDTemplate", "podSelector", "namespaceSelector", "workloadSelectorTemplates", "hint", "ttl", "jwtTtl", "className"}
+var clusterSPIFFEIDKeys = []string{"spiffeIDTemplate", "podSelector", "namespaceSelector", "workloadSelectorTemplates", "hint", "ttl", "jwtTtl", "className",
+	"admin", "downstream", "fallback", "autoPopulateDNSNames", "federatesWith", "dnsNameTemplates"}
 
 func managedSpec(spec map[string]any) map[string]any {
 	out := map[string]any{}
