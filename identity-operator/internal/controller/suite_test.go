@@ -44,6 +44,8 @@ var (
 	// operatorConfig authenticates as the operator's service account, which
 	// holds only the generated ClusterRole (config/rbac/role.yaml), as in e2e.
 	operatorConfig *rest.Config
+	// operatorCache is the running operator's informer cache.
+	operatorCache client.Reader
 )
 
 func TestController(t *testing.T) {
@@ -89,6 +91,7 @@ var _ = BeforeSuite(func() {
 	}
 	mgr, err := ctrl.NewManager(operatorConfig, setup.ManagerOptions(s, scheme))
 	Expect(err).NotTo(HaveOccurred())
+	operatorCache = mgr.GetCache()
 	var ctx context.Context
 	ctx, cancel = context.WithCancel(context.Background())
 	Expect(setup.Register(ctx, mgr, s, prometheus.NewRegistry())).To(Succeed())

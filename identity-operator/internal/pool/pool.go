@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,25 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 			err: fmt.Errorf("poolRef kind %s in group %q is not supported: use InferencePool (%s), Deployment or StatefulSet (apps)",
 				ref.Kind, ref.Group, v1alpha1.InferencePoolGroup)}
 	}
+}
+
+// StripPodTemplate is a cache transform for Deployments and StatefulSets:
+// pool lookups read only metadata and spec.selector, so the pod template,
+// the status and the managed fields are dropped before the object enters
+// the cache. Other objects pass unchanged.
+func StripPodTemplate(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Status = appsv1.DeploymentStatus{}
+		o.SetManagedFields(nil)
+	case *appsv1.StatefulSet:
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec.VolumeClaimTemplates = nil
+		o.Status = appsv1.StatefulSetStatus{}
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // InferencePoolSelector returns the selector labels of an InferencePool read

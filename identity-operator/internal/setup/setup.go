@@ -11,10 +11,12 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -27,6 +29,7 @@ import (
 	ibcontroller "github.com/trustplane/trustplane/identity-operator/internal/controller"
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
+	"github.com/trustplane/trustplane/identity-operator/internal/pool"
 )
 
 // Keys of the operator's own settings (flags; env vars upper-cased with
@@ -148,6 +151,12 @@ func ManagerOptions(s Settings, scheme *runtime.Scheme) ctrl.Options {
 	opts := s.Manager.ManagerOptions("identity-operator")
 	opts.Scheme = scheme
 	opts.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+	// Only the selector of a Deployment or StatefulSet is ever read; pod
+	// templates are most of their size.
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:  {Transform: pool.StripPodTemplate},
+		&appsv1.StatefulSet{}: {Transform: pool.StripPodTemplate},
+	}
 	return opts
 }
 
