@@ -2,11 +2,15 @@ package identitybinding_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +44,8 @@ func leftoverClusterSPIFFEID(t *testing.T, b *v1alpha1.IdentityBinding) *unstruc
 
 // TestWithdrawalCoversOutputKindsNoLongerConfigured: the operator now writes
 // only SpiffeEntries, but a ClusterSPIFFEID of an earlier --output is still
-// there. A failing binding and a deleted one lose it all the same.
+// there. A failing binding, a Ready one and a deleted one lose it all the
+// same.
 func TestWithdrawalCoversOutputKindsNoLongerConfigured(t *testing.T) {
 	g := NewWithT(t)
 	c := cachedClient(t)
@@ -70,6 +75,36 @@ func TestWithdrawalCoversOutputKindsNoLongerConfigured(t *testing.T) {
 			return nil
 		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 		NewWithT(t).Expect(gone(u)()).To(BeTrue())
+	})
+
+	t.Run("a Ready binding", func(t *testing.T) {
+		namespace := newNamespace(t)
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.org/app:1"}}},
+				},
+			},
+		}
+		if err := cp.Client.Create(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		b := createBinding(t, c, namespace)
+		b.Spec.PoolRef = v1alpha1.PoolReference{Kind: v1alpha1.DeploymentKind, Name: "web"}
+		u := leftoverClusterSPIFFEID(t, b)
+		NewWithT(t).Eventually(func() error {
+			if err := reconcile(t, h, c, b); err != nil {
+				return err
+			}
+			if !gone(u)() {
+				return errors.New("the ClusterSPIFFEID is still there")
+			}
+			return nil
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+		NewWithT(t).Expect(entriesOf(t, b)).To(Equal(1), "the configured SpiffeEntry is written")
 	})
 
 	t.Run("a deleted binding", func(t *testing.T) {
