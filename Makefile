@@ -13,7 +13,16 @@ CONTROLLER_GEN := $(CURDIR)/hack/controller-gen.sh
 KUBECTL ?= $(CURDIR)/hack/kubectl.sh
 IMAGE_TAG ?= dev
 
-.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind images \
+# Fuzz targets (package:Target) that make test runs for FUZZ_TIME each; their
+# committed seed corpora (testdata/fuzz) also run in every plain go test.
+FUZZ_TARGETS := \
+	identity-operator/internal/idtemplate:FuzzRenderStaysUnderServiceAccount \
+	identity-operator/internal/pool:FuzzRenderedSelectorsAreExactlyThePool \
+	identity-operator/internal/selector:FuzzDecodeAndRender \
+	identity-operator/internal/conflict:FuzzClassifyIsSymmetric
+FUZZ_TIME ?= 10s
+
+.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind images fuzz \
 	$(foreach o,$(OPERATORS),deploy-$(o) undeploy-$(o))
 
 all: test
@@ -27,8 +36,15 @@ tools: ## build kube-apiserver, etcd, kubectl, spire-server, spire-agent and the
 vet: ## go vet every module
 	go vet $(PKGS)
 
-test: tools vet ## build what is missing, vet, and run every module's tests (e2e included)
+test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), then each fuzz target briefly
 	go test $(GO_TEST_FLAGS) $(PKGS)
+	$(MAKE) fuzz
+
+fuzz: ## run each fuzz target of FUZZ_TARGETS for FUZZ_TIME
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t##*:} ($(FUZZ_TIME))"; \
+		go test -run='^$$' -fuzz="^$${t##*:}\$$" -fuzztime=$(FUZZ_TIME) ./$${t%%:*} || exit 1; \
+	done
 
 cover: tools ## per-package coverage (a package counts as covered by every test of its module)
 	hack/cover.sh

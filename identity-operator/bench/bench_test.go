@@ -95,7 +95,7 @@ func BenchmarkThousandBindings(b *testing.B) {
 	outputs := []output.Kind{output.KindSpiffeEntry}
 	s := setup.Settings{
 		Framework: fw, TrustDomain: td, ParentID: parentID, Outputs: outputs, Manager: manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
-		Handler: identitybinding.Options{TrustDomain: td, ParentID: parentID, Outputs: outputs, DefaultEnvironment: fw.DefaultEnvironment},
+		Handler: identitybinding.Options{TrustDomain: td, ParentID: parentID, Outputs: outputs},
 	}
 	mgr, err := ctrl.NewManager(cfg, setup.ManagerOptions(s, scheme))
 	if err != nil {

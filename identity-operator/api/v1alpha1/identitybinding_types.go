@@ -73,6 +73,14 @@ const (
 	// ReasonInvalidSPIFFEIDTemplate (RenderFailure): the path template does
 	// not render a valid SPIFFE ID path.
 	ReasonInvalidSPIFFEIDTemplate = "InvalidSPIFFEIDTemplate"
+	// ReasonSPIFFEIDOutsideServiceAccount (RenderFailure): the rendered path
+	// does not start with the whole segments
+	// ns/<binding namespace>/sa/<service account>/, so it could claim an
+	// identity of another namespace or service account.
+	ReasonSPIFFEIDOutsideServiceAccount = "SPIFFEIDOutsideServiceAccount"
+	// ReasonSVIDTTLTooLong (RenderFailure): x509SVIDTTL or jwtSVIDTTL is
+	// longer than the operator's --max-svid-ttl.
+	ReasonSVIDTTLTooLong = "SVIDTTLTooLong"
 	// ReasonManagedOutputApplyFailed (RenderFailure): the output could not be
 	// written, for example because an object of the same name that the
 	// operator did not create is in the way.
@@ -156,14 +164,21 @@ type IdentityBindingSpec struct {
 	// SPIFFEIDPathTemplate is the path of the SPIFFE ID within the operator's
 	// trust domain. Placeholders: {namespace}, {serviceAccount}, {pool},
 	// {variant}. Default: ns/{namespace}/sa/{serviceAccount}/pool/{pool}/variant/{variant}.
+	// The rendered path must start with the whole segments
+	// ns/<binding namespace>/sa/<serviceAccountName>/ and go on after them;
+	// otherwise the binding reports RenderFailure/SPIFFEIDOutsideServiceAccount.
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	SPIFFEIDPathTemplate string `json:"spiffeIDPathTemplate,omitempty"`
 	// X509SVIDTTL is the lifetime of X509-SVIDs; empty uses SPIRE's default.
+	// Longer than the operator's --max-svid-ttl (default 24h) is refused
+	// with RenderFailure/SVIDTTLTooLong.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="x509SVIDTTL must not be negative"
 	// +optional
 	X509SVIDTTL *metav1.Duration `json:"x509SVIDTTL,omitempty"`
 	// JWTSVIDTTL is the lifetime of JWT-SVIDs; empty uses SPIRE's default.
+	// Longer than the operator's --max-svid-ttl (default 24h) is refused
+	// with RenderFailure/SVIDTTLTooLong.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="jwtSVIDTTL must not be negative"
 	// +optional
 	JWTSVIDTTL *metav1.Duration `json:"jwtSVIDTTL,omitempty"`
@@ -180,6 +195,12 @@ type Conflict struct {
 	Peer string `json:"peer"`
 	// Cause is VariantConflict or DuplicateSPIFFEID.
 	Cause string `json:"cause"`
+	// PeerSPIFFEID is the SPIFFE ID the peer renders.
+	// +optional
+	PeerSPIFFEID string `json:"peerSPIFFEID,omitempty"`
+	// PeerVariant is the peer's identityBoundary.variant.
+	// +optional
+	PeerVariant string `json:"peerVariant,omitempty"`
 }
 
 // OutputReference names an object the operator wrote for the binding.
@@ -203,12 +224,17 @@ type IdentityBindingStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// SPIFFEID is the computed SPIFFE ID.
+	// SPIFFEID is the SPIFFE ID of the binding's outputs; set only while
+	// the binding is Ready.
 	// +optional
 	SPIFFEID string `json:"spiffeID,omitempty"`
 	// Selectors is the rendered, sorted selector set.
 	// +optional
 	Selectors []string `json:"selectors,omitempty"`
+	// SelectorFingerprint is "sha256:" and the hex SHA-256 of Selectors
+	// joined by newlines: equal fingerprints mean equal selector sets.
+	// +optional
+	SelectorFingerprint string `json:"selectorFingerprint,omitempty"`
 	// Conflicts lists the peers this binding conflicts with.
 	// +optional
 	Conflicts []Conflict `json:"conflicts,omitempty"`

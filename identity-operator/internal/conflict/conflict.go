@@ -49,7 +49,7 @@ func Find(self Member, peers []Member) []v1alpha1.Conflict {
 		}
 		seen[p.Key()] = true
 		if cause := Classify(self, p); cause != "" {
-			out = append(out, v1alpha1.Conflict{Peer: p.Key(), Cause: cause})
+			out = append(out, v1alpha1.Conflict{Peer: p.Key(), Cause: cause, PeerSPIFFEID: p.SPIFFEID, PeerVariant: p.Variant})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer < out[j].Peer })

@@ -32,14 +32,24 @@ func impersonating(user string, groups ...string) client.Client {
 	return c
 }
 
+// applyPolicyManifests creates every resource that
+// config/policy/kustomization.yaml lists, unchanged; objects that exist
+// already (another spec applied them) are left as they are.
 func applyPolicyManifests(ctx context.Context) {
 	dir := filepath.Join(testsupport.ModuleRoot(), "config", "policy")
-	for _, f := range []string{"identity-boundary-params.yaml", "identity-boundary-policy.yaml", "identity-boundary-binding.yaml"} {
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var kustomization struct {
+		Resources []string `json:"resources"`
+	}
+	Expect(yaml.Unmarshal(data, &kustomization)).To(Succeed())
+	Expect(kustomization.Resources).NotTo(BeEmpty())
+	for _, f := range kustomization.Resources {
 		data, err := os.ReadFile(filepath.Join(dir, f))
 		Expect(err).NotTo(HaveOccurred())
 		u := &unstructured.Unstructured{}
 		Expect(yaml.Unmarshal(data, &u.Object)).To(Succeed())
-		Expect(k8s.Create(ctx, u)).To(Succeed(), f)
+		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, u))).To(Succeed(), f)
 	}
 }
 
@@ -150,5 +160,67 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 
 	It("allows other label changes on a labelled pod", func(ctx context.Context) {
 		Expect(relabel(ctx, dev, ns, "labelled", func(l map[string]string) map[string]string { l["tier"] = "gold"; return l })).To(Succeed())
+	})
+
+	It("a user outside the allowed principals cannot debug a labelled pod with an ephemeral container", func(ctx context.Context) {
+		addDebugContainer := func(c client.Client, name, container string) error {
+			p := &corev1.Pod{}
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: container, Image: "example.org/debug:1",
+					TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent}})
+			return c.SubResource("ephemeralcontainers").Update(ctx, p)
+		}
+		Expect(addDebugContainer(dev, "labelled", "debug")).To(MatchError(ContainSubstring("ephemeral containers")))
+		cur := &corev1.Pod{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, cur)).To(Succeed())
+		Expect(cur.Spec.EphemeralContainers).To(BeEmpty())
+
+		By("an allowed principal may, and anyone may debug an unlabelled pod")
+		Expect(addDebugContainer(setter, "labelled", "debug")).To(Succeed())
+		Expect(addDebugContainer(dev, "plain", "debug")).To(Succeed())
+	})
+
+	It("without the parameter, status updates of labelled pods still succeed and the label stays immutable", func(ctx context.Context) {
+		params := &corev1.ConfigMap{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "trustplane-system", Name: "identity-boundary-admission"}, params)).To(Succeed())
+		Expect(k8s.Delete(ctx, params)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			params.ResourceVersion, params.UID = "", ""
+			Expect(k8s.Create(ctx, params)).To(Succeed())
+		})
+		By("waiting until labelled pod creation fails closed, which shows the deletion is seen")
+		Eventually(func() error {
+			probe := pod(ns, "", map[string]string{v1alpha1.BoundaryLabel: "v1"})
+			probe.GenerateName = "probe-"
+			err := setter.Create(ctx, probe)
+			if err == nil {
+				Expect(k8s.Delete(ctx, probe)).To(Succeed())
+			}
+			return err
+		}, 30*time.Second, 250*time.Millisecond).Should(HaveOccurred())
+
+		By("unlabelled pods are not affected")
+		Expect(dev.Create(ctx, pod(ns, "plain-without-parameter", map[string]string{"app": "web"}))).To(Succeed())
+
+		By("workload writes fail closed: the parameter is resolved before the template is looked at")
+		Expect(k8s.Create(ctx, workloadKinds["Deployment"](ns, "unlabelled-without-parameter", ""))).To(MatchError(ContainSubstring("no params found")))
+
+		By("a kubelet-style status update of the labelled pod succeeds")
+		Eventually(func(g Gomega) {
+			p := &corev1.Pod{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, p)).To(Succeed())
+			p.Status.Message = "status written without the parameter"
+			g.Expect(k8s.Status().Update(ctx, p)).To(Succeed())
+		}).Should(Succeed())
+		p := &corev1.Pod{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, p)).To(Succeed())
+		Expect(p.Status.Message).To(Equal("status written without the parameter"))
+
+		By("the label still cannot change, through the pod or its status")
+		err := relabel(ctx, k8s, ns, "labelled", func(l map[string]string) map[string]string { l[v1alpha1.BoundaryLabel] = "v2"; return l })
+		Expect(err).To(MatchError(ContainSubstring("immutable")))
+		p.Labels[v1alpha1.BoundaryLabel] = "v2"
+		Expect(k8s.Status().Update(ctx, p)).To(MatchError(ContainSubstring("immutable")))
 	})
 })

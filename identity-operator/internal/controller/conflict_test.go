@@ -36,8 +36,12 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		b := createBinding(ctx, ns, "b", "serving", "v1", withPool("", v1alpha1.DeploymentKind, "web2"))
 		Eventually(readyReason(ctx, ns, a.Name)).Should(Equal(v1alpha1.ReasonVariantConflict))
 		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonVariantConflict))
-		Expect(conflictsOf(ctx, ns, a.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns + "/b", Cause: v1alpha1.ReasonVariantConflict}}))
-		Expect(conflictsOf(ctx, ns, b.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns + "/a", Cause: v1alpha1.ReasonVariantConflict}}))
+		idOf := func(pool string) string {
+			return "spiffe://example.org/ns/" + ns + "/sa/serving/pool/" + pool + "/variant/v1"
+		}
+		Expect(conflictsOf(ctx, ns, a.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns + "/b", Cause: v1alpha1.ReasonVariantConflict, PeerSPIFFEID: idOf("web2"), PeerVariant: "v1"}}))
+		Expect(conflictsOf(ctx, ns, b.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns + "/a", Cause: v1alpha1.ReasonVariantConflict, PeerSPIFFEID: idOf("web"), PeerVariant: "v1"}}))
+		Expect(getBinding(ctx, ns, a.Name)(Default).Status.SPIFFEID).To(BeEmpty(), "status.spiffeID is set only while Ready")
 		Expect(failures(getBinding(ctx, ns, a.Name)(Default))).To(Equal([]string{"Conflict=VariantConflict"}))
 
 		By("the conflict members' outputs are withdrawn")
@@ -62,19 +66,19 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		Expect(failures(getBinding(ctx, ns, a.Name)(Default))).To(BeEmpty())
 	}, SpecTimeout(time.Minute))
 
-	It("DuplicateSPIFFEID across namespaces; a deleted peer counts until its output is gone", func(ctx context.Context) {
-		ns1, ns2 := newNamespace(ctx), newNamespace(ctx)
-		for _, ns := range []string{ns1, ns2} {
-			createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
-		}
-		shared := withTemplate("shared/{serviceAccount}")
+	It("DuplicateSPIFFEID between variants that render the same ID; deleting a peer lets the other recover", func(ctx context.Context) {
+		ns1 := newNamespace(ctx)
+		ns2 := ns1
+		createDeployment(ctx, ns1, "web", webSelector("web"), map[string]string{"app": "web"})
+		shared := withTemplate("ns/{namespace}/sa/{serviceAccount}/shared")
 		a := createBinding(ctx, ns1, "a", "serving", "v1", shared)
 		Eventually(readyReason(ctx, ns1, a.Name)).Should(Equal("True"))
 		b := createBinding(ctx, ns2, "b", "serving", "v2", shared)
 		Eventually(readyReason(ctx, ns1, a.Name)).Should(Equal(v1alpha1.ReasonDuplicateSPIFFEID))
 		Eventually(readyReason(ctx, ns2, b.Name)).Should(Equal(v1alpha1.ReasonDuplicateSPIFFEID))
-		Expect(conflictsOf(ctx, ns1, a.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns2 + "/b", Cause: v1alpha1.ReasonDuplicateSPIFFEID}}))
-		Expect(conflictsOf(ctx, ns2, b.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns1 + "/a", Cause: v1alpha1.ReasonDuplicateSPIFFEID}}))
+		sharedID := "spiffe://example.org/ns/" + ns1 + "/sa/serving/shared"
+		Expect(conflictsOf(ctx, ns1, a.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns2 + "/b", Cause: v1alpha1.ReasonDuplicateSPIFFEID, PeerSPIFFEID: sharedID, PeerVariant: "v2"}}))
+		Expect(conflictsOf(ctx, ns2, b.Name)(Default)).To(Equal([]v1alpha1.Conflict{{Peer: ns1 + "/a", Cause: v1alpha1.ReasonDuplicateSPIFFEID, PeerSPIFFEID: sharedID, PeerVariant: "v1"}}))
 		Eventually(entryExists(ctx, ns1, a.Name)).Should(BeFalse())
 
 		By("deleting one member lets the other recover")
@@ -83,7 +87,7 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		Eventually(entryExists(ctx, ns1, a.Name)).Should(BeTrue())
 	}, SpecTimeout(time.Minute))
 
-	It("no conflict across namespaces, service accounts, variants or environments", func(ctx context.Context) {
+	It("no conflict across namespaces, service accounts or variants", func(ctx context.Context) {
 		ns, other := newNamespace(ctx), newNamespace(ctx)
 		for _, n := range []string{ns, other} {
 			createDeployment(ctx, n, "web", webSelector("web"), map[string]string{"app": "web"})
@@ -92,10 +96,7 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		createBinding(ctx, other, "sa1", "one", "v1")
 		createBinding(ctx, ns, "sa2", "two", "v1")
 		createBinding(ctx, ns, "sa1-v2", "one", "v2")
-		createBinding(ctx, ns, "sa1-prod", "one", "v1", func(b *v1alpha1.IdentityBinding) {
-			b.Labels = map[string]string{labels.Environment: "prod"}
-		})
-		for _, key := range [][2]string{{ns, "sa1"}, {other, "sa1"}, {ns, "sa2"}, {ns, "sa1-v2"}, {ns, "sa1-prod"}} {
+		for _, key := range [][2]string{{ns, "sa1"}, {other, "sa1"}, {ns, "sa2"}, {ns, "sa1-v2"}} {
 			Eventually(readyReason(ctx, key[0], key[1])).Should(Equal("True"), "%s/%s", key[0], key[1])
 			Expect(conflictsOf(ctx, key[0], key[1])(Default)).To(BeEmpty())
 		}

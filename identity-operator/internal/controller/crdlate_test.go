@@ -71,12 +71,11 @@ var _ = Describe("InferencePool CRD installed after startup: pools are watched w
 			// Reentrant: the suite's manager already uses the controller name.
 			Manager: manager.Options{MetricsAddr: "0", ProbeAddr: "0", Reentrant: true},
 			Handler: identitybinding.Options{
-				TrustDomain:        td,
-				ParentID:           parentID,
-				Outputs:            outputs,
-				WithdrawalRetry:    200 * time.Millisecond,
-				DefaultEnvironment: environment,
-				CRDMissingRetry:    time.Hour,
+				TrustDomain:     td,
+				ParentID:        parentID,
+				Outputs:         outputs,
+				WithdrawalRetry: 200 * time.Millisecond,
+				CRDMissingRetry: time.Hour,
 			},
 			CRDPollInterval: 200 * time.Millisecond,
 		}

@@ -47,8 +47,15 @@ const Name = "identitybinding"
 type SetupOptions struct {
 	// TrustDomain renders SPIFFE IDs for the SPIFFE ID index.
 	TrustDomain spiffeid.TrustDomain
-	// Outputs are the output kinds to watch.
+	// Outputs are the configured output kinds; Setup fails when the CRD of
+	// one of them is not served.
 	Outputs []output.Kind
+	// ServedOutputs are the known output kinds whose CRD is served
+	// (ServedOutputKinds); they are watched and swept. Empty means Outputs.
+	ServedOutputs []output.Kind
+	// OrphanSweepInterval is how often outputs whose owner binding is gone
+	// are deleted; 0 means DefaultOrphanSweepInterval.
+	OrphanSweepInterval time.Duration
 	// CRDPollInterval is how often the operator checks whether the
 	// InferencePool CRD has been installed, while it is missing; 0 means
 	// DefaultCRDPollInterval.
@@ -65,10 +72,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 		return err
 	}
 	for _, k := range opts.Outputs {
-		gvk := spiffev1alpha1.GroupVersion.WithKind("SpiffeEntry")
-		if k == output.KindClusterSPIFFEID {
-			gvk = output.ClusterSPIFFEIDGVK()
-		}
+		gvk := k.GVK()
 		ok, err := crdInstalled(mgr.GetRESTMapper(), gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return err
@@ -92,7 +96,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 		u.SetGroupVersionKind(pool.InferencePoolGVK())
 		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.poolBindings(v1alpha1.InferencePoolGroup, v1alpha1.InferencePoolKind)))
 	}
-	for _, k := range opts.Outputs {
+	served := opts.ServedOutputs
+	if len(served) == 0 {
+		served = opts.Outputs
+	}
+	for _, k := range served {
 		switch k {
 		case output.KindSpiffeEntry:
 			b = b.Watches(&spiffev1alpha1.SpiffeEntry{}, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
@@ -105,6 +113,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 	ctl, err := b.Build(&controller.Reconciler[*v1alpha1.IdentityBinding]{Controller: c, NewObject: newObject})
 	if err != nil {
 		return fmt.Errorf("build controller %s: %w", c.Name(), err)
+	}
+	if err := mgr.Add(&orphanSweeper{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		kinds:     served,
+		interval:  opts.OrphanSweepInterval,
+		log:       mgr.GetLogger().WithValues("controller", c.Name(), "runnable", "orphan-sweep"),
+	}); err != nil {
+		return fmt.Errorf("add the orphan sweep: %w", err)
 	}
 	if inferencePools {
 		return nil
@@ -128,6 +145,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 		return fmt.Errorf("add the InferencePool CRD watcher: %w", err)
 	}
 	return nil
+}
+
+// ServedOutputKinds returns the known output kinds whose CRD the API server
+// serves.
+func ServedOutputKinds(rm meta.RESTMapper) ([]output.Kind, error) {
+	var out []output.Kind
+	for _, k := range output.Kinds() {
+		gvk := k.GVK()
+		ok, err := crdInstalled(rm, gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 // crdInstalled reports whether the API server serves gk in version. The

@@ -87,6 +87,10 @@ var _ = Describe("Rejections: any failure sets one failure condition and writes 
 			Expect(failures(getBinding(ctx, ns, b.Name)(Default))).To(Equal([]string{condType + "=" + reason}))
 			Consistently(entryExists(ctx, ns, b.Name), time.Second, 100*time.Millisecond).Should(BeFalse())
 			Expect(clusterSPIFFEIDExists(ctx, ns, b.Name)()).To(BeFalse())
+			st := getBinding(ctx, ns, b.Name)(Default).Status
+			Expect(st.SPIFFEID).To(BeEmpty(), "status.spiffeID is set only while Ready")
+			Expect(st.Selectors).To(BeEmpty())
+			Expect(st.SelectorFingerprint).To(BeEmpty())
 		},
 		Entry("missing pool: InvalidRef TargetPoolNotFound",
 			func(context.Context, string) {}, nil, "v1", v1alpha1.ConditionInvalidRef, v1alpha1.ReasonTargetPoolNotFound),
@@ -107,9 +111,22 @@ var _ = Describe("Rejections: any failure sets one failure condition and writes 
 			}, nil, "not a label", v1alpha1.ConditionUnsafeSelector, v1alpha1.ReasonInvalidIdentityBoundary),
 		Entry("pool selecting another variant: UnsafeSelector InvalidIdentityBoundary",
 			func(ctx context.Context, ns string) {
-				sel := map[string]string{"app": "web", v1alpha1.BoundaryLabel: "stable"}
-				createDeployment(ctx, ns, "web", &metav1.LabelSelector{MatchLabels: sel}, sel)
-			}, nil, "canary", v1alpha1.ConditionUnsafeSelector, v1alpha1.ReasonInvalidIdentityBoundary),
+				// An InferencePool has no pod template, so the workload
+				// admission policy has nothing to refuse here.
+				Expect(k8s.Create(ctx, inferencePool(ns, "web", map[string]any{"app": "web", v1alpha1.BoundaryLabel: "stable"}))).To(Succeed())
+			}, []bindingOpt{withPool("", v1alpha1.InferencePoolKind, "web")}, "canary", v1alpha1.ConditionUnsafeSelector, v1alpha1.ReasonInvalidIdentityBoundary),
+		Entry("an X509-SVID TTL above --max-svid-ttl: RenderFailure SVIDTTLTooLong",
+			func(ctx context.Context, ns string) {
+				createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+			}, []bindingOpt{func(b *v1alpha1.IdentityBinding) { b.Spec.X509SVIDTTL = &metav1.Duration{Duration: 25 * time.Hour} }},
+			"v1", v1alpha1.ConditionRenderFailure, v1alpha1.ReasonSVIDTTLTooLong),
+		Entry("a JWT-SVID TTL above --max-svid-ttl: RenderFailure SVIDTTLTooLong",
+			func(ctx context.Context, ns string) {
+				createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+			}, []bindingOpt{func(b *v1alpha1.IdentityBinding) {
+				b.Spec.JWTSVIDTTL = &metav1.Duration{Duration: 24*time.Hour + time.Second}
+			}},
+			"v1", v1alpha1.ConditionRenderFailure, v1alpha1.ReasonSVIDTTLTooLong),
 		Entry("invalid SPIFFE ID template: RenderFailure InvalidSPIFFEIDTemplate",
 			func(ctx context.Context, ns string) {
 				createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})

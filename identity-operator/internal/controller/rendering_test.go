@@ -2,6 +2,9 @@ package controller_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -35,6 +38,8 @@ var _ = Describe("Rendering: a Ready binding gets outputs with the safe selector
 		wantID := "spiffe://example.org/ns/" + ns + "/sa/serving/pool/web/variant/canary"
 		Expect(got.Status.SPIFFEID).To(Equal(wantID))
 		Expect(got.Status.Selectors).To(Equal(wantSelectors))
+		sum := sha256.Sum256([]byte(strings.Join(wantSelectors, "\n")))
+		Expect(got.Status.SelectorFingerprint).To(Equal("sha256:" + hex.EncodeToString(sum[:])))
 		Expect(failures(got)).To(BeEmpty())
 		Expect(got.Status.Outputs).To(ConsistOf(
 			v1alpha1.OutputReference{APIVersion: "spiffe.trustplane.dev/v1alpha1", Kind: "SpiffeEntry", Name: output.Name(ns, b.Name)},
@@ -56,14 +61,38 @@ var _ = Describe("Rendering: a Ready binding gets outputs with the safe selector
 		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: output.Name(ns, b.Name)}, u)).To(Succeed())
 		Expect(u.Object["spec"]).To(HaveKeyWithValue("spiffeIDTemplate", wantID))
-		Expect(u.Object["spec"]).To(HaveKeyWithValue("podSelector", map[string]any{"matchLabels": map[string]any{"app": "web"}}))
+		Expect(u.Object["spec"]).To(HaveKeyWithValue("podSelector", map[string]any{"matchLabels": map[string]any{"app": "web", v1alpha1.BoundaryLabel: "canary"}}))
+		for k, v := range map[string]any{"admin": false, "downstream": false, "fallback": false, "autoPopulateDNSNames": false, "federatesWith": []any{}, "dnsNameTemplates": []any{}} {
+			Expect(u.Object["spec"]).To(HaveKeyWithValue(k, v))
+		}
 		Expect(u.Object["spec"]).To(HaveKeyWithValue("workloadSelectorTemplates", ConsistOf(
 			"k8s:ns:"+ns, "k8s:pod-label:app:web", "k8s:pod-label:identity.trustplane.dev/variant:canary", "k8s:sa:serving")))
 		Expect(u.GetLabels()).To(HaveKeyWithValue(labels.OwnerUID, string(got.UID)))
 
 		By("a steady binding does not rewrite its outputs (no write loop)")
-		rv := e.ResourceVersion
-		Consistently(func(g Gomega) string { return getEntry(ctx, ns, b.Name)(g).ResourceVersion }, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+		rv, csidRV := e.ResourceVersion, u.GetResourceVersion()
+		Consistently(func(g Gomega) []string {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: output.Name(ns, b.Name)}, cur)).To(Succeed())
+			return []string{getEntry(ctx, ns, b.Name)(g).ResourceVersion, cur.GetResourceVersion()}
+		}, 2*time.Second, 200*time.Millisecond).Should(Equal([]string{rv, csidRV}))
+
+		By("someone makes the ClusterSPIFFEID an admin, downstream identity with extra DNS names and federation: the operator repairs it")
+		Expect(unstructured.SetNestedField(u.Object, true, "spec", "admin")).To(Succeed())
+		Expect(unstructured.SetNestedField(u.Object, true, "spec", "downstream")).To(Succeed())
+		Expect(unstructured.SetNestedField(u.Object, true, "spec", "autoPopulateDNSNames")).To(Succeed())
+		Expect(unstructured.SetNestedStringSlice(u.Object, []string{"evil.example.org"}, "spec", "dnsNameTemplates")).To(Succeed())
+		Expect(unstructured.SetNestedStringSlice(u.Object, []string{"spiffe://other.org"}, "spec", "federatesWith")).To(Succeed())
+		Expect(k8s.Update(ctx, u)).To(Succeed())
+		Eventually(func(g Gomega) map[string]any {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: output.Name(ns, b.Name)}, cur)).To(Succeed())
+			spec, _, _ := unstructured.NestedMap(cur.Object, "spec")
+			return map[string]any{"admin": spec["admin"], "downstream": spec["downstream"], "autoPopulateDNSNames": spec["autoPopulateDNSNames"],
+				"dnsNameTemplates": spec["dnsNameTemplates"], "federatesWith": spec["federatesWith"]}
+		}).Should(Equal(map[string]any{"admin": false, "downstream": false, "autoPopulateDNSNames": false, "dnsNameTemplates": []any{}, "federatesWith": []any{}}))
 	}, SpecTimeout(time.Minute))
 
 	It("reads a StatefulSet's spec.selector as the pool selector", func(ctx context.Context) {

@@ -44,6 +44,8 @@ var (
 	// operatorConfig authenticates as the operator's service account, which
 	// holds only the generated ClusterRole (config/rbac/role.yaml), as in e2e.
 	operatorConfig *rest.Config
+	// operatorCache is the running operator's informer cache.
+	operatorCache client.Reader
 )
 
 func TestController(t *testing.T) {
@@ -74,21 +76,22 @@ var _ = BeforeSuite(func() {
 	fw.MaxBackoff = time.Second
 	outputs := []output.Kind{output.KindSpiffeEntry, output.KindClusterSPIFFEID}
 	s := setup.Settings{
-		Framework:   fw,
-		TrustDomain: spiffeid.RequireTrustDomainFromString(trustDomain),
-		ParentID:    parentID,
-		Outputs:     outputs,
-		Manager:     manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
+		Framework:           fw,
+		TrustDomain:         spiffeid.RequireTrustDomainFromString(trustDomain),
+		ParentID:            parentID,
+		Outputs:             outputs,
+		Manager:             manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
+		OrphanSweepInterval: 300 * time.Millisecond,
 		Handler: identitybinding.Options{
-			TrustDomain:        spiffeid.RequireTrustDomainFromString(trustDomain),
-			ParentID:           parentID,
-			Outputs:            outputs,
-			WithdrawalRetry:    200 * time.Millisecond,
-			DefaultEnvironment: environment,
+			TrustDomain:     spiffeid.RequireTrustDomainFromString(trustDomain),
+			ParentID:        parentID,
+			Outputs:         outputs,
+			WithdrawalRetry: 200 * time.Millisecond,
 		},
 	}
 	mgr, err := ctrl.NewManager(operatorConfig, setup.ManagerOptions(s, scheme))
 	Expect(err).NotTo(HaveOccurred())
+	operatorCache = mgr.GetCache()
 	var ctx context.Context
 	ctx, cancel = context.WithCancel(context.Background())
 	Expect(setup.Register(ctx, mgr, s, prometheus.NewRegistry())).To(Succeed())

@@ -23,11 +23,30 @@ type Vars struct {
 	Variant string
 }
 
+// OutsideServiceAccountError is a template that renders a valid path which
+// does not lie under ns/<namespace>/sa/<service account>/: a binding may
+// only name identities of its own namespace and service account.
+type OutsideServiceAccountError struct {
+	// Template is the path template as written.
+	Template string
+	// Path is the rendered path, with a leading "/".
+	Path string
+	// Prefix is the path prefix the rendered path must start with.
+	Prefix string
+}
+
+// Error implements error.
+func (e *OutsideServiceAccountError) Error() string {
+	return fmt.Sprintf("template %q renders %q, which does not start with the whole segments %q followed by at least one more segment", e.Template, e.Path, e.Prefix)
+}
+
 var placeholder = regexp.MustCompile(`\{[^{}]*\}`)
 
 // Render returns the SPIFFE ID "spiffe://<td>/<path>" for template (the
 // default when empty). Unknown placeholders, stray braces and paths that are
-// not valid SPIFFE ID paths are errors.
+// not valid SPIFFE ID paths are errors, and so is a path that does not start
+// with the whole segments ns/<namespace>/sa/<service account>/ and go on
+// after them (an *OutsideServiceAccountError).
 func Render(td spiffeid.TrustDomain, template string, v Vars) (string, error) {
 	if td.IsZero() {
 		return "", fmt.Errorf("trust domain is not set")
@@ -60,5 +79,15 @@ func Render(td spiffeid.TrustDomain, template string, v Vars) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("template %q renders invalid path %q: %w", template, path, err)
 	}
+	if !underServiceAccount(id.Path(), v.Namespace, v.ServiceAccount) {
+		return "", &OutsideServiceAccountError{Template: template, Path: path, Prefix: "ns/" + v.Namespace + "/sa/" + v.ServiceAccount + "/"}
+	}
 	return id.String(), nil
+}
+
+// underServiceAccount reports whether path ("/a/b/...") has the segments
+// ns, namespace, sa, serviceAccount first and at least one after them.
+func underServiceAccount(path, namespace, serviceAccount string) bool {
+	segs := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 5)
+	return len(segs) == 5 && segs[0] == "ns" && segs[1] == namespace && segs[2] == "sa" && segs[3] == serviceAccount
 }

@@ -10,10 +10,10 @@ func TestRenderTemplateRules(t *testing.T) {
 	td := spiffeid.RequireTrustDomainFromString("example.org")
 	vars := Vars{Namespace: "team-a", ServiceAccount: "serving", Pool: "llm", Variant: "canary"}
 	ok := map[string]string{
-		"":                               "spiffe://example.org/ns/team-a/sa/serving/pool/llm/variant/canary",
-		"/workload/{pool}-{variant}":     "spiffe://example.org/workload/llm-canary",
-		"shared/{serviceAccount}":        "spiffe://example.org/shared/serving",
-		"{namespace}/{serviceAccount}/x": "spiffe://example.org/team-a/serving/x",
+		"": "spiffe://example.org/ns/team-a/sa/serving/pool/llm/variant/canary",
+		"/ns/{namespace}/sa/{serviceAccount}/{pool}-{variant}": "spiffe://example.org/ns/team-a/sa/serving/llm-canary",
+		"ns/{namespace}/sa/{serviceAccount}/x":                 "spiffe://example.org/ns/team-a/sa/serving/x",
+		"ns/team-a/sa/serving/fixed":                           "spiffe://example.org/ns/team-a/sa/serving/fixed",
 	}
 	for tmpl, want := range ok {
 		got, err := Render(td, tmpl, vars)

@@ -8,10 +8,13 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/index"
 )
 
@@ -25,6 +28,49 @@ const (
 	// KindClusterSPIFFEID writes spire.spiffe.io ClusterSPIFFEID objects.
 	KindClusterSPIFFEID Kind = "clusterspiffeid"
 )
+
+// Kinds returns every output kind the operator knows, whether configured or
+// not: withdrawal and the orphan sweep cover all of those whose CRD is
+// served.
+func Kinds() []Kind { return []Kind{KindSpiffeEntry, KindClusterSPIFFEID} }
+
+// GVK returns the API kind written for k.
+func (k Kind) GVK() schema.GroupVersionKind {
+	if k == KindClusterSPIFFEID {
+		return ClusterSPIFFEIDGVK()
+	}
+	return spiffev1alpha1.GroupVersion.WithKind("SpiffeEntry")
+}
+
+// NewList returns an empty list of output kind k: typed for SpiffeEntry,
+// unstructured for ClusterSPIFFEID.
+func NewList(k Kind) client.ObjectList {
+	if k == KindClusterSPIFFEID {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(ClusterSPIFFEIDGVK().GroupVersion().WithKind(ClusterSPIFFEIDGVK().Kind + "List"))
+		return l
+	}
+	return &spiffev1alpha1.SpiffeEntryList{}
+}
+
+// Items returns the objects of a list made by NewList.
+func Items(l client.ObjectList) []client.Object {
+	switch l := l.(type) {
+	case *spiffev1alpha1.SpiffeEntryList:
+		out := make([]client.Object, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out
+	case *unstructured.UnstructuredList:
+		out := make([]client.Object, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out
+	}
+	return nil
+}
 
 // ParseKinds parses a list of output kinds, rejecting unknown and duplicate
 // ones and an empty list.
@@ -58,13 +104,18 @@ const MaxSelectors = 64
 // maxNameLen keeps output names usable as label values too.
 const maxNameLen = 63
 
+// nameHashHex is the number of hex digits of the hash in output names: 16,
+// that is 64 bits, so that no binding can be given a name whose output name
+// collides with another binding's by searching for a short hash.
+const nameHashHex = 16
+
 // Name returns the output name of binding namespace/name:
 // "<namespace>-<name>-<hash>", the prefix cut so the whole fits 63
 // characters. The hash of the exact pair keeps "a-b"/"c" and "a"/"b-c"
-// apart.
+// apart, and names cut to the same prefix.
 func Name(namespace, name string) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	suffix := hex.EncodeToString(sum[:])[:8]
+	suffix := hex.EncodeToString(sum[:])[:nameHashHex]
 	prefix := namespace + "-" + name
 	if max := maxNameLen - len(suffix) - 1; len(prefix) > max {
 		prefix = strings.TrimRight(prefix[:max], "-.")
@@ -121,14 +172,19 @@ func (d Desired) SpiffeEntrySpec() spiffev1alpha1.SpiffeEntrySpec {
 
 // ClusterSPIFFEIDSpec returns the spec of the ClusterSPIFFEID output as
 // unstructured content: the SPIFFE ID as a literal template, the pool
-// selector as podSelector, the binding's namespace as namespaceSelector and
-// the full selector set as workloadSelectorTemplates, so the entry it makes
-// is as narrow as the SpiffeEntry.
+// selector plus the boundary label as podSelector, the binding's namespace
+// as namespaceSelector and the full selector set as
+// workloadSelectorTemplates, so the entry it makes is as narrow as the
+// SpiffeEntry. The fields a binding cannot set (admin, downstream,
+// federatesWith, dnsNameTemplates, autoPopulateDNSNames, fallback) are set
+// to their narrowest value explicitly, so a change made by someone else is
+// drift that the next pass repairs.
 func (d Desired) ClusterSPIFFEIDSpec() map[string]any {
-	podLabels := make(map[string]any, len(d.PoolLabels))
+	podLabels := make(map[string]any, len(d.PoolLabels)+1)
 	for k, v := range d.PoolLabels {
 		podLabels[k] = v
 	}
+	podLabels[v1alpha1.BoundaryLabel] = d.Variant
 	templates := make([]any, len(d.Selectors))
 	for i, s := range d.Selectors {
 		templates[i] = s
@@ -138,6 +194,12 @@ func (d Desired) ClusterSPIFFEIDSpec() map[string]any {
 		"podSelector":               map[string]any{"matchLabels": podLabels},
 		"namespaceSelector":         map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": d.Namespace}},
 		"workloadSelectorTemplates": templates,
+		"admin":                     false,
+		"downstream":                false,
+		"fallback":                  false,
+		"autoPopulateDNSNames":      false,
+		"federatesWith":             []any{},
+		"dnsNameTemplates":          []any{},
 	}
 	if d.Hint != "" {
 		spec["hint"] = d.Hint

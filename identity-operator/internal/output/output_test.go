@@ -14,6 +14,9 @@ func TestNameIsDeterministicUniqueAndShort(t *testing.T) {
 	if Name("a-b", "c") == Name("a", "b-c") {
 		t.Fatal("Name does not tell a-b/c from a/b-c")
 	}
+	if suffix := Name("team-a", "llm")[len("team-a-llm-"):]; len(suffix) != 16 || strings.Trim(suffix, "0123456789abcdef") != "" {
+		t.Fatalf("Name %q does not end in 64 bits of hash (16 hex digits)", Name("team-a", "llm"))
+	}
 	if !strings.HasPrefix(Name("team-a", "llm"), "team-a-llm-") {
 		t.Fatalf("Name %q does not start with <namespace>-<name>-", Name("team-a", "llm"))
 	}

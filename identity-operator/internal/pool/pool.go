@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,23 +57,19 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 		if err := r.Reader.Get(ctx, key, u); err != nil {
 			return nil, readError(ref, namespace, err)
 		}
-		raw, _, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "selector")
-		if err != nil {
-			return nil, fmt.Errorf("read selector of InferencePool %s: %w", key, err)
-		}
-		return selector.DecodePoolSelector(raw)
+		return InferencePoolSelector(u)
 	case ref.Group == v1alpha1.AppsGroup && ref.Kind == v1alpha1.DeploymentKind:
 		d := &appsv1.Deployment{}
 		if err := r.Reader.Get(ctx, key, d); err != nil {
 			return nil, readError(ref, namespace, err)
 		}
-		return decodeLabelSelector(d.Spec.Selector)
+		return LabelSelectorLabels(d.Spec.Selector)
 	case ref.Group == v1alpha1.AppsGroup && ref.Kind == v1alpha1.StatefulSetKind:
 		s := &appsv1.StatefulSet{}
 		if err := r.Reader.Get(ctx, key, s); err != nil {
 			return nil, readError(ref, namespace, err)
 		}
-		return decodeLabelSelector(s.Spec.Selector)
+		return LabelSelectorLabels(s.Spec.Selector)
 	default:
 		return nil, &RefError{Reason: v1alpha1.ReasonUnsupportedPoolKind,
 			err: fmt.Errorf("poolRef kind %s in group %q is not supported: use InferencePool (%s), Deployment or StatefulSet (apps)",
@@ -80,9 +77,38 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 	}
 }
 
-// decodeLabelSelector feeds a typed selector through the same decoder as an
-// unstructured one.
-func decodeLabelSelector(sel *metav1.LabelSelector) (map[string]string, error) {
+// StripPodTemplate is a cache transform for Deployments and StatefulSets:
+// pool lookups read only metadata and spec.selector, so the pod template,
+// the status and the managed fields are dropped before the object enters
+// the cache. Other objects pass unchanged.
+func StripPodTemplate(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Status = appsv1.DeploymentStatus{}
+		o.SetManagedFields(nil)
+	case *appsv1.StatefulSet:
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec.VolumeClaimTemplates = nil
+		o.Status = appsv1.StatefulSetStatus{}
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// InferencePoolSelector returns the selector labels of an InferencePool read
+// as unstructured (spec.selector, in any of the shapes the decoder accepts).
+func InferencePoolSelector(u *unstructured.Unstructured) (map[string]string, error) {
+	raw, _, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "selector")
+	if err != nil {
+		return nil, fmt.Errorf("read selector of InferencePool %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return selector.DecodePoolSelector(raw)
+}
+
+// LabelSelectorLabels feeds the typed selector of a Deployment or
+// StatefulSet through the same decoder as an unstructured one.
+func LabelSelectorLabels(sel *metav1.LabelSelector) (map[string]string, error) {
 	if sel == nil {
 		return selector.DecodePoolSelector(nil)
 	}

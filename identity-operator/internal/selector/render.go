@@ -1,6 +1,8 @@
 package selector
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -92,6 +94,13 @@ func Render(in Input) ([]string, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Fingerprint returns "sha256:" and the hex SHA-256 of the selectors joined
+// by newlines (no selector holds a newline).
+func Fingerprint(selectors []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(selectors, "\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Verify checks a rendered set: exactly one namespace selector, equal to the

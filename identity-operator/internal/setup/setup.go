@@ -11,10 +11,12 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -27,6 +29,7 @@ import (
 	ibcontroller "github.com/trustplane/trustplane/identity-operator/internal/controller"
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
+	"github.com/trustplane/trustplane/identity-operator/internal/pool"
 )
 
 // Keys of the operator's own settings (flags; env vars upper-cased with
@@ -37,6 +40,7 @@ const (
 	KeyOutput          = "output"
 	KeyClassName       = "cluster-spiffeid-class-name"
 	KeyCRDMissingRetry = "crd-missing-retry"
+	KeyMaxSVIDTTL      = "max-svid-ttl"
 )
 
 // Settings are the operator's own settings.
@@ -60,6 +64,10 @@ type Settings struct {
 	// InferencePool CRD has been installed, while it is missing; 0 means
 	// 30s (ibcontroller.DefaultCRDPollInterval). Not a flag: tests shorten it.
 	CRDPollInterval time.Duration
+	// OrphanSweepInterval is how often outputs whose binding is gone are
+	// deleted; 0 means 5m (ibcontroller.DefaultOrphanSweepInterval). Not a
+	// flag: tests shorten it.
+	OrphanSweepInterval time.Duration
 }
 
 // AddFlags registers the framework's and the operator's flags on fs.
@@ -71,6 +79,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.StringSlice(KeyOutput, []string{string(output.KindSpiffeEntry)}, "outputs to write: spiffeentry, clusterspiffeid or both (env OUTPUT, comma-separated)")
 	fs.String(KeyClassName, "", "className of ClusterSPIFFEID outputs (env CLUSTER_SPIFFEID_CLASS_NAME)")
 	fs.Duration(KeyCRDMissingRetry, 0, "retry interval while the InferencePool CRD is missing; 0 means 1m (env CRD_MISSING_RETRY)")
+	fs.Duration(KeyMaxSVIDTTL, identitybinding.DefaultMaxSVIDTTL, "longest x509SVIDTTL or jwtSVIDTTL a binding may ask for; longer is refused with SVIDTTLTooLong (env MAX_SVID_TTL)")
 }
 
 // Load reads and validates the settings from v.
@@ -103,6 +112,10 @@ func Load(v *viper.Viper) (Settings, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyOutput, err))
 	}
 	s.ClassName = v.GetString(KeyClassName)
+	maxTTL := v.GetDuration(KeyMaxSVIDTTL)
+	if maxTTL <= 0 {
+		errs = append(errs, fmt.Errorf("%s must be positive, got %s", KeyMaxSVIDTTL, maxTTL))
+	}
 	if s.Manager, err = manager.Load(v); err != nil {
 		errs = append(errs, err)
 	}
@@ -110,12 +123,12 @@ func Load(v *viper.Viper) (Settings, error) {
 		return Settings{}, errors.Join(errs...)
 	}
 	s.Handler = identitybinding.Options{
-		TrustDomain:        s.TrustDomain,
-		ParentID:           s.ParentID,
-		Outputs:            s.Outputs,
-		ClassName:          s.ClassName,
-		DefaultEnvironment: fw.DefaultEnvironment,
-		CRDMissingRetry:    v.GetDuration(KeyCRDMissingRetry),
+		TrustDomain:     s.TrustDomain,
+		ParentID:        s.ParentID,
+		Outputs:         s.Outputs,
+		ClassName:       s.ClassName,
+		CRDMissingRetry: v.GetDuration(KeyCRDMissingRetry),
+		MaxSVIDTTL:      maxTTL,
 	}
 	return s, nil
 }
@@ -138,12 +151,23 @@ func ManagerOptions(s Settings, scheme *runtime.Scheme) ctrl.Options {
 	opts := s.Manager.ManagerOptions("identity-operator")
 	opts.Scheme = scheme
 	opts.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+	// Only the selector of a Deployment or StatefulSet is ever read; pod
+	// templates are most of their size.
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:  {Transform: pool.StripPodTemplate},
+		&appsv1.StatefulSet{}: {Transform: pool.StripPodTemplate},
+	}
 	return opts
 }
 
 // Register builds the handler and controller for s and adds them to mgr.
 // reg receives the controller metrics.
 func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.Registerer) error {
+	served, err := ibcontroller.ServedOutputKinds(mgr.GetRESTMapper())
+	if err != nil {
+		return fmt.Errorf("find the served output kinds: %w", err)
+	}
+	s.Handler.ServedOutputs = served
 	h, err := identitybinding.New(mgr.GetClient(), mgr.GetAPIReader(), s.Handler)
 	if err != nil {
 		return fmt.Errorf("build handler: %w", err)
@@ -158,9 +182,11 @@ func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.
 		Metrics:  m,
 	})
 	return ibcontroller.Setup(ctx, mgr, c, ibcontroller.SetupOptions{
-		TrustDomain:     s.TrustDomain,
-		Outputs:         s.Outputs,
-		CRDPollInterval: s.CRDPollInterval,
+		TrustDomain:         s.TrustDomain,
+		Outputs:             s.Outputs,
+		ServedOutputs:       served,
+		CRDPollInterval:     s.CRDPollInterval,
+		OrphanSweepInterval: s.OrphanSweepInterval,
 	})
 }
 

@@ -3,6 +3,7 @@ package setup
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -42,13 +43,16 @@ func TestLoadDefaultsAndOverrides(t *testing.T) {
 	if s.Handler.TrustDomain != s.TrustDomain || s.Handler.ParentID != s.ParentID {
 		t.Errorf("handler options not derived from settings: %+v", s.Handler)
 	}
+	if s.Handler.MaxSVIDTTL != 24*time.Hour {
+		t.Errorf("default max SVID TTL = %s, want 24h", s.Handler.MaxSVIDTTL)
+	}
 
 	s, err = load(t, map[string]string{"TRUST_DOMAIN": "example.org", "DEFAULT_ENVIRONMENT": "dev"},
-		"--output=spiffeentry,clusterspiffeid", "--parent-id=spiffe://example.org/nodes")
+		"--output=spiffeentry,clusterspiffeid", "--parent-id=spiffe://example.org/nodes", "--max-svid-ttl=2h")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Outputs) != 2 || s.ParentID != "spiffe://example.org/nodes" || s.Handler.DefaultEnvironment != "dev" {
+	if len(s.Outputs) != 2 || s.ParentID != "spiffe://example.org/nodes" || s.Framework.DefaultEnvironment != "dev" || s.Handler.MaxSVIDTTL != 2*time.Hour {
 		t.Errorf("overrides not applied: %+v", s)
 	}
 }
@@ -63,6 +67,7 @@ func TestLoadRejectsInvalidSettings(t *testing.T) {
 		"parent in another trust domain": {map[string]string{"TRUST_DOMAIN": "example.org"}, []string{"--parent-id=spiffe://other.org/nodes"}, "not in trust domain"},
 		"invalid parent":                 {map[string]string{"TRUST_DOMAIN": "example.org"}, []string{"--parent-id=nope"}, KeyParentID},
 		"unknown output":                 {map[string]string{"TRUST_DOMAIN": "example.org"}, []string{"--output=registry"}, "unknown output"},
+		"non-positive max SVID TTL":      {map[string]string{"TRUST_DOMAIN": "example.org"}, []string{"--max-svid-ttl=0s"}, KeyMaxSVIDTTL},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

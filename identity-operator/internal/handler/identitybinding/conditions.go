@@ -63,6 +63,7 @@ func (h *Handler) fail(ctx context.Context, j *janitor.Client, b *v1alpha1.Ident
 		// Only an output failure comes after the selectors were rendered
 		// in this pass; otherwise they would be stale.
 		b.Status.Selectors = nil
+		b.Status.SelectorFingerprint = ""
 	}
 	gone, err := h.withdraw(ctx, j, b)
 	if err != nil {

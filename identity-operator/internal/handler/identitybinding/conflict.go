@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/janitor"
-	"github.com/trustplane/trustplane/common/labels"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/conflict"
@@ -21,8 +20,10 @@ import (
 // namespace, service account and variant, or the same SPIFFE ID, can
 // conflict (rules 1-4), so the two indexes give every candidate; a deleting peer counts until its
 // finalizer is gone, that is until its outputs are confirmed deleted.
+// Peers are read through the unscoped client, in every environment: all
+// outputs reach the same SPIRE, so the environment decides who reconciles a
+// binding, never whom it conflicts with.
 func (h *Handler) findConflicts(ctx context.Context, b *v1alpha1.IdentityBinding, id string) ([]v1alpha1.Conflict, error) {
-	j := janitor.FromContext(ctx)
 	var group, same v1alpha1.IdentityBindingList
 	if err := h.client.List(ctx, &group, client.InNamespace(b.Namespace),
 		client.MatchingFields{index.FieldGroup: index.GroupKey(b.Namespace, b.Spec.ServiceAccountName, b.Spec.IdentityBoundary.Variant)}); err != nil {
@@ -35,7 +36,7 @@ func (h *Handler) findConflicts(ctx context.Context, b *v1alpha1.IdentityBinding
 	for _, list := range [][]v1alpha1.IdentityBinding{group.Items, same.Items} {
 		for i := range list {
 			p := &list[i]
-			if p.UID == b.UID || h.environmentOf(p) != j.Environment() {
+			if p.UID == b.UID {
 				continue
 			}
 			if m, ok := h.member(p); ok {
@@ -46,15 +47,6 @@ func (h *Handler) findConflicts(ctx context.Context, b *v1alpha1.IdentityBinding
 	self := conflict.Member{Namespace: b.Namespace, Name: b.Name, ServiceAccount: b.Spec.ServiceAccountName,
 		Variant: b.Spec.IdentityBoundary.Variant, SPIFFEID: id}
 	return conflict.Find(self, peers), nil
-}
-
-// environmentOf returns a binding's environment: its label, else the
-// configured default. Bindings of other environments are not peers.
-func (h *Handler) environmentOf(b *v1alpha1.IdentityBinding) string {
-	if env := b.Labels[labels.Environment]; env != "" {
-		return env
-	}
-	return h.opts.DefaultEnvironment
 }
 
 // member returns what the conflict rules see of a peer; ok is false for a

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -31,9 +33,12 @@ type Options struct {
 	ParentID string
 	// Outputs are the kinds written for a Ready binding.
 	Outputs []output.Kind
-	// DefaultEnvironment is the environment of bindings without the
-	// environment label (the framework's default-environment setting).
-	DefaultEnvironment string
+	// ServedOutputs are the known output kinds whose CRD is served,
+	// configured or not (Outputs among them). Withdrawal, the cleanup of
+	// outputs a pass no longer wants and the wait for peers' outputs cover
+	// all of them, so outputs of a kind written under an earlier --output
+	// still go. Empty means Outputs.
+	ServedOutputs []output.Kind
 	// ClassName is set on ClusterSPIFFEID outputs when not empty.
 	ClassName string
 	// CRDMissingRetry is the slow retry while the InferencePool CRD is
@@ -42,7 +47,14 @@ type Options struct {
 	// WithdrawalRetry is the retry while outputs are being deleted; zero
 	// means two seconds.
 	WithdrawalRetry time.Duration
+	// MaxSVIDTTL is the longest X509-SVID or JWT-SVID TTL a binding may ask
+	// for; zero means DefaultMaxSVIDTTL.
+	MaxSVIDTTL time.Duration
 }
+
+// DefaultMaxSVIDTTL is the longest SVID TTL a binding may ask for unless
+// the operator is configured otherwise.
+const DefaultMaxSVIDTTL = 24 * time.Hour
 
 // Handler reconciles IdentityBindings.
 type Handler struct {
@@ -71,11 +83,23 @@ func New(c client.Client, apiReader client.Reader, opts Options) (*Handler, erro
 	if len(opts.Outputs) == 0 {
 		opts.Outputs = []output.Kind{output.KindSpiffeEntry}
 	}
+	opts.ServedOutputs = slices.Clone(opts.ServedOutputs)
+	for _, k := range opts.Outputs {
+		if !slices.Contains(opts.ServedOutputs, k) {
+			opts.ServedOutputs = append(opts.ServedOutputs, k)
+		}
+	}
 	if opts.CRDMissingRetry == 0 {
 		opts.CRDMissingRetry = time.Minute
 	}
 	if opts.WithdrawalRetry == 0 {
 		opts.WithdrawalRetry = 2 * time.Second
+	}
+	if opts.MaxSVIDTTL == 0 {
+		opts.MaxSVIDTTL = DefaultMaxSVIDTTL
+	}
+	if opts.MaxSVIDTTL < 0 {
+		return nil, fmt.Errorf("max SVID TTL %s is negative", opts.MaxSVIDTTL)
 	}
 	return &Handler{client: c, apiReader: apiReader, pools: pool.Resolver{Reader: c}, opts: opts}, nil
 }
@@ -93,7 +117,8 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 	}
 
 	// Status fields are recomputed every pass; the Controller writes them
-	// only if they differ from what is stored.
+	// only if they differ from what is stored. The SPIFFE ID is set only
+	// once the pass ends Ready.
 	b.Status.SPIFFEID = ""
 
 	// 1. The spec alone: variant, service account, SPIFFE ID.
@@ -103,6 +128,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 	if err := selector.ValidateServiceAccount(b.Spec.ServiceAccountName); err != nil {
 		return h.fail(ctx, j, b, v1alpha1.ConditionUnsafeSelector, err)
 	}
+	if err := h.checkTTLs(b); err != nil {
+		return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, err)
+	}
 	id, err := idtemplate.Render(h.opts.TrustDomain, b.Spec.SPIFFEIDPathTemplate, idtemplate.Vars{
 		Namespace:      b.Namespace,
 		ServiceAccount: b.Spec.ServiceAccountName,
@@ -110,10 +138,13 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		Variant:        b.Spec.IdentityBoundary.Variant,
 	})
 	if err != nil {
-		return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure,
-			reasoned(v1alpha1.ReasonInvalidSPIFFEIDTemplate, fmt.Errorf("render SPIFFE ID: %w", err)))
+		reason := v1alpha1.ReasonInvalidSPIFFEIDTemplate
+		var outside *idtemplate.OutsideServiceAccountError
+		if errors.As(err, &outside) {
+			reason = v1alpha1.ReasonSPIFFEIDOutsideServiceAccount
+		}
+		return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, reasoned(reason, fmt.Errorf("render SPIFFE ID: %w", err)))
 	}
-	b.Status.SPIFFEID = id
 
 	// 2. Conflicts with peers of the same group or SPIFFE ID.
 	conflicts, err := h.findConflicts(ctx, b, id)
@@ -140,6 +171,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		return h.fail(ctx, j, b, v1alpha1.ConditionUnsafeSelector, err)
 	}
 	b.Status.Selectors = selectors
+	b.Status.SelectorFingerprint = selector.Fingerprint(selectors)
 
 	// 4. Outputs, once no former peer's output overlaps this one.
 	d := output.Desired{
@@ -177,6 +209,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		return ctrlerrors.WithReason(v1alpha1.ReasonManagedOutputApplyFailed, err)
 	}
 	b.Status.Outputs = refs
+	b.Status.SPIFFEID = id
 	clearFailures(b)
 	return nil
 }
@@ -191,6 +224,20 @@ func (h *Handler) Delete(ctx context.Context, b *v1alpha1.IdentityBinding) error
 	}
 	if !gone {
 		return ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry, "waiting for the outputs of %s/%s to be deleted", b.Namespace, b.Name)
+	}
+	return nil
+}
+
+// checkTTLs refuses SVID TTLs longer than the configured maximum.
+func (h *Handler) checkTTLs(b *v1alpha1.IdentityBinding) error {
+	for _, ttl := range []struct {
+		field string
+		d     *metav1.Duration
+	}{{"x509SVIDTTL", b.Spec.X509SVIDTTL}, {"jwtSVIDTTL", b.Spec.JWTSVIDTTL}} {
+		if ttl.d != nil && ttl.d.Duration > h.opts.MaxSVIDTTL {
+			return reasoned(v1alpha1.ReasonSVIDTTLTooLong,
+				fmt.Errorf("%s %s is longer than the %s the operator allows (--max-svid-ttl)", ttl.field, ttl.d.Duration, h.opts.MaxSVIDTTL))
+		}
 	}
 	return nil
 }

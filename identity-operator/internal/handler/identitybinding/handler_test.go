@@ -110,7 +110,7 @@ func cachedClient(t *testing.T) client.Client {
 func newHandler(t *testing.T, c client.Client) *identitybinding.Handler {
 	t.Helper()
 	h, err := identitybinding.New(c, cp.Client, identitybinding.Options{
-		TrustDomain: td, ParentID: "spiffe://example.org/nodes", DefaultEnvironment: env,
+		TrustDomain: td, ParentID: "spiffe://example.org/nodes",
 		CRDMissingRetry: 45 * time.Second, WithdrawalRetry: 100 * time.Millisecond,
 	})
 	if err != nil {

@@ -38,51 +38,22 @@ func ownedBy(obj metav1.Object, b *v1alpha1.IdentityBinding) bool {
 	return types.UID(obj.GetLabels()[labels.OwnerUID]) == b.UID
 }
 
-// listFor returns an empty list of an output kind.
-func listFor(k output.Kind) client.ObjectList {
-	if k == output.KindClusterSPIFFEID {
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(output.ClusterSPIFFEIDGVK().GroupVersion().WithKind(output.ClusterSPIFFEIDGVK().Kind + "List"))
-		return l
-	}
-	return &spiffev1alpha1.SpiffeEntryList{}
-}
-
-// outputItems returns the objects of an output list.
-func outputItems(l client.ObjectList) []client.Object {
-	switch l := l.(type) {
-	case *spiffev1alpha1.SpiffeEntryList:
-		out := make([]client.Object, len(l.Items))
-		for i := range l.Items {
-			out[i] = &l.Items[i]
-		}
-		return out
-	case *unstructured.UnstructuredList:
-		out := make([]client.Object, len(l.Items))
-		for i := range l.Items {
-			out[i] = &l.Items[i]
-		}
-		return out
-	}
-	return nil
-}
-
 // peerOutputPending returns the name of an output of another binding that
 // selects the same workloads as d (same group and variant) or carries the
 // same SPIFFE ID, or "". A binding that has just left a conflict waits for
-// such outputs to be withdrawn before it writes its own.
+// such outputs to be withdrawn before it writes its own. Outputs of every
+// environment count, so the list goes through the unscoped client.
 func (h *Handler) peerOutputPending(ctx context.Context, b *v1alpha1.IdentityBinding, d output.Desired) (string, error) {
-	j := janitor.FromContext(ctx)
-	for _, k := range h.opts.Outputs {
+	for _, k := range h.opts.ServedOutputs {
 		for _, sel := range []client.MatchingLabels{
 			{index.LabelGroup: index.GroupKey(d.Namespace, d.ServiceAccount, d.Variant)},
 			{index.LabelSPIFFEID: index.IDKey(d.SPIFFEID)},
 		} {
-			l := listFor(k)
-			if err := j.List(ctx, l, sel); err != nil {
+			l := output.NewList(k)
+			if err := h.client.List(ctx, l, sel); err != nil {
 				return "", fmt.Errorf("list %s outputs of peers: %w", k, err)
 			}
-			for _, o := range outputItems(l) {
+			for _, o := range output.Items(l) {
 				if !ownedBy(o, b) {
 					return o.GetName(), nil
 				}
@@ -151,10 +122,12 @@ func (h *Handler) checkNotForeign(ctx context.Context, b *v1alpha1.IdentityBindi
 	return nil
 }
 
-// declareOutputs tells the janitor which output kinds it may clean up.
+// declareOutputs tells the janitor which output kinds it may clean up:
+// every served one, so an output of a kind that is no longer configured is
+// deleted like any other output the pass does not want.
 func (h *Handler) declareOutputs(j *janitor.Client) error {
-	for _, k := range h.opts.Outputs {
-		if err := j.Declare(listFor(k)); err != nil {
+	for _, k := range h.opts.ServedOutputs {
+		if err := j.Declare(output.NewList(k)); err != nil {
 			return fmt.Errorf("declare %s outputs: %w", k, err)
 		}
 	}
@@ -228,7 +201,8 @@ func (h *Handler) ensureSpiffeEntry(ctx context.Context, j *janitor.Client, b *v
 
 // clusterSPIFFEIDKeys are the spec fields the operator manages; fields that
 // others default are left alone and do not cause updates.
-var clusterSPIFFEIDKeys = []string{"spiffeIDTemplate", "podSelector", "namespaceSelector", "workloadSelectorTemplates", "hint", "ttl", "jwtTtl", "className"}
+var clusterSPIFFEIDKeys = []string{"spiffeIDTemplate", "podSelector", "namespaceSelector", "workloadSelectorTemplates", "hint", "ttl", "jwtTtl", "className",
+	"admin", "downstream", "fallback", "autoPopulateDNSNames", "federatesWith", "dnsNameTemplates"}
 
 func managedSpec(spec map[string]any) map[string]any {
 	out := map[string]any{}
@@ -295,12 +269,12 @@ func (h *Handler) withdraw(ctx context.Context, j *janitor.Client, b *v1alpha1.I
 		}
 	}
 	remaining := 0
-	for _, k := range h.opts.Outputs {
-		l := listFor(k)
+	for _, k := range h.opts.ServedOutputs {
+		l := output.NewList(k)
 		if err := h.apiReader.List(ctx, l, client.MatchingLabels{labels.OwnerUID: string(b.UID)}); err != nil {
 			return false, fmt.Errorf("confirm %s outputs are gone: %w", k, err)
 		}
-		for _, o := range outputItems(l) {
+		for _, o := range output.Items(l) {
 			remaining++
 			if o.GetDeletionTimestamp() != nil {
 				continue

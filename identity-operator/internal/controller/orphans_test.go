@@ -1,0 +1,65 @@
+package controller_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/labels"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+)
+
+func ownerLabelsOf(ns, name, uid string) map[string]string {
+	return map[string]string{labels.OwnerKind: "IdentityBinding", labels.OwnerNamespace: ns, labels.OwnerName: name,
+		labels.OwnerUID: uid, labels.Environment: environment}
+}
+
+func orphanEntry(name string, l map[string]string) *spiffev1alpha1.SpiffeEntry {
+	return &spiffev1alpha1.SpiffeEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
+		Spec:       spiffev1alpha1.SpiffeEntrySpec{SpiffeID: "spiffe://example.org/ns/x/sa/y/z", ParentID: parentID, Selectors: []string{"k8s:ns:x"}},
+	}
+}
+
+func gone(ctx context.Context, obj client.Object) func() bool {
+	return func() bool {
+		got := obj.DeepCopyObject().(client.Object)
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(obj), got))
+	}
+}
+
+var _ = Describe("Outputs whose binding is gone", func() {
+	It("are swept, of every served kind; outputs of live bindings and foreign objects stay", func(ctx context.Context) {
+		ns, name := readyWebBinding(ctx)
+		live := getBinding(ctx, ns, name)(Default)
+
+		By("a binding deleted behind the operator's back, and an output of an earlier binding of the same name")
+		deleted := orphanEntry("orphan-"+ns, ownerLabelsOf(ns, "gone", "uid-of-a-deleted-binding"))
+		earlier := orphanEntry("earlier-"+ns, ownerLabelsOf(ns, name, "uid-of-an-earlier-binding"))
+		csid := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"spiffeIDTemplate": "spiffe://example.org/ns/x/sa/y/z"}}}
+		csid.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+		csid.SetName("orphan-" + ns)
+		csid.SetLabels(ownerLabelsOf(ns, "gone", "uid-of-a-deleted-binding"))
+		foreignEntry := orphanEntry("foreign-"+ns, map[string]string{labels.OwnerUID: "uid-of-a-deleted-binding", labels.OwnerName: "gone", labels.OwnerNamespace: ns})
+		for _, o := range []client.Object{deleted, earlier, csid, foreignEntry} {
+			Expect(k8s.Create(ctx, o)).To(Succeed())
+		}
+		for _, o := range []client.Object{deleted, earlier, csid} {
+			Eventually(gone(ctx, o)).Should(BeTrue(), "%s was not swept", o.GetName())
+		}
+		Consistently(func(g Gomega) {
+			g.Expect(gone(ctx, foreignEntry)()).To(BeFalse(), "an object without the owner-kind label is not the operator's")
+			g.Expect(entryExists(ctx, ns, name)()).To(BeTrue())
+			g.Expect(getBinding(ctx, ns, name)(g).UID).To(Equal(live.UID))
+		}, time.Second, 100*time.Millisecond).Should(Succeed())
+		Expect(k8s.Delete(ctx, foreignEntry)).To(Succeed())
+	}, SpecTimeout(time.Minute))
+})
