@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -500,5 +501,25 @@ var _ = Describe("Incremental passes against SPIRE", func() {
 		whileOperatorDown(func() {})
 		Consistently(snapshot, 2*resync).Should(Equal(after))
 		Eventually(func() int32 { _ = policyReady(p)(); return p.Status.EntriesRegistered }).Should(Equal(int32(2)))
+	})
+})
+
+var _ = Describe("Orphans", func() {
+	It("are collected after a restart under a parent ID no remaining object uses", func() {
+		e := spiffeEntry("orphan-only", func(s *v1alpha1.SpiffeEntrySpec) { s.ParentID = parentOf("orphan-only") })
+		Expect(k8s.Create(ctx, e)).To(Succeed())
+		Eventually(paths(parentOf("orphan-only"))).Should(Equal([]string{"/vm/orphan-only"}))
+		Eventually(entryReady(e)).Should(Equal("True/Ready"))
+
+		// Removed while the operator is down, finalizer and all.
+		whileOperatorDown(func() {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
+			patch := client.MergeFrom(e.DeepCopy())
+			e.Finalizers = nil
+			Expect(k8s.Patch(ctx, e, patch)).To(Succeed())
+			Expect(k8s.Delete(ctx, e)).To(Succeed())
+			Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)) }).Should(BeTrue())
+		})
+		Eventually(paths(parentOf("orphan-only")), 2*resync).Should(BeEmpty())
 	})
 })
