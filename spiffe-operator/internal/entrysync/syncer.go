@@ -414,15 +414,11 @@ func (s *Syncer) plan(ctx context.Context, owner Owner, want []*entries.Entry, k
 		s.planEntry(ctx, p, owner, tag, mark, want[i], keys[i], out)
 	}
 	s.forgetRetained(owner)
-	r := &retainer{s: s, ctx: ctx, owner: owner, p: p}
+	r := retainer{s: s, ctx: ctx, owner: owner, p: p}
 	for parent, v := range s.views {
 		for id, o := range v.ours {
 			if o.owner == tag && o.mark != mark {
-				if r.keep(id, o) {
-					out.Retained++
-					continue
-				}
-				p.stale = append(p.stale, deletion{parent: parent, id: id})
+				r.drop(parent, id, o, out)
 			}
 		}
 	}
