@@ -293,6 +293,7 @@ var _ = Describe("Entries follow the pods that run", func() {
 		createSA("sachange-a", "new")
 		d := deployment("sachange-a", "web", "old", nil)
 		running := pod("sachange-a", "web-old-1", "old", map[string]string{"app": "web"})
+		finishing := pod("sachange-a", "web-old-2", "old", map[string]string{"app": "web"})
 		p := policyFor("sachange", nil)
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 		Eventually(paths(parentOf("sachange"))).Should(Equal([]string{"/ns/sachange-a/sa/old"}))
@@ -311,9 +312,14 @@ var _ = Describe("Entries follow the pods that run", func() {
 		}, 2*resync).Should(Equal(oldID))
 		Eventually(policyReady(p)).Should(Equal("True/Ready"))
 
-		// The old ReplicaSet's last pod goes: so does the entry.
+		// One old pod goes; the other still runs, so the entry stays.
 		deletePod(running)
-		Eventually(paths(parentOf("sachange"))).Should(Equal([]string{"/ns/sachange-a/sa/new"}))
+		Consistently(paths(parentOf("sachange")), resync).Should(Equal([]string{"/ns/sachange-a/sa/new", "/ns/sachange-a/sa/old"}))
+		// The old ReplicaSet's last pod completes: the entry goes.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(finishing), finishing)).To(Succeed())
+		finishing.Status.Phase = corev1.PodSucceeded
+		Expect(k8s.Status().Update(ctx, finishing)).To(Succeed())
+		Eventually(paths(parentOf("sachange")), resync/2).Should(Equal([]string{"/ns/sachange-a/sa/new"}))
 	})
 
 	It("keeps the entries of a workload whose render now fails while its pods run, and reports the render error", func() {
