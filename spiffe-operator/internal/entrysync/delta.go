@@ -56,28 +56,21 @@ func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entri
 	for i, e := range want {
 		s.planEntry(ctx, p, owner, tag, mark, e, addKeys[i], &out)
 	}
-	r := &retainer{s: s, ctx: ctx, owner: owner, p: p}
-	stale := func(parent, id string, o *ours) {
-		if r.keep(id, o) {
-			out.Retained++
-			return
-		}
-		p.stale = append(p.stale, deletion{parent: parent, id: id})
-	}
+	r := retainer{s: s, ctx: ctx, owner: owner, p: p}
 	for i, e := range gone {
 		v := s.views[e.ParentID.String()]
 		parent := e.ParentID.String()
 		seen := ""
 		if id, ok := v.byKey[dropKeys[i]]; ok {
 			if o := v.ours[id]; o != nil && o.owner == tag && o.mark != mark {
-				stale(parent, id, o)
+				r.drop(parent, id, o, &out)
 				seen = id
 			}
 		}
 		// Our entry of this key, edited by hand into another key.
 		if id := s.opts.IDs.EntryIDFor(tag, e); id != seen {
 			if o := v.ours[id]; o != nil && o.owner == tag && o.mark != mark {
-				stale(parent, id, o)
+				r.drop(parent, id, o, &out)
 			}
 		}
 	}

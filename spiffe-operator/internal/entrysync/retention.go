@@ -80,6 +80,16 @@ type retainer struct {
 	cover map[string][]podShape
 }
 
+// drop plans the deletion of owner's entry o (ID id, under parent), which
+// the owner no longer wants, unless a pod still needs it.
+func (r *retainer) drop(parent, id string, o *ours, out *Outcome) {
+	if r.keep(id, o) {
+		out.Retained++
+		return
+	}
+	r.p.stale = append(r.p.stale, deletion{parent: parent, id: id})
+}
+
 // keep reports whether the stale entry o (ID id) must stay, and records it.
 func (r *retainer) keep(id string, o *ours) bool {
 	if r.s.opts.Pods == nil {

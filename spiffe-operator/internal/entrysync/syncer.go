@@ -341,6 +341,43 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 	return s.deleteAll(ctx, del)
 }
 
+// CollectEverywhere deletes the entries, under any parent ID, whose owner no
+// longer exists; it reads every entry of the server once. Collection after
+// each read of a parent only reaches parents some object still uses; this
+// reaches the parents of objects removed while the operator was down that
+// no other object uses. It does nothing when Options.Alive is nil.
+func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
+	if s.opts.Alive == nil {
+		return 0, nil
+	}
+	list, err := s.api.ListAll(ctx)
+	if err != nil {
+		return 0, err
+	}
+	alive, err := s.opts.Alive(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list owners for garbage collection: %w", err)
+	}
+	var del []deletion
+	for _, e := range list {
+		tag, ours := s.opts.IDs.Owner(e.GetId())
+		if !ours || alive[tag] {
+			continue
+		}
+		// The parent names the view to update; an entry that does not
+		// convert has none.
+		var parent string
+		if c, err := entries.FromProto(e); err == nil {
+			parent = c.ParentID.String()
+		}
+		del = append(del, deletion{parent: parent, id: e.GetId()})
+	}
+	if len(del) > 0 {
+		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist, under every parent", "entries", len(del))
+	}
+	return len(del), s.deleteAll(ctx, del)
+}
+
 type deletion struct {
 	parent string
 	id     string
@@ -377,15 +414,11 @@ func (s *Syncer) plan(ctx context.Context, owner Owner, want []*entries.Entry, k
 		s.planEntry(ctx, p, owner, tag, mark, want[i], keys[i], out)
 	}
 	s.forgetRetained(owner)
-	r := &retainer{s: s, ctx: ctx, owner: owner, p: p}
+	r := retainer{s: s, ctx: ctx, owner: owner, p: p}
 	for parent, v := range s.views {
 		for id, o := range v.ours {
 			if o.owner == tag && o.mark != mark {
-				if r.keep(id, o) {
-					out.Retained++
-					continue
-				}
-				p.stale = append(p.stale, deletion{parent: parent, id: id})
+				r.drop(parent, id, o, out)
 			}
 		}
 	}

@@ -529,3 +529,31 @@ func TestAnEntryMaskedByAForeignEntryIsCreatedSoonAfterItGoes(t *testing.T) {
 		t.Fatalf("after the foreign entry went: %v, %+v, %v", err, out, api.All())
 	}
 }
+
+func TestCollectEverywhereDeletesOnlyItsOwnOrphans(t *testing.T) {
+	api := fake.New()
+	e := entry("/ns/a/sa/x", 0)
+	f := entry("/ns/b/sa/y", 0)
+	mine := entries.IDScheme{Prefix: "team."}
+	nested := entries.IDScheme{Prefix: "team.prod."}
+	dead, live := owner("dead", 0), owner("live", 0)
+	orphan := api.Put(e.Proto(mine.EntryID(dead.Tag(), e.Key())))
+	kept := api.Put(f.Proto(mine.EntryID(live.Tag(), f.Key())))
+	other := api.Put(e.Proto(nested.EntryID(dead.Tag(), e.Key())))
+	hand := api.Put(f.Proto("team.hand-made"))
+	s := New(api, Options{IDs: mine, ResyncInterval: time.Minute, Alive: func(context.Context) (map[string]bool, error) {
+		return map[string]bool{live.Tag(): true}, nil
+	}})
+	n, err := s.CollectEverywhere(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("collected %d: %v", n, err)
+	}
+	if api.Get(orphan) != nil {
+		t.Error("the orphan survived")
+	}
+	for _, id := range []string{kept, other, hand} {
+		if api.Get(id) == nil {
+			t.Errorf("entry %s was deleted", id)
+		}
+	}
+}

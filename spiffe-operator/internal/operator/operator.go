@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/manager"
@@ -129,6 +131,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
 	}
 	syncer := entrysync.New(api, syncOpts)
+	if o.CollectOrphans {
+		if err := mgr.Add(collectOnce(syncer, o.Config.RequeueAfterOnError, o.Config.MaxBackoff)); err != nil {
+			_ = closer.Close()
+			return nil, fmt.Errorf("add orphan collection: %w", err)
+		}
+	}
 	err = opcontroller.Setup(mgr, opcontroller.Options{
 		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
 		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty,
@@ -138,6 +146,28 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 		return nil, err
 	}
 	return &Operator{Manager: mgr, Spire: api, Syncer: syncer, EntryIDPrefix: prefix, closer: closer}, nil
+}
+
+// collectOnce returns a runnable (of the leader) that collects the orphans
+// under every parent ID once after the caches synced, retrying with backoff
+// from first to most while SPIRE cannot be read.
+func collectOnce(s *entrysync.Syncer, first, most time.Duration) crmanager.Runnable {
+	return crmanager.RunnableFunc(func(ctx context.Context) error {
+		log := ctrl.LoggerFrom(ctx).WithName("orphans")
+		for delay := first; ; delay = min(2*delay, most) {
+			n, err := s.CollectEverywhere(ctx)
+			if err == nil {
+				log.V(1).Info("collected orphans under every parent", "entries", n)
+				return nil
+			}
+			log.Error(err, "collecting orphans under every parent; retrying", "in", delay)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(delay):
+			}
+		}
+	})
 }
 
 // clusterPrefix derives the default entry ID prefix from the UID of the

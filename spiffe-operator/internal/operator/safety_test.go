@@ -17,7 +17,9 @@ import (
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/protobuf/proto"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -291,6 +293,7 @@ var _ = Describe("Entries follow the pods that run", func() {
 		createSA("sachange-a", "new")
 		d := deployment("sachange-a", "web", "old", nil)
 		running := pod("sachange-a", "web-old-1", "old", map[string]string{"app": "web"})
+		finishing := pod("sachange-a", "web-old-2", "old", map[string]string{"app": "web"})
 		p := policyFor("sachange", nil)
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 		Eventually(paths(parentOf("sachange"))).Should(Equal([]string{"/ns/sachange-a/sa/old"}))
@@ -309,9 +312,14 @@ var _ = Describe("Entries follow the pods that run", func() {
 		}, 2*resync).Should(Equal(oldID))
 		Eventually(policyReady(p)).Should(Equal("True/Ready"))
 
-		// The old ReplicaSet's last pod goes: so does the entry.
+		// One old pod goes; the other still runs, so the entry stays.
 		deletePod(running)
-		Eventually(paths(parentOf("sachange"))).Should(Equal([]string{"/ns/sachange-a/sa/new"}))
+		Consistently(paths(parentOf("sachange")), resync).Should(Equal([]string{"/ns/sachange-a/sa/new", "/ns/sachange-a/sa/old"}))
+		// The old ReplicaSet's last pod completes: the entry goes.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(finishing), finishing)).To(Succeed())
+		finishing.Status.Phase = corev1.PodSucceeded
+		Expect(k8s.Status().Update(ctx, finishing)).To(Succeed())
+		Eventually(paths(parentOf("sachange")), resync/2).Should(Equal([]string{"/ns/sachange-a/sa/new"}))
 	})
 
 	It("keeps the entries of a workload whose render now fails while its pods run, and reports the render error", func() {
@@ -384,5 +392,140 @@ var _ = Describe("Large replies", func() {
 		list, err = small.ListByParent(ctx, parent)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(list).To(HaveLen(n))
+	})
+})
+
+var _ = Describe("Without a resync to fall back on", Ordered, func() {
+	// An operator whose resync is far away: what these specs see happen,
+	// the operator did on its own timer or on an event, not at a resync.
+	BeforeAll(func() {
+		stopOperator()
+		op, stopOperator = launch(cp.Config, func(o *operator.Options) { o.Config.RequeueAfter = 10 * time.Minute })
+		DeferCleanup(func() {
+			stopOperator()
+			startOperator()
+		})
+	})
+
+	It("creates an entry masked by a hand-made one within seconds of its deletion", func() {
+		e := spiffeEntry("foreign-mask", func(s *v1alpha1.SpiffeEntrySpec) { s.ParentID = parentOf("foreign-mask") })
+		out, err := srv.CLI(ctx, "entry", "create", "-parentID", parentOf("foreign-mask"),
+			"-spiffeID", e.Spec.SpiffeID, "-selector", e.Spec.Selectors[0])
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(paths(parentOf("foreign-mask"))).Should(HaveLen(1))
+		foreign := entriesUnder(parentOf("foreign-mask"))[0].Id
+		Expect(k8s.Create(ctx, e)).To(Succeed())
+		Eventually(func() string {
+			_ = entryReady(e)()
+			for _, c := range e.Status.Conditions {
+				if c.Type == "Masked" && c.Status == metav1.ConditionTrue {
+					return c.Reason
+				}
+			}
+			return ""
+		}).Should(Equal("MaskedByForeignEntry"))
+
+		out, err = srv.CLI(ctx, "entry", "delete", "-entryID", foreign)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() string {
+			if got := entryAt(parentOf("foreign-mask"), "/vm/foreign-mask"); got != nil {
+				return got.Id
+			}
+			return ""
+		}, 15*time.Second).Should(HavePrefix(op.EntryIDPrefix + entries.OwnerTag(e.UID) + "."))
+		Eventually(entryReady(e)).Should(Equal("True/Ready"))
+	})
+
+	It("recreates an entry deleted by hand when a later edit finds it gone (SpireChanged)", func() {
+		namespace("stale-a", map[string]string{"test": "stale"})
+		deployment("stale-a", "web", "web", nil)
+		p := policyFor("stale", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("stale"))).Should(HaveLen(1))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		id := entriesUnder(parentOf("stale"))[0].Id
+
+		out, err := srv.CLI(ctx, "entry", "delete", "-entryID", id)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.X509SVIDTTL = &metav1.Duration{Duration: 20 * time.Minute}
+		Expect(k8s.Update(ctx, p)).To(Succeed())
+		// The pass updates an entry its view still holds; SPIRE answers
+		// NotFound; the retry re-reads SPIRE and creates it with the same ID.
+		Eventually(func() int32 {
+			if got := entryAt(parentOf("stale"), "/ns/stale-a/sa/web"); got != nil && got.Id == id {
+				return got.X509SvidTtl
+			}
+			return -1
+		}).Should(Equal(int32(1200)))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+	})
+})
+
+var _ = Describe("Incremental passes against SPIRE", func() {
+	It("end where a full pass would", func() {
+		namespace("incr-a", map[string]string{"test": "incr"})
+		ds := make(map[string]*appsv1.Deployment)
+		for _, n := range []string{"a", "b", "c", "d"} {
+			ds[n] = deployment("incr-a", n, "sa-"+n, map[string]string{"app": n, "team": "t-" + n})
+		}
+		p := policyFor("incr", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.DNSNameTemplates = []string{"{serviceAccount}.{namespace}.svc"}
+			s.WorkloadSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "skip", Operator: metav1.LabelSelectorOpDoesNotExist}}}
+		})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("incr"))).Should(HaveLen(4))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+
+		// Single-workload changes, each served by an incremental pass: a
+		// service account now shared, a workload leaving the selection, one
+		// deleted, one added.
+		edit := func(d *appsv1.Deployment, mut func(*appsv1.Deployment)) {
+			patch := client.MergeFrom(d.DeepCopy())
+			mut(d)
+			Expect(k8s.Patch(ctx, d, patch)).To(Succeed())
+		}
+		edit(ds["a"], func(d *appsv1.Deployment) { d.Spec.Template.Spec.ServiceAccountName = "sa-b" })
+		edit(ds["c"], func(d *appsv1.Deployment) { d.Labels = map[string]string{"app": "c", "team": "t-c", "skip": "yes"} })
+		Expect(k8s.Delete(ctx, ds["d"])).To(Succeed())
+		deployment("incr-a", "e", "sa-e", nil)
+		Eventually(paths(parentOf("incr"))).Should(Equal([]string{"/ns/incr-a/sa/sa-b", "/ns/incr-a/sa/sa-e"}))
+		snapshot := func() []string {
+			var out []string
+			for _, e := range entriesUnder(parentOf("incr")) {
+				out = append(out, fmt.Sprintf("%s %s %v %v %d", e.Id, e.SpiffeId.Path, selectorsOf(e), e.DnsNames, e.X509SvidTtl))
+			}
+			sort.Strings(out)
+			return out
+		}
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		after := snapshot()
+		Expect(after).To(ContainElement(ContainSubstring("[sa-b.incr-a.svc]")))
+
+		// A restart makes a full pass from nothing but SPIRE and the cache.
+		whileOperatorDown(func() {})
+		Consistently(snapshot, 2*resync).Should(Equal(after))
+		Eventually(func() int32 { _ = policyReady(p)(); return p.Status.EntriesRegistered }).Should(Equal(int32(2)))
+	})
+})
+
+var _ = Describe("Orphans", func() {
+	It("are collected after a restart under a parent ID no remaining object uses", func() {
+		e := spiffeEntry("orphan-only", func(s *v1alpha1.SpiffeEntrySpec) { s.ParentID = parentOf("orphan-only") })
+		Expect(k8s.Create(ctx, e)).To(Succeed())
+		Eventually(paths(parentOf("orphan-only"))).Should(Equal([]string{"/vm/orphan-only"}))
+		Eventually(entryReady(e)).Should(Equal("True/Ready"))
+
+		// Removed while the operator is down, finalizer and all.
+		whileOperatorDown(func() {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
+			patch := client.MergeFrom(e.DeepCopy())
+			e.Finalizers = nil
+			Expect(k8s.Patch(ctx, e, patch)).To(Succeed())
+			Expect(k8s.Delete(ctx, e)).To(Succeed())
+			Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)) }).Should(BeTrue())
+		})
+		Eventually(paths(parentOf("orphan-only")), 2*resync).Should(BeEmpty())
 	})
 })

@@ -33,6 +33,8 @@ type Result struct {
 type EntryAPI interface {
 	// ListByParent returns every entry under parent.
 	ListByParent(ctx context.Context, parent spiffeid.ID) ([]*types.Entry, error)
+	// ListAll returns every entry of the server.
+	ListAll(ctx context.Context) ([]*types.Entry, error)
 	// Create creates entries.
 	Create(ctx context.Context, entries []*types.Entry) ([]Result, error)
 	// Update updates entries, sending only the fields in mask.
@@ -121,18 +123,36 @@ func (c *Client) observeResult(method string, code codes.Code) {
 	}
 }
 
-// ListByParent pages through ListEntries filtered by parent ID. A page
-// larger than MaxReceiveBytes (ResourceExhausted) is asked for again at half
-// the page size, down to one entry per page.
+// ListByParent pages through ListEntries filtered by parent ID.
 func (c *Client) ListByParent(ctx context.Context, parent spiffeid.ID) ([]*types.Entry, error) {
+	filter := &entryv1.ListEntriesRequest_Filter{
+		ByParentId: &types.SPIFFEID{TrustDomain: parent.TrustDomain().Name(), Path: parent.Path()},
+	}
+	out, err := c.list(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("list entries under %s: %w", parent, err)
+	}
+	return out, nil
+}
+
+// ListAll pages through ListEntries without a filter.
+func (c *Client) ListAll(ctx context.Context) ([]*types.Entry, error) {
+	out, err := c.list(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list all entries: %w", err)
+	}
+	return out, nil
+}
+
+// list pages through ListEntries. A page larger than MaxReceiveBytes
+// (ResourceExhausted) is asked for again at half the page size, down to one
+// entry per page.
+func (c *Client) list(ctx context.Context, filter *entryv1.ListEntriesRequest_Filter) ([]*types.Entry, error) {
 	var (
 		out      []*types.Entry
 		token    string
 		pageSize = c.opts.PageSize
 	)
-	filter := &entryv1.ListEntriesRequest_Filter{
-		ByParentId: &types.SPIFFEID{TrustDomain: parent.TrustDomain().Name(), Path: parent.Path()},
-	}
 	for {
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
@@ -146,7 +166,7 @@ func (c *Client) ListByParent(ctx context.Context, parent spiffeid.ID) ([]*types
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("list entries under %s (page size %d): %w", parent, pageSize, err)
+			return nil, fmt.Errorf("page size %d: %w", pageSize, err)
 		}
 		out = append(out, resp.GetEntries()...)
 		token = resp.GetNextPageToken()

@@ -13,6 +13,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
 	spirefake "github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
 
@@ -94,5 +95,33 @@ func TestBadEntriesAreRefusedNamingTheField(t *testing.T) {
 				t.Error("entry written for a bad spec")
 			}
 		})
+	}
+}
+
+func TestAnEntryIDSpireDidNotKeepIsReportedByName(t *testing.T) {
+	h, api := newHandler()
+	api.IgnoreIDs = true
+	err := h.CreateOrUpdate(context.Background(), newEntry("a", 0))
+	if !ctrlerrors.IsBlocked(err) || ctrlerrors.Reason(err, "") != spifferegistration.ReasonEntryIDNotKept {
+		t.Errorf("err = %v, reason %s", err, ctrlerrors.Reason(err, ""))
+	}
+	if len(api.All()) != 0 {
+		t.Errorf("left %v behind", api.All())
+	}
+}
+
+func TestAForeignEntryMasksWithItsOwnReason(t *testing.T) {
+	h, api := newHandler()
+	obj := newEntry("a", 0)
+	e, fe := build(&obj.Spec, "example.org")
+	if fe != nil {
+		t.Fatal(fe)
+	}
+	api.Put(e.Proto("hand-made"))
+	if err := h.CreateOrUpdate(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(obj.Status.Conditions, TypeMasked); c == nil || c.Reason != ReasonMaskedByForeignEntry {
+		t.Errorf("conditions = %+v", obj.Status.Conditions)
 	}
 }

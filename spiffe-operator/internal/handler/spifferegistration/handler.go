@@ -116,14 +116,16 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	}
 	return h.report(ctx, obj, owner, counts{
 		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),
-		spireFailed: len(out.Failed), talked: out.Talked,
+		spireFailed: len(out.Failed), retained: out.Retained, talked: out.Talked,
 	}, failures, syncErr)
 }
 
 // counts are the figures a pass reports.
 type counts struct {
 	selected, desired, registered, masked, spireFailed int
-	talked                                             bool
+	// retained counts entries no longer wanted that pods still use.
+	retained int
+	talked   bool
 }
 
 // report writes the pass's figures into the status and metrics and returns
@@ -145,7 +147,7 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 	}
 	h.Metrics.Record(owner, c.desired, c.registered, c.masked, len(failures))
 	logf.FromContext(ctx).V(1).Info("synced", "workloads", c.selected, "desired", c.desired, "registered", c.registered,
-		"masked", c.masked, "failed", len(failures), "talked", c.talked)
+		"masked", c.masked, "failed", len(failures), "retainedForPods", c.retained, "talked", c.talked)
 
 	if syncErr != nil {
 		return SpireError(syncErr)

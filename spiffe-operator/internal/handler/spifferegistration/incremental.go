@@ -259,6 +259,6 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	}
 	return true, h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: len(m.keys), registered: m.registered, masked: m.masked,
-		spireFailed: len(m.spireFailed), talked: out.Talked,
+		spireFailed: len(m.spireFailed), retained: out.Retained, talked: out.Talked,
 	}, m.failures(), nil)
 }

@@ -117,6 +117,20 @@ func (f *EntryAPI) ListByParent(_ context.Context, parent spiffeid.ID) ([]*types
 	return out, nil
 }
 
+// ListAll implements spire.EntryAPI.
+func (f *EntryAPI) ListAll(_ context.Context) ([]*types.Entry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("ListEntries"); err != nil {
+		return nil, err
+	}
+	out := make([]*types.Entry, 0, len(f.entries))
+	for _, e := range f.entries {
+		out = append(out, proto.Clone(e).(*types.Entry))
+	}
+	return out, nil
+}
+
 func keyOf(e *types.Entry) entries.Key {
 	x, err := entries.FromProto(e)
 	if err != nil {
