@@ -122,7 +122,11 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	cacheOpts, err := bundlecontroller.CacheOptions()
+	srcNamespaces, err := sourceNamespaces(v.GetString(flagSourceNamespaces), ownNamespace)
+	if err != nil {
+		return err
+	}
+	cacheOpts, err := bundlecontroller.CacheOptions(srcNamespaces)
 	if err != nil {
 		return err
 	}
@@ -143,11 +147,6 @@ func run() error {
 		return err
 	}
 	defer closeSpire()
-
-	srcNamespaces, err := sourceNamespaces(v.GetString(flagSourceNamespaces), ownNamespace)
-	if err != nil {
-		return err
-	}
 
 	m, err := controller.NewMetrics(metrics.Registry)
 	if err != nil {

@@ -79,7 +79,7 @@ var _ = BeforeSuite(func() {
 // startManager runs the operator's controller in this process, as
 // cmd/main.go wires it, and returns a function that stops it.
 func startManager() context.CancelFunc {
-	cacheOpts, err := bundlecontroller.CacheOptions()
+	cacheOpts, err := bundlecontroller.CacheOptions([]string{sourceNamespace})
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 scheme,

@@ -74,17 +74,26 @@ type Options struct {
 // CacheOptions returns the manager's cache options: ConfigMaps and Secrets
 // are cached only when they carry target.LabelTrustBundle (they are read as
 // metadata only, so a Secret's data never enters the cache; their
-// managedFields stay, target.InSync reads them), and Namespaces without
-// their managedFields.
-func CacheOptions() (cache.Options, error) {
+// managedFields stay, target.InSync reads them), except that every
+// ConfigMap of sourceNamespaces is cached (metadata only) so that the poller
+// notices edits of ConfigMap sources without reading the API server; and
+// Namespaces without their managedFields.
+func CacheOptions(sourceNamespaces []string) (cache.Options, error) {
 	req, err := labels.NewRequirement(target.LabelTrustBundle, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("target label selector: %w", err)
 	}
 	ours := labels.NewSelector().Add(*req)
+	configMaps := cache.ByObject{Label: ours}
+	if len(sourceNamespaces) > 0 {
+		configMaps = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {LabelSelector: ours}}}
+		for _, ns := range sourceNamespaces {
+			configMaps.Namespaces[ns] = cache.Config{LabelSelector: labels.Everything()}
+		}
+	}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: ours},
+			&corev1.ConfigMap{}: configMaps,
 			&corev1.Secret{}:    {Label: ours},
 			&corev1.Namespace{}: {Transform: cache.TransformStripManagedFields()},
 		},
@@ -99,8 +108,8 @@ func CacheOptions() (cache.Options, error) {
 func Setup(mgr ctrl.Manager, opts Options) error {
 	live := mgr.GetAPIReader()
 	expectations := target.NewExpectations()
-	sources := &source.Resolver{Reader: live, Spire: opts.Spire, AllowSecrets: opts.AllowSecretSources,
-		Namespaces: opts.SourceNamespaces}
+	sources := &source.Resolver{Reader: live, Metadata: mgr.GetClient(), Spire: opts.Spire,
+		AllowSecrets: opts.AllowSecretSources, Namespaces: opts.SourceNamespaces}
 	recorder := mgr.GetEventRecorder(Name)
 	h := &trustbundle.Handler{
 		Sources: sources,

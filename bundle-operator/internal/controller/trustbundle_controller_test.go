@@ -272,7 +272,7 @@ var _ = Describe("Grace-period retention", func() {
 		Expect(caData(ctx, ns)).To(Equal(pemOf(oldCA.PEM(), newCA.PEM())), "still published during the grace period")
 
 		Eventually(func() string { return caData(ctx, ns) }, 15*time.Second).Should(Equal(pemOf(newCA.PEM())))
-		Expect(get(ctx, tb).Status.CACount).To(BeEquivalentTo(1))
+		Eventually(func() int32 { return get(ctx, tb).Status.CACount }).Should(BeEquivalentTo(1), "the status is written after the targets")
 	})
 })
 

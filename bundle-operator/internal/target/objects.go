@@ -239,11 +239,11 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 		rep.InSync++
 		return rep
 	}
-	// Only a target in our cache (labelled as ours) is force-applied, to
+	// Only a target labelled as ours is force-applied, to
 	// repair a hand edit of our keys. An object of that name we did not
 	// create is applied without force: where its writer owns one of our
 	// keys the apply fails as a conflict and the object is left as it is.
-	return o.apply(ctx, d, ns, hash, what, err == nil)
+	return o.apply(ctx, d, ns, hash, what, err == nil && m.Labels[LabelTrustBundle] == d.Bundle)
 }
 
 // apply writes target d in namespace ns (what names it in failures) and
