@@ -69,7 +69,7 @@ var _ = Describe("ConfigMap sources are polled from the metadata cache", func() 
 })
 
 func mustCacheOptions() cache.Options {
-	opts, err := bundlecontroller.CacheOptions([]string{sourceNamespace})
+	opts, err := bundlecontroller.CacheOptions([]string{sourceNamespace}, true)
 	Expect(err).NotTo(HaveOccurred())
 	opts.Scheme = scheme
 	return opts

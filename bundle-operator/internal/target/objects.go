@@ -253,14 +253,7 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 func (o *Objects) apply(ctx context.Context, d Desired, ns, hash, what string, force bool) Report {
 	var rep Report
 	obj := applyObject(d, ns, hash)
-	opts := []client.ApplyOption{client.FieldOwner(FieldManager)}
-	if force {
-		opts = append(opts, client.ForceOwnership)
-	}
-	if err := o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
-		if apierrors.IsConflict(err) {
-			err = fmt.Errorf("held by an object another writer created, left alone: %w", err)
-		}
+	if err := applyOurs(ctx, o.Client, obj, force); err != nil {
 		rep.Fail(what, err)
 		return rep
 	}
