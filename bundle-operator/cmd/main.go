@@ -36,11 +36,12 @@ import (
 // Flags of this operator, besides the framework's (config.AddFlags). Each
 // can also be set by its environment variable (upper case, "_" for "-").
 const (
-	flagAllowSecretSources = "allow-secret-sources"
-	flagAllowSecretTargets = "allow-secret-targets"
-	flagPollInterval       = "poll-interval"
-	flagTargetWorkers      = "target-workers"
-	flagSourceNamespaces   = "source-namespaces"
+	flagAllowSecretSources  = "allow-secret-sources"
+	flagAllowSecretTargets  = "allow-secret-targets"
+	flagClusterTrustBundles = "cluster-trust-bundles"
+	flagPollInterval        = "poll-interval"
+	flagTargetWorkers       = "target-workers"
+	flagSourceNamespaces    = "source-namespaces"
 )
 
 // serviceAccountNamespaceFile holds the namespace of the pod's service
@@ -78,6 +79,7 @@ func newFlagSet() (*pflag.FlagSet, *zap.Options) {
 	spireconn.AddFlags(fs)
 	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets (needs the rights of config/components/secrets)")
 	fs.Bool(flagAllowSecretTargets, false, "allow TrustBundles to write Secrets (needs the rights of config/components/secrets)")
+	fs.Bool(flagClusterTrustBundles, false, "allow ClusterTrustBundle targets (the API server must serve certificates.k8s.io/v1 ClusterTrustBundles)")
 	fs.Duration(flagPollInterval, bundlecontroller.DefaultPollInterval, "how often to poll SPIRE and ConfigMap/Secret sources for changes")
 	fs.Int(flagTargetWorkers, 16, "concurrent target writes per TrustBundle")
 	fs.String(flagSourceNamespaces, "", "comma-separated namespaces ConfigMap and Secret sources are read from (default: the operator's own namespace)")
@@ -122,7 +124,11 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	cacheOpts, err := bundlecontroller.CacheOptions()
+	srcNamespaces, err := sourceNamespaces(v.GetString(flagSourceNamespaces), ownNamespace)
+	if err != nil {
+		return err
+	}
+	cacheOpts, err := bundlecontroller.CacheOptions(srcNamespaces, v.GetBool(flagClusterTrustBundles))
 	if err != nil {
 		return err
 	}
@@ -144,24 +150,20 @@ func run() error {
 	}
 	defer closeSpire()
 
-	srcNamespaces, err := sourceNamespaces(v.GetString(flagSourceNamespaces), ownNamespace)
-	if err != nil {
-		return err
-	}
-
 	m, err := controller.NewMetrics(metrics.Registry)
 	if err != nil {
 		return err
 	}
 	if err := bundlecontroller.Setup(mgr, bundlecontroller.Options{
-		Config:             cfg,
-		Metrics:            m,
-		Spire:              spireReader,
-		AllowSecretSources: v.GetBool(flagAllowSecretSources),
-		AllowSecretTargets: v.GetBool(flagAllowSecretTargets),
-		SourceNamespaces:   srcNamespaces,
-		PollInterval:       v.GetDuration(flagPollInterval),
-		Workers:            v.GetInt(flagTargetWorkers),
+		Config:              cfg,
+		Metrics:             m,
+		Spire:               spireReader,
+		AllowSecretSources:  v.GetBool(flagAllowSecretSources),
+		AllowSecretTargets:  v.GetBool(flagAllowSecretTargets),
+		ClusterTrustBundles: v.GetBool(flagClusterTrustBundles),
+		SourceNamespaces:    srcNamespaces,
+		PollInterval:        v.GetDuration(flagPollInterval),
+		Workers:             v.GetInt(flagTargetWorkers),
 	}); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
 	}

@@ -107,10 +107,25 @@ type Target struct {
 	// +optional
 	Secret *ObjectTarget `json:"secret,omitempty"`
 
+	// ClusterTrustBundle is written once for the cluster (certificates.k8s.io/v1,
+	// no signer): its spec.trustBundle is the PEM bundle, and pods project it
+	// directly. The operator must run with --cluster-trust-bundles.
+	// +optional
+	ClusterTrustBundle *ClusterTrustBundleTarget `json:"clusterTrustBundle,omitempty"`
 	// NamespaceSelector picks the namespaces of the ConfigMap and Secret
 	// targets. Unset means every namespace.
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+}
+
+// ClusterTrustBundleTarget names the ClusterTrustBundle a TrustBundle writes.
+type ClusterTrustBundleTarget struct {
+	// Name of the ClusterTrustBundle. Without a signer it must not contain
+	// a colon.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
 }
 
 // ObjectTarget is a ConfigMap or Secret of a given name, with a key per format.

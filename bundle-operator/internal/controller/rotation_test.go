@@ -83,7 +83,7 @@ var _ = Describe("SPIRE CA rotation", func() {
 		for _, ns := range nss {
 			Eventually(func() string { return caData(ctx, ns) }, 20*time.Second).Should(Equal(rotated))
 		}
-		Expect(get(ctx, tb).Status.Fingerprint).To(Equal(bundle.New(mustParse(rotated), nil).Fingerprint()))
+		Eventually(func() string { return get(ctx, tb).Status.Fingerprint }).Should(Equal(bundle.New(mustParse(rotated), nil).Fingerprint()), "the status is written after the targets")
 
 		By("the TrustBundle with a grace period drops the revoked CA at once: retention never keeps a CA that left SPIRE")
 		for _, ns := range nss {

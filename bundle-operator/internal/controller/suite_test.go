@@ -79,7 +79,7 @@ var _ = BeforeSuite(func() {
 // startManager runs the operator's controller in this process, as
 // cmd/main.go wires it, and returns a function that stops it.
 func startManager() context.CancelFunc {
-	cacheOpts, err := bundlecontroller.CacheOptions()
+	cacheOpts, err := bundlecontroller.CacheOptions([]string{sourceNamespace}, true)
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 scheme,
@@ -97,7 +97,7 @@ func startManager() context.CancelFunc {
 	cfg.RequeueAfterOnError = 200 * time.Millisecond
 	cfg.MaxBackoff = 2 * time.Second
 	Expect(bundlecontroller.Setup(mgr, bundlecontroller.Options{
-		Config: cfg, Metrics: m, Spire: sc, AllowSecretSources: true, AllowSecretTargets: true, SourceNamespaces: []string{sourceNamespace},
+		Config: cfg, Metrics: m, Spire: sc, AllowSecretSources: true, AllowSecretTargets: true, ClusterTrustBundles: true, SourceNamespaces: []string{sourceNamespace},
 		PollInterval: 300 * time.Millisecond,
 	})).To(Succeed())
 

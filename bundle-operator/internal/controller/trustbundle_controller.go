@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,6 +44,7 @@ const DefaultPollInterval = 5 * time.Second
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=clustertrustbundles,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;patch
@@ -62,6 +64,10 @@ type Options struct {
 	// labelled as targets, metadata only). Without it the operator needs
 	// no rights on Secrets unless AllowSecretSources is set.
 	AllowSecretTargets bool
+	// ClusterTrustBundles permits ClusterTrustBundle targets and watches
+	// the ClusterTrustBundles labelled as targets (the API server must
+	// serve certificates.k8s.io/v1 ClusterTrustBundles).
+	ClusterTrustBundles bool
 	// SourceNamespaces are the only namespaces ConfigMap and Secret
 	// sources are read from.
 	SourceNamespaces []string
@@ -74,20 +80,36 @@ type Options struct {
 // CacheOptions returns the manager's cache options: ConfigMaps and Secrets
 // are cached only when they carry target.LabelTrustBundle (they are read as
 // metadata only, so a Secret's data never enters the cache; their
-// managedFields stay, target.InSync reads them), and Namespaces without
-// their managedFields.
-func CacheOptions() (cache.Options, error) {
+// managedFields stay, target.InSync reads them), except that every
+// ConfigMap of sourceNamespaces is cached (metadata only) so that the poller
+// notices edits of ConfigMap sources without reading the API server; and
+// Namespaces without their managedFields; with clusterTrustBundles, the
+// ClusterTrustBundles labelled as targets (metadata only).
+func CacheOptions(sourceNamespaces []string, clusterTrustBundles bool) (cache.Options, error) {
 	req, err := labels.NewRequirement(target.LabelTrustBundle, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("target label selector: %w", err)
 	}
 	ours := labels.NewSelector().Add(*req)
+	configMaps := cache.ByObject{Label: ours}
+	if len(sourceNamespaces) > 0 {
+		configMaps = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {LabelSelector: ours}}}
+		for _, ns := range sourceNamespaces {
+			configMaps.Namespaces[ns] = cache.Config{LabelSelector: labels.Everything()}
+		}
+	}
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}: configMaps,
+		&corev1.Secret{}:    {Label: ours},
+		&corev1.Namespace{}: {Transform: cache.TransformStripManagedFields()},
+	}
+	if clusterTrustBundles {
+		// Only then: the cache resolves every kind it is configured for at
+		// start, and an API server may not serve ClusterTrustBundles.
+		byObject[&certificatesv1.ClusterTrustBundle{}] = cache.ByObject{Label: ours}
+	}
 	return cache.Options{
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: ours},
-			&corev1.Secret{}:    {Label: ours},
-			&corev1.Namespace{}: {Transform: cache.TransformStripManagedFields()},
-		},
+		ByObject: byObject,
 		// A read of a kind nothing watches fails instead of quietly starting
 		// an informer for it: a typed ConfigMap read through the cache would
 		// otherwise cache every ConfigMap of the cluster with its data.
@@ -99,8 +121,8 @@ func CacheOptions() (cache.Options, error) {
 func Setup(mgr ctrl.Manager, opts Options) error {
 	live := mgr.GetAPIReader()
 	expectations := target.NewExpectations()
-	sources := &source.Resolver{Reader: live, Spire: opts.Spire, AllowSecrets: opts.AllowSecretSources,
-		Namespaces: opts.SourceNamespaces}
+	sources := &source.Resolver{Reader: live, Metadata: mgr.GetClient(), Spire: opts.Spire,
+		AllowSecrets: opts.AllowSecretSources, Namespaces: opts.SourceNamespaces}
 	recorder := mgr.GetEventRecorder(Name)
 	h := &trustbundle.Handler{
 		Sources: sources,
@@ -110,6 +132,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Namespaces:    mgr.GetClient(),
 		SecretTargets: opts.AllowSecretTargets,
 		Recorder:      recorder,
+	}
+	if opts.ClusterTrustBundles {
+		h.ClusterTrustBundles = &target.ClusterTrustBundles{Cache: mgr.GetClient(), Live: live, Client: mgr.GetClient()}
 	}
 	c := controller.New(Name, mgr.GetClient(), h, controller.Options{
 		Config:   opts.Config,
@@ -137,6 +162,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		b = b.WatchesMetadata(&corev1.ConfigMap{}, byTargetLabel(target.KindConfigMap, expectations))
 		if opts.AllowSecretTargets {
 			b = b.WatchesMetadata(&corev1.Secret{}, byTargetLabel(target.KindSecret, expectations))
+		}
+		if opts.ClusterTrustBundles {
+			b = b.WatchesMetadata(&certificatesv1.ClusterTrustBundle{}, crhandler.EnqueueRequestsFromMapFunc(byLabel))
 		}
 		for _, gvk := range target.InjectionKinds() {
 			m := &metav1.PartialObjectMetadata{}
@@ -185,6 +213,15 @@ func byTargetLabel(kind target.Kind, exp *target.Expectations) crhandler.EventHa
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 	})
+}
+
+// byLabel requeues the TrustBundle a cluster-scoped target's label names.
+func byLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[target.LabelTrustBundle]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 }
 
 // byInjectAnnotation requeues the TrustBundle an injection target names.

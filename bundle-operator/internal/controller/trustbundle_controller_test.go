@@ -153,6 +153,29 @@ var _ = Describe("Foreign keys are preserved", func() {
 	})
 })
 
+var _ = Describe("A target name held by an object someone else created", func() {
+	It("is never overwritten or deleted: the conflict is reported and the object left as it is", func(ctx context.Context) {
+		group := unique("taken")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		theirs := map[string]string{"ca.crt": "the tenant's own trust"}
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: ns}, Data: theirs,
+		}, client.FieldOwner("tenant"))).To(Succeed())
+		tb := newTrustBundle(group, inline(testpki.ValidCA("taken").PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+
+		Eventually(func() []string { return get(ctx, tb).Status.FailedTargets }).Should(ContainElement(ContainSubstring("ConfigMap %s/ca", ns)))
+		Consistently(func() map[string]string { return configMap(ctx, ns, "ca").Data }).Should(Equal(theirs))
+		Expect(configMap(ctx, ns, "ca").Labels).NotTo(HaveKey(target.LabelTrustBundle))
+
+		By("the namespace leaving the selector and the TrustBundle deleted")
+		setNamespaceLabels(ctx, ns, map[string]string{"group": "elsewhere"})
+		Expect(cp.Client.Delete(ctx, tb)).To(Succeed())
+		Eventually(func() error { return cp.Client.Get(ctx, client.ObjectKeyFromObject(tb), &v1alpha1.TrustBundle{}) }).ShouldNot(Succeed())
+		Expect(configMap(ctx, ns, "ca").Data).To(Equal(theirs))
+	})
+})
+
 var _ = Describe("Namespaces entering and leaving the selector", func() {
 	It("gives a namespace that starts matching its ConfigMap and deletes ours from one that stops", func(ctx context.Context) {
 		group := unique("sel")
@@ -249,7 +272,7 @@ var _ = Describe("Grace-period retention", func() {
 		Expect(caData(ctx, ns)).To(Equal(pemOf(oldCA.PEM(), newCA.PEM())), "still published during the grace period")
 
 		Eventually(func() string { return caData(ctx, ns) }, 15*time.Second).Should(Equal(pemOf(newCA.PEM())))
-		Expect(get(ctx, tb).Status.CACount).To(BeEquivalentTo(1))
+		Eventually(func() int32 { return get(ctx, tb).Status.CACount }).Should(BeEquivalentTo(1), "the status is written after the targets")
 	})
 })
 

@@ -130,6 +130,6 @@ var _ = Describe("Who decides trust", func() {
 
 		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.Options.DropNonCA = true })
 		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(ca.PEM()))
-		Expect(get(ctx, tb).Status.CACount).To(BeEquivalentTo(1))
+		Eventually(func() int32 { return get(ctx, tb).Status.CACount }).Should(BeEquivalentTo(1))
 	})
 })

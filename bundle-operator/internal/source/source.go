@@ -92,6 +92,10 @@ type Result struct {
 type Resolver struct {
 	// Reader reads ConfigMaps and Secrets; use an uncached reader.
 	Reader client.Reader
+	// Metadata, when set, reads the metadata of ConfigMap sources for
+	// Revision: the manager's cache, which holds every ConfigMap of the
+	// source namespaces as metadata. Nil reads it through Reader.
+	Metadata client.Reader
 	// Spire reads SPIRE bundles; nil when no SPIRE connection is configured.
 	Spire spire.Reader
 	// AllowSecrets permits Secret sources.
@@ -383,7 +387,9 @@ func (r *Resolver) readSpire(ctx context.Context, s *v1alpha1.SPIRESource, trust
 
 // Revision returns a string that changes whenever the content of the
 // ConfigMap and Secret sources may have changed (their resourceVersions, or
-// their absence), read as metadata only. SPIRE sources are not included:
+// their absence), read as metadata only: ConfigMaps through Metadata (a
+// cache, no request), Secrets through Reader. Sources in namespaces not
+// allowed are not read. SPIRE sources are not included:
 // package trigger tracks SPIRE's sequence numbers once for all bundles.
 func (r *Resolver) Revision(ctx context.Context, sources []v1alpha1.Source) (string, error) {
 	var rev string
@@ -404,7 +410,11 @@ func (r *Resolver) Revision(ctx context.Context, sources []v1alpha1.Source) (str
 		}
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
-		err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ks.Namespace, Name: ks.Name}, m)
+		reader := r.Reader
+		if kind == "ConfigMap" && r.Metadata != nil {
+			reader = r.Metadata
+		}
+		err := reader.Get(ctx, client.ObjectKey{Namespace: ks.Namespace, Name: ks.Name}, m)
 		switch {
 		case apierrors.IsNotFound(err):
 			rev += fmt.Sprintf("%d:absent;", i)

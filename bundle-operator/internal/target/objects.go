@@ -167,7 +167,7 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 		rep.Fail(what, err)
 		return rep
 	}
-	return o.apply(ctx, d, ns, hash, what)
+	return o.apply(ctx, d, ns, hash, what, false)
 }
 
 // ReleaseAll releases every target of kind that belongs to bundle: when the
@@ -239,16 +239,21 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 		rep.InSync++
 		return rep
 	}
-	return o.apply(ctx, d, ns, hash, what)
+	// Only a target labelled as ours is force-applied, to
+	// repair a hand edit of our keys. An object of that name we did not
+	// create is applied without force: where its writer owns one of our
+	// keys the apply fails as a conflict and the object is left as it is.
+	return o.apply(ctx, d, ns, hash, what, err == nil && m.Labels[LabelTrustBundle] == d.Bundle)
 }
 
 // apply writes target d in namespace ns (what names it in failures) and
-// remembers the write until the cache has seen it.
-func (o *Objects) apply(ctx context.Context, d Desired, ns, hash, what string) Report {
+// remembers the write until the cache has seen it. With force it takes
+// over fields other writers own; without, it leaves an object whose
+// writers own one of our fields untouched and reports the conflict.
+func (o *Objects) apply(ctx context.Context, d Desired, ns, hash, what string, force bool) Report {
 	var rep Report
 	obj := applyObject(d, ns, hash)
-	if err := o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
-		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := applyOurs(ctx, o.Client, obj, force); err != nil {
 		rep.Fail(what, err)
 		return rep
 	}

@@ -1,11 +1,16 @@
 package target
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 const (
@@ -67,4 +72,20 @@ func Hash(data map[string][]byte) string {
 		h.Write(data[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// applyOurs server-side applies obj with our field manager. With force it
+// takes over fields other writers own (only for an object labelled as
+// ours, to repair a hand edit); without, an object whose writers own one
+// of the fields is left untouched and the conflict is returned as such.
+func applyOurs(ctx context.Context, c client.Client, obj *unstructured.Unstructured, force bool) error {
+	opts := []client.ApplyOption{client.FieldOwner(FieldManager)}
+	if force {
+		opts = append(opts, client.ForceOwnership)
+	}
+	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("held by an object another writer created, left alone: %w", err)
+	}
+	return err
 }

@@ -33,6 +33,9 @@ type Handler struct {
 	Objects *target.Objects
 	// Injector writes the caBundle of annotated webhooks, APIServices and CRDs.
 	Injector *target.Injector
+	// ClusterTrustBundles writes the ClusterTrustBundle targets; nil when
+	// the operator runs without --cluster-trust-bundles.
+	ClusterTrustBundles *target.ClusterTrustBundles
 	// Namespaces lists namespaces (metadata, from the cache).
 	Namespaces client.Reader
 	// SecretTargets permits Secret targets. Without it the operator holds
@@ -147,6 +150,7 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 			Namespaces: namespaces, Data: data, Labels: objLabels,
 		}))
 	}
+	rep.Add(h.syncClusterTrustBundle(ctx, tb, f.pem, objLabels))
 	rep.Add(h.Injector.Sync(ctx, tb.Name, f.pem))
 	h.warnSkipped(tb, rep.Skipped)
 	if rep.Written > 0 {
@@ -154,6 +158,29 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 	}
 	return rep, nil
 }
+
+// syncClusterTrustBundle writes the ClusterTrustBundle target of tb (and
+// releases any other of ours), or reports that the operator cannot.
+func (h *Handler) syncClusterTrustBundle(ctx context.Context, tb *v1alpha1.TrustBundle, pem []byte, objLabels map[string]string) target.Report {
+	var rep target.Report
+	t := tb.Spec.Target.ClusterTrustBundle
+	if h.ClusterTrustBundles == nil {
+		if t != nil {
+			rep.Fail("ClusterTrustBundle target", errClusterTrustBundlesDisabled)
+		}
+		return rep
+	}
+	name := ""
+	if t != nil {
+		name = t.Name
+	}
+	return h.ClusterTrustBundles.Sync(ctx, tb.Name, name, pem, objLabels)
+}
+
+// errClusterTrustBundlesDisabled: a ClusterTrustBundle target while the
+// operator runs without --cluster-trust-bundles.
+var errClusterTrustBundlesDisabled = ctrlerrors.WithReason(ReasonClusterTrustBundlesDisabled,
+	ctrlerrors.BlockedErrorf("start the operator with --cluster-trust-bundles to write ClusterTrustBundles"))
 
 // warnSkipped emits a Warning event naming the annotated objects that
 // cannot take a caBundle: an annotation mistake is not a failed pass.
@@ -172,6 +199,9 @@ func (h *Handler) Delete(ctx context.Context, tb *v1alpha1.TrustBundle) error {
 	var rep target.Report
 	for _, o := range h.objectTargets(&v1alpha1.Target{}) {
 		rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
+	}
+	if h.ClusterTrustBundles != nil {
+		rep.Add(h.ClusterTrustBundles.Sync(ctx, tb.Name, "", nil, nil))
 	}
 	if rep.FailedCount > 0 {
 		return ctrlerrors.WithReason(ReasonTargetsFailed,
@@ -251,6 +281,9 @@ func (h *Handler) fillNew(ctx context.Context, tb *v1alpha1.TrustBundle, now tim
 	r, why := h.fillObjects(ctx, tb, f)
 	rep.Add(r)
 	notes = append(notes, why...)
+	if t := tb.Spec.Target.ClusterTrustBundle; t != nil && h.ClusterTrustBundles != nil {
+		rep.Add(h.ClusterTrustBundles.Fill(ctx, tb.Name, t.Name, f.pem, targetLabels(ctx, tb)))
+	}
 	rep.Add(h.Injector.Fill(ctx, tb.Name, f.pem))
 	return strings.Join(notes, "; "), rep
 }

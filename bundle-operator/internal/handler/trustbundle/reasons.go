@@ -30,6 +30,9 @@ const (
 	// ReasonSecretTargetsDisabled: a Secret target while the operator runs
 	// without --allow-secret-targets.
 	ReasonSecretTargetsDisabled = "SecretTargetsDisabled"
+	// ReasonClusterTrustBundlesDisabled: a ClusterTrustBundle target while
+	// the operator runs without --cluster-trust-bundles.
+	ReasonClusterTrustBundlesDisabled = "ClusterTrustBundlesDisabled"
 	// ReasonKeysCollide: two formats of a target would write the same key.
 	ReasonKeysCollide = "KeysCollide"
 	// ReasonInvalidSelector: spec.target.namespaceSelector does not parse.

@@ -1,0 +1,129 @@
+package target
+
+import (
+	"context"
+	"encoding/json"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ClusterTrustBundleGVK is the kind of the cluster-wide target: pods project
+// its spec.trustBundle directly, without a per-namespace copy.
+var ClusterTrustBundleGVK = schema.GroupVersionKind{Group: "certificates.k8s.io", Version: "v1", Kind: "ClusterTrustBundle"}
+
+// ClusterTrustBundles writes the ClusterTrustBundle target of TrustBundles:
+// one cluster-scoped object without a signer, its spec.trustBundle the PEM
+// bundle.
+type ClusterTrustBundles struct {
+	// Cache reads PartialObjectMetadata of ClusterTrustBundles from the
+	// metadata-only cache filtered by LabelTrustBundle.
+	Cache client.Reader
+	// Live reads metadata from the API server, for Fill.
+	Live client.Reader
+	// Client applies and deletes.
+	Client client.Client
+}
+
+// Sync makes the ClusterTrustBundle name hold pem and carry labels, and
+// releases (deletes) the other ClusterTrustBundles of bundle: a renamed or
+// removed target. An empty name releases them all. Only an object labelled
+// as ours is force-applied; one of that name someone else created is
+// applied without force, so a conflict leaves it as it is and is reported.
+func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem []byte, labels map[string]string) Report {
+	var rep Report
+	if name != "" {
+		rep.Add(c.syncOne(ctx, bundle, name, pem, labels, false))
+	}
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(ClusterTrustBundleGVK.GroupVersion().WithKind(ClusterTrustBundleGVK.Kind + "List"))
+	if err := c.Cache.List(ctx, l, client.MatchingLabels{LabelTrustBundle: bundle}); err != nil {
+		rep.Fail("list ClusterTrustBundles of "+bundle, err)
+		return rep
+	}
+	for i := range l.Items {
+		m := &l.Items[i]
+		if m.Name == name {
+			continue
+		}
+		uid, rv := m.UID, m.ResourceVersion
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(ClusterTrustBundleGVK)
+		obj.SetName(m.Name)
+		if err := client.IgnoreNotFound(c.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv})); err != nil {
+			rep.Fail("ClusterTrustBundle "+m.Name, err)
+			continue
+		}
+		rep.Written++
+	}
+	return rep
+}
+
+// Fill creates the ClusterTrustBundle name with pem when no object of that
+// name exists, and writes nothing else. It runs while the sources fail.
+func (c *ClusterTrustBundles) Fill(ctx context.Context, bundle, name string, pem []byte, labels map[string]string) Report {
+	return c.syncOne(ctx, bundle, name, pem, labels, true)
+}
+
+func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, pem []byte, labels map[string]string, fillOnly bool) Report {
+	var rep Report
+	what := "ClusterTrustBundle " + name
+	hash := Hash(map[string][]byte{"trustBundle": pem})
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(ClusterTrustBundleGVK)
+	err := c.Cache.Get(ctx, client.ObjectKey{Name: name}, m)
+	if err != nil && !apierrors.IsNotFound(err) {
+		rep.Fail(what, err)
+		return rep
+	}
+	ours := err == nil && m.Labels[LabelTrustBundle] == bundle
+	if fillOnly {
+		if err == nil {
+			return rep
+		}
+		if err = c.Live.Get(ctx, client.ObjectKey{Name: name}, m); err == nil || !apierrors.IsNotFound(err) {
+			if err != nil {
+				rep.Fail(what, err)
+			}
+			return rep
+		}
+	}
+	if ours && m.Annotations[AnnotationHash] == hash && ownsTrustBundle(m.ManagedFields) && m.DeletionTimestamp == nil {
+		rep.InSync++
+		return rep
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"trustBundle": string(pem)}}}
+	obj.SetGroupVersionKind(ClusterTrustBundleGVK)
+	obj.SetName(name)
+	obj.SetLabels(labels)
+	obj.SetAnnotations(map[string]string{AnnotationHash: hash})
+	if err := applyOurs(ctx, c.Client, obj, ours); err != nil {
+		rep.Fail(what, err)
+		return rep
+	}
+	rep.InSync++
+	rep.Written++
+	return rep
+}
+
+// ownsTrustBundle reports whether our field manager's apply owns
+// spec.trustBundle: a hand edit moves it to the editor's manager.
+func ownsTrustBundle(entries []metav1.ManagedFieldsEntry) bool {
+	for _, e := range entries {
+		if e.Manager != FieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Spec map[string]any `json:"f:spec"`
+		}
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			return false
+		}
+		_, ok := fields.Spec["f:trustBundle"]
+		return ok
+	}
+	return false
+}
