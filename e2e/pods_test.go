@@ -12,7 +12,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/e2e/framework"
@@ -38,11 +40,10 @@ func requireWorkloads() framework.Workloads {
 // probeDeployment runs the svid-probe under a service account, with the
 // agent's Workload API socket mounted read-only.
 func probeDeployment(ctx context.Context, w framework.Workloads, ns, name, sa string) {
-	create(ctx, `
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: %s, namespace: %s}
-`, sa, ns)
+	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}
+	if err := cluster.Client().Create(ctx, account); !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
 	create(ctx, `
 apiVersion: apps/v1
 kind: Deployment
@@ -96,6 +97,7 @@ func x509IDs(log string) []string {
 
 var _ = Describe("pods on a real node", Ordered, func() {
 	var w framework.Workloads
+	var registration *unstructured.Unstructured
 	const podsLabel = "e2e.trustplane.dev/pods"
 
 	namespace := func(ctx context.Context, selected bool) string {
@@ -107,7 +109,7 @@ var _ = Describe("pods on a real node", Ordered, func() {
 
 	BeforeAll(func(ctx context.Context) {
 		w = requireWorkloads()
-		create(ctx, `
+		registration = create(ctx, `
 apiVersion: spiffe.trustplane.dev/v1alpha1
 kind: SpiffeRegistration
 metadata:
@@ -146,5 +148,28 @@ spec:
 			return strings.Join(x509IDs(log), ","), err
 		}, "15s", time.Second).Should(BeEmpty(), "longer than the agent's sync period")
 		Expect(entryCount(ctx, workloadID(ns, "web-sa"))()).To(BeZero())
+	})
+
+	// Last: it deletes the policy the specs above share.
+	It("after the policy is deleted, takes the identity from a running pod and gives a new pod none", func(ctx context.Context) {
+		ns := namespace(ctx, true)
+		probeDeployment(ctx, w, ns, "before", "app-sa")
+		id := workloadID(ns, "app-sa")
+		Eventually(probeLog(ctx, ns, "before"), podTimeout, time.Second).Should(ContainSubstring("x509-svid id=" + id + " "))
+
+		Expect(cluster.Client().Delete(ctx, registration)).To(Succeed())
+		Eventually(entryCount(ctx, id), timeout).Should(BeZero())
+		Eventually(func() (string, error) {
+			log, err := probeLog(ctx, ns, "before")()
+			lines := strings.Split(strings.TrimSpace(log), "\n")
+			return lines[len(lines)-1], err
+		}, podTimeout, time.Second).Should(HavePrefix("no-identity "), "the running pod's next fetch gets nothing")
+
+		probeDeployment(ctx, w, ns, "after", "app-sa")
+		Eventually(probeLog(ctx, ns, "after"), podTimeout, time.Second).Should(ContainSubstring("no-identity "))
+		Consistently(func() (string, error) {
+			log, err := probeLog(ctx, ns, "after")()
+			return strings.Join(x509IDs(log), ","), err
+		}, "15s", time.Second).Should(BeEmpty())
 	})
 })
