@@ -5,17 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/e2e/framework"
 )
@@ -37,62 +34,14 @@ func requireWorkloads() framework.Workloads {
 	return w
 }
 
-// probeDeployment runs the svid-probe under a service account, with the
-// agent's Workload API socket mounted read-only.
+// probeDeployment runs the svid-probe (framework.DeployProbe).
 func probeDeployment(ctx context.Context, w framework.Workloads, ns, name, sa string) {
-	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}
-	if err := cluster.Client().Create(ctx, account); !apierrors.IsAlreadyExists(err) {
-		Expect(err).NotTo(HaveOccurred())
-	}
-	create(ctx, `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  selector: {matchLabels: {app: %[1]s}}
-  template:
-    metadata: {labels: {app: %[1]s}}
-    spec:
-      serviceAccountName: %[3]s
-      automountServiceAccountToken: false
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: probe
-        image: %[4]s
-        imagePullPolicy: Never
-        env: [{name: SPIFFE_ENDPOINT_SOCKET, value: "unix:///run/spire/sockets/%[5]s"}]
-        volumeMounts: [{name: agent, mountPath: /run/spire/sockets, readOnly: true}]
-      volumes:
-      - name: agent
-        hostPath: {path: %[6]s, type: Directory}
-`, name, ns, sa, w.ProbeImage, w.AgentSocketName, w.AgentSocketDir)
+	Expect(framework.DeployProbe(ctx, cluster, w, ns, name, sa)).To(Succeed())
 }
 
-// probeLog returns the log of the Deployment's running pod.
-func probeLog(ctx context.Context, ns, app string) func() (string, error) {
-	return func() (string, error) {
-		pods := &corev1.PodList{}
-		if err := cluster.Client().List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
-			return "", err
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				return framework.PodLogs(ctx, cluster, ns, p.Name)
-			}
-		}
-		return "", fmt.Errorf("no running pod of %s/%s yet", ns, app)
-	}
-}
-
-var x509Line = regexp.MustCompile(`(?m)^x509-svid id=(\S+) dns=(\S*) `)
-
-// x509IDs are the SPIFFE IDs and DNS names of the X509-SVIDs in a probe's log.
-func x509IDs(log string) []string {
-	var out []string
-	for _, m := range x509Line.FindAllStringSubmatch(log, -1) {
-		out = append(out, m[1]+" dns="+m[2])
-	}
-	return out
+// probeLog returns the log of the probe Deployment's running pod.
+func probeLog(ctx context.Context, ns, name string) func() (string, error) {
+	return func() (string, error) { return framework.ProbeLog(ctx, cluster, ns, name) }
 }
 
 var _ = Describe("pods on a real node", Ordered, func() {
@@ -133,7 +82,7 @@ spec:
 		log, err := probeLog(ctx, ns, "web")()
 		Expect(err).NotTo(HaveOccurred())
 		AddReportEntry("probe log", log)
-		Expect(x509IDs(log)).To(ConsistOf(id+" dns=web-sa."+ns+".svc"), "every X509-SVID the pod got is the rendered one")
+		Expect(framework.X509SVIDs(log)).To(ConsistOf(id+" dns=web-sa."+ns+".svc"), "every X509-SVID the pod got is the rendered one")
 		Expect(log).To(ContainSubstring("jwt-svid id=" + id + " audience=trustplane-e2e\n"))
 	})
 
@@ -145,7 +94,7 @@ spec:
 			"the probe ran and asked the agent")
 		Consistently(func() (string, error) {
 			log, err := probeLog(ctx, ns, "web")()
-			return strings.Join(x509IDs(log), ","), err
+			return strings.Join(framework.X509SVIDs(log), ","), err
 		}, "15s", time.Second).Should(BeEmpty(), "longer than the agent's sync period")
 		Expect(entryCount(ctx, workloadID(ns, "web-sa"))()).To(BeZero())
 	})
@@ -169,7 +118,7 @@ spec:
 		Eventually(probeLog(ctx, ns, "after"), podTimeout, time.Second).Should(ContainSubstring("no-identity "))
 		Consistently(func() (string, error) {
 			log, err := probeLog(ctx, ns, "after")()
-			return strings.Join(x509IDs(log), ","), err
+			return strings.Join(framework.X509SVIDs(log), ","), err
 		}, "15s", time.Second).Should(BeEmpty())
 	})
 })

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/image"
 )
@@ -70,4 +74,70 @@ func PodLogs(ctx context.Context, c Cluster, namespace, pod string) (string, err
 		return "", fmt.Errorf("logs of %s/%s: %w", namespace, pod, err)
 	}
 	return string(out), nil
+}
+
+// DeployProbe runs the svid-probe as the Deployment namespace/name under the
+// service account sa (created when missing), with the agent's Workload API
+// socket mounted read-only.
+func DeployProbe(ctx context.Context, c Cluster, w Workloads, namespace, name, sa string) error {
+	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa}}
+	if err := c.Client().Create(ctx, account); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service account %s/%s: %w", namespace, sa, err)
+	}
+	deploy, err := FromYAML(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      serviceAccountName: %[3]s
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: probe
+        image: %[4]s
+        imagePullPolicy: Never
+        env: [{name: SPIFFE_ENDPOINT_SOCKET, value: "unix:///run/spire/sockets/%[5]s"}]
+        volumeMounts: [{name: agent, mountPath: /run/spire/sockets, readOnly: true}]
+      volumes:
+      - name: agent
+        hostPath: {path: %[6]s, type: Directory}
+`, name, namespace, sa, w.ProbeImage, w.AgentSocketName, w.AgentSocketDir)
+	if err != nil {
+		return err
+	}
+	if err := c.Client().Create(ctx, deploy); err != nil {
+		return fmt.Errorf("create probe deployment %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// ProbeLog returns the log of a running pod of the probe Deployment
+// namespace/name.
+func ProbeLog(ctx context.Context, c Cluster, namespace, name string) (string, error) {
+	pods := &corev1.PodList{}
+	if err := c.Client().List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{"app": name}); err != nil {
+		return "", err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return PodLogs(ctx, c, namespace, p.Name)
+		}
+	}
+	return "", fmt.Errorf("no running pod of %s/%s yet", namespace, name)
+}
+
+var x509Line = regexp.MustCompile(`(?m)^x509-svid id=(\S+) dns=(\S*) `)
+
+// X509SVIDs lists the X509-SVIDs a probe's log reports, as "<SPIFFE ID>
+// dns=<names>".
+func X509SVIDs(log string) []string {
+	var out []string
+	for _, m := range x509Line.FindAllStringSubmatch(log, -1) {
+		out = append(out, m[1]+" dns="+m[2])
+	}
+	return out
 }
