@@ -36,7 +36,7 @@ func requireWorkloads() framework.Workloads {
 
 // probeDeployment runs the svid-probe (framework.DeployProbe).
 func probeDeployment(ctx context.Context, w framework.Workloads, ns, name, sa string) {
-	Expect(framework.DeployProbe(ctx, cluster, w, ns, name, sa)).To(Succeed())
+	Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: name, ServiceAccount: sa})).To(Succeed())
 }
 
 // probeLog returns the log of the probe Deployment's running pod.
@@ -119,6 +119,68 @@ spec:
 		Consistently(func() (string, error) {
 			log, err := probeLog(ctx, ns, "after")()
 			return strings.Join(framework.X509SVIDs(log), ","), err
+		}, "15s", time.Second).Should(BeEmpty())
+	})
+})
+
+var _ = Describe("identity-operator's pods on a real node", Ordered, func() {
+	const variantLabel = "identity.trustplane.dev/variant"
+	var w framework.Workloads
+	var ns string
+	bindingID := func(variant string) string {
+		return fmt.Sprintf("spiffe://%s/ns/%s/sa/model-sa/pool/model/variant/%s", cluster.TrustDomain(), ns, variant)
+	}
+	probe := func(ctx context.Context, name, sa string, labels map[string]string) {
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: name, ServiceAccount: sa, Labels: labels})).To(Succeed())
+	}
+
+	BeforeAll(func(ctx context.Context) {
+		w = requireWorkloads()
+		ns = fmt.Sprintf("e2e-pool-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		// The pool: Deployment model selects app=model; its pods are the stable variant.
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "model", ServiceAccount: "model-sa",
+			Labels: map[string]string{variantLabel: "stable"}})).To(Succeed())
+		create(ctx, `
+apiVersion: identity.trustplane.dev/v1alpha1
+kind: IdentityBinding
+metadata:
+  name: stable
+  namespace: %s
+  labels: {trustplane.dev/environment: %s}
+spec:
+  poolRef: {group: apps, kind: Deployment, name: model}
+  serviceAccountName: model-sa
+  identityBoundary: {variant: stable}
+`, ns, environment)
+	})
+
+	It("gives the pool's pods of the bound variant exactly the binding's ID", func(ctx context.Context) {
+		Eventually(probeLog(ctx, ns, "model"), podTimeout, time.Second).Should(ContainSubstring("x509-svid "))
+		log, err := probeLog(ctx, ns, "model")()
+		Expect(err).NotTo(HaveOccurred())
+		AddReportEntry("probe log", log)
+		Expect(framework.X509SVIDs(log)).To(ConsistOf(bindingID("stable") + " dns="))
+	})
+
+	It("gives nothing to a pod with the pool's labels of another variant, or of the bound variant under another service account", func(ctx context.Context) {
+		// The pool's label app=model and another variant; and every label of the pool's pods under another account.
+		probe(ctx, "model-canary", "model-sa", map[string]string{"app": "model", variantLabel: "canary"})
+		probe(ctx, "model-impostor", "other-sa", map[string]string{"app": "model", variantLabel: "stable", "e2e.trustplane.dev/impostor": "true"})
+		for _, name := range []string{"model-canary", "model-impostor"} {
+			Eventually(framework.ProbeLog).WithArguments(ctx, cluster, ns, name).WithTimeout(podTimeout).
+				Should(ContainSubstring("no-identity "), name+" ran and asked the agent")
+		}
+		Consistently(func() ([]string, error) {
+			var got []string
+			for _, name := range []string{"model-canary", "model-impostor"} {
+				log, err := framework.ProbeLog(ctx, cluster, ns, name)
+				if err != nil {
+					return nil, err
+				}
+				got = append(got, framework.X509SVIDs(log)...)
+			}
+			return got, nil
 		}, "15s", time.Second).Should(BeEmpty())
 	})
 })

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/image"
@@ -76,54 +79,66 @@ func PodLogs(ctx context.Context, c Cluster, namespace, pod string) (string, err
 	return string(out), nil
 }
 
-// DeployProbe runs the svid-probe as the Deployment namespace/name under the
-// service account sa (created when missing), with the agent's Workload API
-// socket mounted read-only.
-func DeployProbe(ctx context.Context, c Cluster, w Workloads, namespace, name, sa string) error {
-	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa}}
+// Probe is a Deployment of the svid-probe.
+type Probe struct {
+	// Namespace and Name of the Deployment; its pods carry app=<Name>
+	// unless Labels set app.
+	Namespace, Name string
+	// ServiceAccount runs the pods; created when missing.
+	ServiceAccount string
+	// Labels are added to the pods and to the Deployment's selector.
+	Labels map[string]string
+}
+
+// DeployProbe runs the svid-probe as a Deployment, with the agent's
+// Workload API socket mounted read-only.
+func DeployProbe(ctx context.Context, c Cluster, w Workloads, p Probe) error {
+	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.ServiceAccount}}
 	if err := c.Client().Create(ctx, account); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create service account %s/%s: %w", namespace, sa, err)
+		return fmt.Errorf("create service account %s/%s: %w", p.Namespace, p.ServiceAccount, err)
 	}
-	deploy, err := FromYAML(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  selector: {matchLabels: {app: %[1]s}}
-  template:
-    metadata: {labels: {app: %[1]s}}
-    spec:
-      serviceAccountName: %[3]s
-      automountServiceAccountToken: false
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: probe
-        image: %[4]s
-        imagePullPolicy: Never
-        env: [{name: SPIFFE_ENDPOINT_SOCKET, value: "unix:///run/spire/sockets/%[5]s"}]
-        volumeMounts: [{name: agent, mountPath: /run/spire/sockets, readOnly: true}]
-      volumes:
-      - name: agent
-        hostPath: {path: %[6]s, type: Directory}
-`, name, namespace, sa, w.ProbeImage, w.AgentSocketName, w.AgentSocketDir)
-	if err != nil {
-		return err
+	labels := map[string]string{"app": p.Name}
+	for k, v := range p.Labels {
+		labels[k] = v
+	}
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            p.ServiceAccount,
+					AutomountServiceAccountToken:  ptr.To(false),
+					TerminationGracePeriodSeconds: ptr.To(int64(1)),
+					Containers: []corev1.Container{{
+						Name: "probe", Image: w.ProbeImage, ImagePullPolicy: corev1.PullNever,
+						Env:          []corev1.EnvVar{{Name: "SPIFFE_ENDPOINT_SOCKET", Value: "unix:///run/spire/sockets/" + w.AgentSocketName}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "agent", MountPath: "/run/spire/sockets", ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "agent", VolumeSource: corev1.VolumeSource{
+						HostPath: &corev1.HostPathVolumeSource{Path: w.AgentSocketDir, Type: ptr.To(corev1.HostPathDirectory)},
+					}}},
+				},
+			},
+		},
 	}
 	if err := c.Client().Create(ctx, deploy); err != nil {
-		return fmt.Errorf("create probe deployment %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("create probe deployment %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
 }
 
 // ProbeLog returns the log of a running pod of the probe Deployment
-// namespace/name.
+// namespace/name: a pod owned by one of its ReplicaSets (named
+// <Deployment>-<template hash>), whatever labels other Deployments share.
 func ProbeLog(ctx context.Context, c Cluster, namespace, name string) (string, error) {
 	pods := &corev1.PodList{}
-	if err := c.Client().List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{"app": name}); err != nil {
+	if err := c.Client().List(ctx, pods, client.InNamespace(namespace)); err != nil {
 		return "", err
 	}
 	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && ownedByDeployment(&p, name) {
 			return PodLogs(ctx, c, namespace, p.Name)
 		}
 	}
@@ -140,4 +155,13 @@ func X509SVIDs(log string) []string {
 		out = append(out, m[1]+" dns="+m[2])
 	}
 	return out
+}
+
+func ownedByDeployment(pod *corev1.Pod, deployment string) bool {
+	for _, ref := range pod.OwnerReferences {
+		if i := strings.LastIndex(ref.Name, "-"); ref.Kind == "ReplicaSet" && i > 0 && ref.Name[:i] == deployment {
+			return true
+		}
+	}
+	return false
 }

@@ -40,7 +40,7 @@ spec:
 		}
 	}
 	for _, ns := range []string{"demo-pods", "demo-unregistered"} {
-		if err := framework.DeployProbe(ctx, l, w, ns, "web", "web"); err != nil {
+		if err := framework.DeployProbe(ctx, l, w, framework.Probe{Namespace: ns, Name: "web", ServiceAccount: "web"}); err != nil {
 			return err
 		}
 	}
