@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/e2e/framework"
 )
@@ -182,5 +183,57 @@ spec:
 			}
 			return got, nil
 		}, "15s", time.Second).Should(BeEmpty())
+	})
+})
+
+var _ = Describe("bundle-operator's bundle between pods on a real node", func() {
+	It("lets a client pod verify a server pod's SVID over mTLS with the bundle from its namespace's ConfigMap, and the server the client's", func(ctx context.Context) {
+		w := requireWorkloads()
+		const label = "e2e.trustplane.dev/mtls"
+		ns := fmt.Sprintf("e2e-mtls-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "true"}}})).To(Succeed())
+		create(ctx, `
+apiVersion: spiffe.trustplane.dev/v1alpha1
+kind: SpiffeRegistration
+metadata:
+  name: e2e-mtls
+  labels: {trustplane.dev/environment: %s}
+spec:
+  trustDomain: %s
+  parentID: %s
+  namespaceSelector: {matchLabels: {%s: "true"}}
+`, environment, cluster.TrustDomain(), cluster.AgentParentID(), label)
+		create(ctx, `
+apiVersion: bundle.trustplane.dev/v1alpha1
+kind: TrustBundle
+metadata:
+  name: e2e-mtls
+  labels: {trustplane.dev/environment: %s}
+spec:
+  sources: [{spire: {}}]
+  target:
+    configMap: {name: mtls-bundle, keys: {pem: ca.crt}}
+    namespaceSelector: {matchLabels: {%s: "true"}}
+`, environment, label)
+		Eventually(func() error {
+			return cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "mtls-bundle"}, &corev1.ConfigMap{})
+		}, timeout).Should(Succeed())
+
+		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
+			ConfigMap: "mtls-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+		var server *corev1.Pod
+		Eventually(func() (err error) {
+			server, err = framework.ProbePod(ctx, cluster, ns, "server")
+			return err
+		}, podTimeout, time.Second).Should(Succeed())
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
+			ConfigMap: "mtls-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + server.Status.PodIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+
+		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(ContainSubstring(
+			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
+		Expect(probeLog(ctx, ns, "server")()).To(ContainSubstring("mtls-served peer=" + clientID + "\n"))
+		log, _ := probeLog(ctx, ns, "client")()
+		AddReportEntry("client log", log)
 	})
 })

@@ -88,6 +88,11 @@ type Probe struct {
 	ServiceAccount string
 	// Labels are added to the pods and to the Deployment's selector.
 	Labels map[string]string
+	// Args are the probe's flags.
+	Args []string
+	// ConfigMap, when set, is mounted read-only at /run/trust (a trust
+	// bundle for --bundle).
+	ConfigMap string
 }
 
 // DeployProbe runs the svid-probe as a Deployment, with the agent's
@@ -112,7 +117,7 @@ func DeployProbe(ctx context.Context, c Cluster, w Workloads, p Probe) error {
 					AutomountServiceAccountToken:  ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To(int64(1)),
 					Containers: []corev1.Container{{
-						Name: "probe", Image: w.ProbeImage, ImagePullPolicy: corev1.PullNever,
+						Name: "probe", Image: w.ProbeImage, ImagePullPolicy: corev1.PullNever, Args: p.Args,
 						Env:          []corev1.EnvVar{{Name: "SPIFFE_ENDPOINT_SOCKET", Value: "unix:///run/spire/sockets/" + w.AgentSocketName}},
 						VolumeMounts: []corev1.VolumeMount{{Name: "agent", MountPath: "/run/spire/sockets", ReadOnly: true}},
 					}},
@@ -123,26 +128,43 @@ func DeployProbe(ctx context.Context, c Cluster, w Workloads, p Probe) error {
 			},
 		},
 	}
+	if p.ConfigMap != "" {
+		spec := &deploy.Spec.Template.Spec
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "trust", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.ConfigMap}},
+		}})
+		spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "trust", MountPath: "/run/trust", ReadOnly: true})
+	}
 	if err := c.Client().Create(ctx, deploy); err != nil {
 		return fmt.Errorf("create probe deployment %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
 }
 
-// ProbeLog returns the log of a running pod of the probe Deployment
-// namespace/name: a pod owned by one of its ReplicaSets (named
-// <Deployment>-<template hash>), whatever labels other Deployments share.
-func ProbeLog(ctx context.Context, c Cluster, namespace, name string) (string, error) {
+// ProbePod returns a running pod of the probe Deployment namespace/name: a
+// pod owned by one of its ReplicaSets (named <Deployment>-<template hash>),
+// whatever labels other Deployments share.
+func ProbePod(ctx context.Context, c Cluster, namespace, name string) (*corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := c.Client().List(ctx, pods, client.InNamespace(namespace)); err != nil {
-		return "", err
+		return nil, err
 	}
-	for _, p := range pods.Items {
+	for i, p := range pods.Items {
 		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && ownedByDeployment(&p, name) {
-			return PodLogs(ctx, c, namespace, p.Name)
+			return &pods.Items[i], nil
 		}
 	}
-	return "", fmt.Errorf("no running pod of %s/%s yet", namespace, name)
+	return nil, fmt.Errorf("no running pod of %s/%s yet", namespace, name)
+}
+
+// ProbeLog returns the log of a running pod of the probe Deployment
+// namespace/name (ProbePod).
+func ProbeLog(ctx context.Context, c Cluster, namespace, name string) (string, error) {
+	pod, err := ProbePod(ctx, c, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	return PodLogs(ctx, c, namespace, pod.Name)
 }
 
 var x509Line = regexp.MustCompile(`(?m)^x509-svid id=(\S+) dns=(\S*) `)
