@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/e2e/framework"
@@ -35,67 +35,19 @@ func requireWorkloads() framework.Workloads {
 	return w
 }
 
-// probeDeployment runs the svid-probe under a service account, with the
-// agent's Workload API socket mounted read-only.
+// probeDeployment runs the svid-probe (framework.DeployProbe).
 func probeDeployment(ctx context.Context, w framework.Workloads, ns, name, sa string) {
-	create(ctx, `
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: %s, namespace: %s}
-`, sa, ns)
-	create(ctx, `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  selector: {matchLabels: {app: %[1]s}}
-  template:
-    metadata: {labels: {app: %[1]s}}
-    spec:
-      serviceAccountName: %[3]s
-      automountServiceAccountToken: false
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: probe
-        image: %[4]s
-        imagePullPolicy: Never
-        env: [{name: SPIFFE_ENDPOINT_SOCKET, value: "unix:///run/spire/sockets/%[5]s"}]
-        volumeMounts: [{name: agent, mountPath: /run/spire/sockets, readOnly: true}]
-      volumes:
-      - name: agent
-        hostPath: {path: %[6]s, type: Directory}
-`, name, ns, sa, w.ProbeImage, w.AgentSocketName, w.AgentSocketDir)
+	Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: name, ServiceAccount: sa})).To(Succeed())
 }
 
-// probeLog returns the log of the Deployment's running pod.
-func probeLog(ctx context.Context, ns, app string) func() (string, error) {
-	return func() (string, error) {
-		pods := &corev1.PodList{}
-		if err := cluster.Client().List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
-			return "", err
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				return framework.PodLogs(ctx, cluster, ns, p.Name)
-			}
-		}
-		return "", fmt.Errorf("no running pod of %s/%s yet", ns, app)
-	}
-}
-
-var x509Line = regexp.MustCompile(`(?m)^x509-svid id=(\S+) dns=(\S*) `)
-
-// x509IDs are the SPIFFE IDs and DNS names of the X509-SVIDs in a probe's log.
-func x509IDs(log string) []string {
-	var out []string
-	for _, m := range x509Line.FindAllStringSubmatch(log, -1) {
-		out = append(out, m[1]+" dns="+m[2])
-	}
-	return out
+// probeLog returns the log of the probe Deployment's running pod.
+func probeLog(ctx context.Context, ns, name string) func() (string, error) {
+	return func() (string, error) { return framework.ProbeLog(ctx, cluster, ns, name) }
 }
 
 var _ = Describe("pods on a real node", Ordered, func() {
 	var w framework.Workloads
+	var registration *unstructured.Unstructured
 	const podsLabel = "e2e.trustplane.dev/pods"
 
 	namespace := func(ctx context.Context, selected bool) string {
@@ -107,7 +59,7 @@ var _ = Describe("pods on a real node", Ordered, func() {
 
 	BeforeAll(func(ctx context.Context) {
 		w = requireWorkloads()
-		create(ctx, `
+		registration = create(ctx, `
 apiVersion: spiffe.trustplane.dev/v1alpha1
 kind: SpiffeRegistration
 metadata:
@@ -131,7 +83,7 @@ spec:
 		log, err := probeLog(ctx, ns, "web")()
 		Expect(err).NotTo(HaveOccurred())
 		AddReportEntry("probe log", log)
-		Expect(x509IDs(log)).To(ConsistOf(id+" dns=web-sa."+ns+".svc"), "every X509-SVID the pod got is the rendered one")
+		Expect(framework.X509SVIDs(log)).To(ConsistOf(id+" dns=web-sa."+ns+".svc"), "every X509-SVID the pod got is the rendered one")
 		Expect(log).To(ContainSubstring("jwt-svid id=" + id + " audience=trustplane-e2e\n"))
 	})
 
@@ -143,8 +95,145 @@ spec:
 			"the probe ran and asked the agent")
 		Consistently(func() (string, error) {
 			log, err := probeLog(ctx, ns, "web")()
-			return strings.Join(x509IDs(log), ","), err
+			return strings.Join(framework.X509SVIDs(log), ","), err
 		}, "15s", time.Second).Should(BeEmpty(), "longer than the agent's sync period")
 		Expect(entryCount(ctx, workloadID(ns, "web-sa"))()).To(BeZero())
+	})
+
+	// Last: it deletes the policy the specs above share.
+	It("after the policy is deleted, takes the identity from a running pod and gives a new pod none", func(ctx context.Context) {
+		ns := namespace(ctx, true)
+		probeDeployment(ctx, w, ns, "before", "app-sa")
+		id := workloadID(ns, "app-sa")
+		Eventually(probeLog(ctx, ns, "before"), podTimeout, time.Second).Should(ContainSubstring("x509-svid id=" + id + " "))
+
+		Expect(cluster.Client().Delete(ctx, registration)).To(Succeed())
+		Eventually(entryCount(ctx, id), timeout).Should(BeZero())
+		Eventually(func() (string, error) {
+			log, err := probeLog(ctx, ns, "before")()
+			lines := strings.Split(strings.TrimSpace(log), "\n")
+			return lines[len(lines)-1], err
+		}, podTimeout, time.Second).Should(HavePrefix("no-identity "), "the running pod's next fetch gets nothing")
+
+		probeDeployment(ctx, w, ns, "after", "app-sa")
+		Eventually(probeLog(ctx, ns, "after"), podTimeout, time.Second).Should(ContainSubstring("no-identity "))
+		Consistently(func() (string, error) {
+			log, err := probeLog(ctx, ns, "after")()
+			return strings.Join(framework.X509SVIDs(log), ","), err
+		}, "15s", time.Second).Should(BeEmpty())
+	})
+})
+
+var _ = Describe("identity-operator's pods on a real node", Ordered, func() {
+	const variantLabel = "identity.trustplane.dev/variant"
+	var w framework.Workloads
+	var ns string
+	bindingID := func(variant string) string {
+		return fmt.Sprintf("spiffe://%s/ns/%s/sa/model-sa/pool/model/variant/%s", cluster.TrustDomain(), ns, variant)
+	}
+	probe := func(ctx context.Context, name, sa string, labels map[string]string) {
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: name, ServiceAccount: sa, Labels: labels})).To(Succeed())
+	}
+
+	BeforeAll(func(ctx context.Context) {
+		w = requireWorkloads()
+		ns = fmt.Sprintf("e2e-pool-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		// The pool: Deployment model selects app=model; its pods are the stable variant.
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "model", ServiceAccount: "model-sa",
+			Labels: map[string]string{variantLabel: "stable"}})).To(Succeed())
+		create(ctx, `
+apiVersion: identity.trustplane.dev/v1alpha1
+kind: IdentityBinding
+metadata:
+  name: stable
+  namespace: %s
+  labels: {trustplane.dev/environment: %s}
+spec:
+  poolRef: {group: apps, kind: Deployment, name: model}
+  serviceAccountName: model-sa
+  identityBoundary: {variant: stable}
+`, ns, environment)
+	})
+
+	It("gives the pool's pods of the bound variant exactly the binding's ID", func(ctx context.Context) {
+		Eventually(probeLog(ctx, ns, "model"), podTimeout, time.Second).Should(ContainSubstring("x509-svid "))
+		log, err := probeLog(ctx, ns, "model")()
+		Expect(err).NotTo(HaveOccurred())
+		AddReportEntry("probe log", log)
+		Expect(framework.X509SVIDs(log)).To(ConsistOf(bindingID("stable") + " dns="))
+	})
+
+	It("gives nothing to a pod with the pool's labels of another variant, or of the bound variant under another service account", func(ctx context.Context) {
+		// The pool's label app=model and another variant; and every label of the pool's pods under another account.
+		probe(ctx, "model-canary", "model-sa", map[string]string{"app": "model", variantLabel: "canary"})
+		probe(ctx, "model-impostor", "other-sa", map[string]string{"app": "model", variantLabel: "stable", "e2e.trustplane.dev/impostor": "true"})
+		for _, name := range []string{"model-canary", "model-impostor"} {
+			Eventually(framework.ProbeLog).WithArguments(ctx, cluster, ns, name).WithTimeout(podTimeout).
+				Should(ContainSubstring("no-identity "), name+" ran and asked the agent")
+		}
+		Consistently(func() ([]string, error) {
+			var got []string
+			for _, name := range []string{"model-canary", "model-impostor"} {
+				log, err := framework.ProbeLog(ctx, cluster, ns, name)
+				if err != nil {
+					return nil, err
+				}
+				got = append(got, framework.X509SVIDs(log)...)
+			}
+			return got, nil
+		}, "15s", time.Second).Should(BeEmpty())
+	})
+})
+
+var _ = Describe("bundle-operator's bundle between pods on a real node", func() {
+	It("lets a client pod verify a server pod's SVID over mTLS with the bundle from its namespace's ConfigMap, and the server the client's", func(ctx context.Context) {
+		w := requireWorkloads()
+		const label = "e2e.trustplane.dev/mtls"
+		ns := fmt.Sprintf("e2e-mtls-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "true"}}})).To(Succeed())
+		create(ctx, `
+apiVersion: spiffe.trustplane.dev/v1alpha1
+kind: SpiffeRegistration
+metadata:
+  name: e2e-mtls
+  labels: {trustplane.dev/environment: %s}
+spec:
+  trustDomain: %s
+  parentID: %s
+  namespaceSelector: {matchLabels: {%s: "true"}}
+`, environment, cluster.TrustDomain(), cluster.AgentParentID(), label)
+		create(ctx, `
+apiVersion: bundle.trustplane.dev/v1alpha1
+kind: TrustBundle
+metadata:
+  name: e2e-mtls
+  labels: {trustplane.dev/environment: %s}
+spec:
+  sources: [{spire: {}}]
+  target:
+    configMap: {name: mtls-bundle, keys: {pem: ca.crt}}
+    namespaceSelector: {matchLabels: {%s: "true"}}
+`, environment, label)
+		Eventually(func() error {
+			return cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "mtls-bundle"}, &corev1.ConfigMap{})
+		}, timeout).Should(Succeed())
+
+		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
+			ConfigMap: "mtls-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+		var server *corev1.Pod
+		Eventually(func() (err error) {
+			server, err = framework.ProbePod(ctx, cluster, ns, "server")
+			return err
+		}, podTimeout, time.Second).Should(Succeed())
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
+			ConfigMap: "mtls-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + server.Status.PodIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+
+		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(ContainSubstring(
+			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
+		Expect(probeLog(ctx, ns, "server")()).To(ContainSubstring("mtls-served peer=" + clientID + "\n"))
+		log, _ := probeLog(ctx, ns, "client")()
+		AddReportEntry("client log", log)
 	})
 })

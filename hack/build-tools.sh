@@ -62,9 +62,14 @@ spire() {
 }
 
 # node builds what a real node runs. runc links its nsenter C code (cgo, so gcc is
-# needed) and is built without the seccomp tag, which would need libseccomp's headers:
-# a container whose spec asks for a seccomp profile (RuntimeDefault) fails to start.
+# needed) and libseccomp: without seccomp support runc refuses every container whose
+# spec has a seccomp profile, and the kubelet asks for RuntimeDefault for every pod
+# sandbox. Its headers come from Debian's libseccomp-dev (.ci/run installs it).
 node() {
+	if ! pkg-config --exists libseccomp 2>/dev/null; then
+		say "runc needs libseccomp's headers and pkg-config: apt-get install libseccomp-dev pkg-config"
+		exit 1
+	fi
 	local ld; ld=$(k8s_ldflags)
 	build kubelet "$K8S_VERSION" k8s k8s.io/kubernetes/cmd/kubelet 0 "$ld"
 	build kube-controller-manager "$K8S_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager 0 "$ld"
@@ -73,7 +78,7 @@ node() {
 	build containerd "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/containerd 0 "$cv"
 	build containerd-shim-runc-v2 "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 0 "$cv"
 	build ctr "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/ctr 0 "$cv"
-	build runc "$RUNC_VERSION" runc github.com/opencontainers/runc 1 "-X main.version=${RUNC_VERSION#v}"
+	build runc "$RUNC_VERSION" runc github.com/opencontainers/runc 1 "-X main.version=${RUNC_VERSION#v}" seccomp
 	local p
 	for p in main/bridge ipam/host-local main/loopback meta/portmap; do
 		build "cni-${p#*/}" "$CNI_PLUGINS_VERSION" cni "github.com/containernetworking/plugins/plugins/$p" 0 \

@@ -56,6 +56,12 @@ type NodeOptions struct {
 	LockTimeout time.Duration
 	// ReadyTimeout bounds the wait for the node to be Ready; default 3 minutes.
 	ReadyTimeout time.Duration
+	// OnLock, when set, runs once the node holds the machine lock and what
+	// earlier runs left behind is cleaned up, before this run changes
+	// anything; OnUnlock runs in Stop after everything is undone, before
+	// the lock is released. No other run changes the machine in between,
+	// so a test can compare the machine in the two.
+	OnLock, OnUnlock func()
 }
 
 // Node is a real Kubernetes node on this machine, registered with a
@@ -84,6 +90,8 @@ type Node struct {
 	state  *runState
 	lock   *machineLock
 	ctr    string
+
+	onUnlock func()
 
 	mu       sync.Mutex
 	procs    map[string]*Process
@@ -163,7 +171,7 @@ func StartNode(ctx context.Context, cp *ControlPlane, opts NodeOptions) (_ *Node
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{Name: opts.Name, IP: ip, lock: lock, procs: map[string]*Process{}}
+	n := &Node{Name: opts.Name, IP: ip, lock: lock, procs: map[string]*Process{}, onUnlock: opts.OnUnlock}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Stop())
@@ -171,6 +179,9 @@ func StartNode(ctx context.Context, cp *ControlPlane, opts NodeOptions) (_ *Node
 	}()
 	if err := recoverStaleRuns(); err != nil {
 		return nil, fmt.Errorf("a previous real-node run left state behind that could not be cleaned: %w", err)
+	}
+	if opts.OnLock != nil {
+		opts.OnLock()
 	}
 	if err := n.prepare(); err != nil {
 		return nil, err
@@ -219,9 +230,7 @@ func (n *Node) prepare() error {
 			s.Sysctls[key] = v
 		}
 	}
-	if _, err := os.Stat(containerLogLinks); os.IsNotExist(err) {
-		s.CreatedLogLinksDir = true
-	}
+	s.recordFixedPaths()
 	if err := s.save(); err != nil {
 		return err
 	}
@@ -500,6 +509,9 @@ func (n *Node) Stop() error {
 		}
 		if p := n.process("containerd"); p != nil {
 			errs = append(errs, p.Kill())
+		}
+		if n.onUnlock != nil {
+			n.onUnlock()
 		}
 		n.lock.release()
 		n.stopErr = errors.Join(errs...)

@@ -65,6 +65,18 @@ func machineState() map[string]string {
 		state["sysctl "+key] = strings.TrimSpace(string(v))
 	}
 	state["node processes"] = nodeProcesses()
+	// Directories components write to whatever their configuration says.
+	for _, dir := range []string{"/var/lib/cni", "/var/lib/kubelet", "/var/lib/containerd", "/var/log/containers", "/var/log/pods",
+		"/run/containerd", "/run/netns", "/etc/cni", "/opt/cni", "/etc/containerd", "/etc/kubernetes"} {
+		var files []string
+		_ = filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+			if err == nil {
+				files = append(files, p)
+			}
+			return nil
+		})
+		state["tree "+dir] = strings.Join(files, "\n")
+	}
 	return state
 }
 
@@ -119,9 +131,12 @@ func runPod(ctx context.Context, c client.Client, name string) *corev1.Pod {
 var _ = Describe("Node", Serial, func() {
 	It("runs a pod on a real kubelet, containerd and bridge network, and leaves nothing behind on the machine", func(ctx context.Context) {
 		requireNode()
-		before := machineState()
+		var before, after map[string]string
 		cp := startNodeControlPlane()
-		node, err := testenv.StartNode(ctx, cp, testenv.NodeOptions{})
+		node, err := testenv.StartNode(ctx, cp, testenv.NodeOptions{
+			OnLock:   func() { before = machineState() },
+			OnUnlock: func() { after = machineState() },
+		})
 		Expect(err).NotTo(HaveOccurred())
 		stopped := false
 		DeferCleanup(func() {
@@ -140,24 +155,28 @@ var _ = Describe("Node", Serial, func() {
 
 		stopped = true
 		Expect(node.Stop()).To(Succeed())
-		Expect(machineState()).To(Equal(before))
+		Expect(after).To(Equal(before))
 	})
 
 	It("cleans up after a run that ended without Stop, when the next node starts", func(ctx context.Context) {
 		requireNode()
-		before := machineState()
+		var before, recovered, after map[string]string
 		cp := startNodeControlPlane()
-		crashed, err := testenv.StartNode(ctx, cp, testenv.NodeOptions{})
+		crashed, err := testenv.StartNode(ctx, cp, testenv.NodeOptions{OnLock: func() { before = machineState() }})
 		Expect(err).NotTo(HaveOccurred())
 		runPod(ctx, cp.Client, "left-behind")
 		crashed.SimulateCrash()
 		Expect(nodeProcesses()).NotTo(BeEmpty(), "the pod's shim and containers outlive a crash")
 
-		next, err := testenv.StartNode(ctx, cp, testenv.NodeOptions{Name: "tp-node-2"})
+		next, err := testenv.StartNode(ctx, cp, testenv.NodeOptions{Name: "tp-node-2",
+			OnLock:   func() { recovered = machineState() },
+			OnUnlock: func() { after = machineState() },
+		})
 		Expect(err).NotTo(HaveOccurred())
+		Expect(recovered).To(Equal(before), "the next run cleaned up the crashed one before starting")
 		Expect(filepath.Glob(crashed.Dir)).To(BeEmpty(), "the crashed run's directory is gone")
 		Expect(next.Stop()).To(Succeed())
-		Expect(machineState()).To(Equal(before))
+		Expect(after).To(Equal(before))
 	})
 
 	It("says what is missing where it cannot run", func() {

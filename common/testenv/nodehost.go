@@ -50,8 +50,28 @@ type runState struct {
 	Bridge string `json:"bridge"`
 	// Sysctls are the values before the run, by /proc/sys path.
 	Sysctls map[string]string `json:"sysctls"`
-	// CreatedLogLinksDir records that the run made /var/log/containers.
-	CreatedLogLinksDir bool `json:"createdLogLinksDir"`
+	// Preexisting records which of fixedPaths existed before the run.
+	Preexisting map[string]bool `json:"preexisting"`
+}
+
+// fixedPaths are what the components write outside the run's directory
+// whatever their configuration: the kubelet's container log links and
+// device-plugin socket, and the CNI library's result cache (containerd
+// offers no setting for it).
+var fixedPaths = []string{containerLogLinks, cniCacheDir, "/var/lib/kubelet", kubeletDevicePluginSocket}
+
+const (
+	cniCacheDir               = "/var/lib/cni"
+	kubeletDevicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+)
+
+// recordFixedPaths notes which fixed paths exist before the run.
+func (s *runState) recordFixedPaths() {
+	s.Preexisting = map[string]bool{}
+	for _, p := range fixedPaths {
+		_, err := os.Lstat(p)
+		s.Preexisting[p] = err == nil
+	}
 }
 
 func (s *runState) save() error {
@@ -378,25 +398,38 @@ func (s *runState) restoreSysctls() error {
 	return errors.Join(errs...)
 }
 
-// removeLogLinks removes the kubelet's links to the run's container logs
-// and /var/log/containers itself when the run created it.
-func (s *runState) removeLogLinks() error {
-	entries, err := os.ReadDir(containerLogLinks)
-	if err != nil {
-		return nil
-	}
+// removeFixedPaths removes what the run wrote outside its directory: the
+// fixed paths it created, and in those that existed before, its log links
+// and CNI results (named after its network, or after its sandboxes for the
+// loopback network).
+func (s *runState) removeFixedPaths() error {
 	var errs []error
-	for _, e := range entries {
-		p := filepath.Join(containerLogLinks, e.Name())
-		if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, s.Dir+"/") {
-			if err := os.Remove(p); err != nil {
+	if entries, err := os.ReadDir(containerLogLinks); err == nil {
+		for _, e := range entries {
+			p := filepath.Join(containerLogLinks, e.Name())
+			if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, s.Dir+"/") {
+				errs = append(errs, os.Remove(p))
+			}
+		}
+	}
+	results := filepath.Join(cniCacheDir, "results")
+	if entries, err := os.ReadDir(results); err == nil {
+		network := "tpn-" + s.ID + "-"
+		for _, e := range entries {
+			sandbox, ok := strings.CutPrefix(e.Name(), network)
+			if !ok {
+				continue
+			}
+			sandbox, _, _ = strings.Cut(sandbox, "-")
+			errs = append(errs, os.Remove(filepath.Join(results, e.Name())))
+			if err := os.Remove(filepath.Join(results, "cni-loopback-"+sandbox+"-lo")); err != nil && !os.IsNotExist(err) {
 				errs = append(errs, err)
 			}
 		}
 	}
-	if s.CreatedLogLinksDir {
-		if left, _ := os.ReadDir(containerLogLinks); len(left) == 0 {
-			errs = append(errs, os.Remove(containerLogLinks))
+	for i := len(fixedPaths) - 1; i >= 0; i-- {
+		if p := fixedPaths[i]; !s.Preexisting[p] {
+			errs = append(errs, os.RemoveAll(p))
 		}
 	}
 	return errors.Join(errs...)
@@ -408,7 +441,7 @@ func (s *runState) removeLogLinks() error {
 func (s *runState) undo() error {
 	errs := []error{s.killCgroup(30 * time.Second)}
 	errs = append(errs, unmountAll(s.Dir))
-	errs = append(errs, s.removeBridge(), s.removeCgroups(), s.restoreSysctls(), s.removeLogLinks())
+	errs = append(errs, s.removeBridge(), s.removeCgroups(), s.restoreSysctls(), s.removeFixedPaths())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("clean up real-node run %s (state kept in %s): %w", s.ID, s.Dir, err)
 	}

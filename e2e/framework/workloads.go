@@ -5,10 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/image"
 )
@@ -70,4 +77,113 @@ func PodLogs(ctx context.Context, c Cluster, namespace, pod string) (string, err
 		return "", fmt.Errorf("logs of %s/%s: %w", namespace, pod, err)
 	}
 	return string(out), nil
+}
+
+// Probe is a Deployment of the svid-probe.
+type Probe struct {
+	// Namespace and Name of the Deployment; its pods carry app=<Name>
+	// unless Labels set app.
+	Namespace, Name string
+	// ServiceAccount runs the pods; created when missing.
+	ServiceAccount string
+	// Labels are added to the pods and to the Deployment's selector.
+	Labels map[string]string
+	// Args are the probe's flags.
+	Args []string
+	// ConfigMap, when set, is mounted read-only at /run/trust (a trust
+	// bundle for --bundle).
+	ConfigMap string
+}
+
+// DeployProbe runs the svid-probe as a Deployment, with the agent's
+// Workload API socket mounted read-only.
+func DeployProbe(ctx context.Context, c Cluster, w Workloads, p Probe) error {
+	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.ServiceAccount}}
+	if err := c.Client().Create(ctx, account); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service account %s/%s: %w", p.Namespace, p.ServiceAccount, err)
+	}
+	labels := map[string]string{"app": p.Name}
+	for k, v := range p.Labels {
+		labels[k] = v
+	}
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            p.ServiceAccount,
+					AutomountServiceAccountToken:  ptr.To(false),
+					TerminationGracePeriodSeconds: ptr.To(int64(1)),
+					Containers: []corev1.Container{{
+						Name: "probe", Image: w.ProbeImage, ImagePullPolicy: corev1.PullNever, Args: p.Args,
+						Env:          []corev1.EnvVar{{Name: "SPIFFE_ENDPOINT_SOCKET", Value: "unix:///run/spire/sockets/" + w.AgentSocketName}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "agent", MountPath: "/run/spire/sockets", ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "agent", VolumeSource: corev1.VolumeSource{
+						HostPath: &corev1.HostPathVolumeSource{Path: w.AgentSocketDir, Type: ptr.To(corev1.HostPathDirectory)},
+					}}},
+				},
+			},
+		},
+	}
+	if p.ConfigMap != "" {
+		spec := &deploy.Spec.Template.Spec
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "trust", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.ConfigMap}},
+		}})
+		spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "trust", MountPath: "/run/trust", ReadOnly: true})
+	}
+	if err := c.Client().Create(ctx, deploy); err != nil {
+		return fmt.Errorf("create probe deployment %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// ProbePod returns a running pod of the probe Deployment namespace/name: a
+// pod owned by one of its ReplicaSets (named <Deployment>-<template hash>),
+// whatever labels other Deployments share.
+func ProbePod(ctx context.Context, c Cluster, namespace, name string) (*corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := c.Client().List(ctx, pods, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	for i, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && ownedByDeployment(&p, name) {
+			return &pods.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no running pod of %s/%s yet", namespace, name)
+}
+
+// ProbeLog returns the log of a running pod of the probe Deployment
+// namespace/name (ProbePod).
+func ProbeLog(ctx context.Context, c Cluster, namespace, name string) (string, error) {
+	pod, err := ProbePod(ctx, c, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	return PodLogs(ctx, c, namespace, pod.Name)
+}
+
+var x509Line = regexp.MustCompile(`(?m)^x509-svid id=(\S+) dns=(\S*) `)
+
+// X509SVIDs lists the X509-SVIDs a probe's log reports, as "<SPIFFE ID>
+// dns=<names>".
+func X509SVIDs(log string) []string {
+	var out []string
+	for _, m := range x509Line.FindAllStringSubmatch(log, -1) {
+		out = append(out, m[1]+" dns="+m[2])
+	}
+	return out
+}
+
+func ownedByDeployment(pod *corev1.Pod, deployment string) bool {
+	for _, ref := range pod.OwnerReferences {
+		if i := strings.LastIndex(ref.Name, "-"); ref.Kind == "ReplicaSet" && i > 0 && ref.Name[:i] == deployment {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,9 @@
 // spire-server, runs the three operators as processes under their own RBAC,
 // applies hack/demo/*.yaml and every operator's config/samples, prints what
 // happened, and keeps running until Ctrl-C with the kubeconfig path printed.
+// Where the machine can run a real node (root, Linux, cgroup v1), it also
+// runs pods and prints the SVID a registered pod received and the refusal
+// an unregistered one got.
 // Every process and temporary file is cleaned up on exit, also on a second
 // Ctrl-C or a failure.
 package main
@@ -37,7 +40,7 @@ func run() (err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	local, err := framework.StartLocal(ctx, framework.LocalOptions{Progress: os.Stdout})
+	local, err := framework.StartLocal(ctx, framework.LocalOptions{Progress: os.Stdout, RealNode: true})
 	if err != nil {
 		return err
 	}
@@ -63,6 +66,11 @@ func run() (err error) {
 	fmt.Println("[trustplane] waiting for the operators to settle")
 	waitSettled(ctx, local)
 	report(ctx, local)
+	if w, err := local.Workloads(); err != nil {
+		fmt.Printf("\n[trustplane] pods do not run here, so this demo shows entries only: %v\n", err)
+	} else if err := showPods(ctx, local, w); err != nil {
+		return err
+	}
 
 	fmt.Printf(`
 The demo keeps running. Try:

@@ -6,6 +6,15 @@
 //	x509-svid id=<SPIFFE ID> dns=<names,...> expires=<RFC 3339>
 //	jwt-svid id=<SPIFFE ID> audience=<audience>
 //	no-identity error=<why>
+//
+// With --bundle (a PEM trust bundle, e.g. from a ConfigMap that
+// bundle-operator writes), it also serves mTLS (--serve) with its SVID,
+// accepting peers the bundle verifies, or calls such a server (--dial),
+// accepting only the server --peer-id names, and prints each outcome:
+//
+//	mtls-served peer=<client SPIFFE ID>
+//	mtls-ok peer=<server SPIFFE ID> reply=<what the server answered>
+//	mtls-error error=<why>
 package main
 
 import (
@@ -25,8 +34,25 @@ func main() {
 	addr := flag.String("socket", envOr("SPIFFE_ENDPOINT_SOCKET", "unix:///run/spire/sockets/agent.sock"), "Workload API address")
 	audience := flag.String("audience", "trustplane-e2e", "audience of the JWT-SVID")
 	interval := flag.Duration("interval", 2*time.Second, "time between fetches")
+	bundle := flag.String("bundle", "", "PEM trust bundle that verifies mTLS peers")
+	serve := flag.String("serve", "", "serve mTLS on this address (needs --bundle)")
+	dial := flag.String("dial", "", "call this mTLS server (host:port) every interval (needs --bundle and --peer-id)")
+	peerID := flag.String("peer-id", "", "the SPIFFE ID the dialled server must have")
 	flag.Parse()
 	p := &probe{out: os.Stdout, addr: *addr, audience: *audience}
+	if *serve != "" || *dial != "" {
+		m, err := newMTLS(*addr, *bundle, *peerID)
+		if err != nil {
+			fmt.Fprintf(os.Stdout, "mtls-error error=%q\n", err.Error())
+			os.Exit(1)
+		}
+		if *serve != "" {
+			go m.serve(*serve, os.Stdout)
+		}
+		if *dial != "" {
+			go m.dialEvery(*dial, *interval, os.Stdout)
+		}
+	}
 	for {
 		p.fetch(context.Background())
 		time.Sleep(*interval) // the probe's own fetch period
