@@ -103,6 +103,7 @@ var _ = Describe("Admission policy: workload pod templates pick no variant unles
 			Subjects: []rbacv1.Subject{
 				{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: setterGroup},
 				{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "app-devs"},
+				{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "app-leads"},
 				{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: namedController},
 			},
 		})).To(Succeed())
@@ -160,5 +161,29 @@ var _ = Describe("Admission policy: workload pod templates pick no variant unles
 		replicas := int32(3)
 		d.Spec.Replicas = &replicas
 		Expect(dev.Update(ctx, d)).To(Succeed())
+	})
+
+	It("reads the parameter's lists with the spaces around entries trimmed", func(ctx context.Context) {
+		params := &corev1.ConfigMap{}
+		key := client.ObjectKey{Namespace: "trustplane-system", Name: "identity-boundary-admission"}
+		Expect(k8s.Get(ctx, key, params)).To(Succeed())
+		original := params.Data["allowedGroups"]
+		DeferCleanup(func(ctx context.Context) {
+			Eventually(func(g Gomega) {
+				cur := &corev1.ConfigMap{}
+				g.Expect(k8s.Get(ctx, key, cur)).To(Succeed())
+				cur.Data["allowedGroups"] = original
+				g.Expect(k8s.Update(ctx, cur)).To(Succeed())
+			}).Should(Succeed())
+		})
+		params.Data["allowedGroups"] = "  app-leads ,\n " + original + " "
+		Expect(k8s.Update(ctx, params)).To(Succeed())
+		lead := impersonating("bob", "app-leads")
+		Eventually(func() error {
+			d := workloadKinds["Deployment"](ns, "", "v1")
+			d.SetGenerateName("lead-")
+			return lead.Create(ctx, d)
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+		Expect(setter.Create(ctx, workloadKinds["Deployment"](ns, "group-after-trim", "v1"))).To(Succeed())
 	})
 })
