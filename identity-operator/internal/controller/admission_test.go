@@ -200,6 +200,14 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			return err
 		}, 30*time.Second, 250*time.Millisecond).Should(HaveOccurred())
 
+		By("ephemeral containers on labelled pods fail closed, even for an allowed principal")
+		p := &corev1.Pod{}
+		Expect(setter.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, p)).To(Succeed())
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug-without-parameter", Image: "example.org/debug:1",
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent}})
+		Expect(setter.SubResource("ephemeralcontainers").Update(ctx, p)).To(MatchError(ContainSubstring("no params found")))
+
 		By("unlabelled pods are not affected")
 		Expect(dev.Create(ctx, pod(ns, "plain-without-parameter", map[string]string{"app": "web"}))).To(Succeed())
 
@@ -213,7 +221,7 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			p.Status.Message = "status written without the parameter"
 			g.Expect(k8s.Status().Update(ctx, p)).To(Succeed())
 		}).Should(Succeed())
-		p := &corev1.Pod{}
+		p = &corev1.Pod{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, p)).To(Succeed())
 		Expect(p.Status.Message).To(Equal("status written without the parameter"))
 
