@@ -81,6 +81,11 @@ const (
 	// ReasonSVIDTTLTooLong (RenderFailure): x509SVIDTTL or jwtSVIDTTL is
 	// longer than the operator's --max-svid-ttl.
 	ReasonSVIDTTLTooLong = "SVIDTTLTooLong"
+	// ReasonInvalidSVIDTTL (RenderFailure): x509SVIDTTL or jwtSVIDTTL is
+	// negative or not a whole number of seconds. SPIRE takes whole seconds
+	// and reads 0 as its own default, so a TTL under a second would silently
+	// become the server's default lifetime.
+	ReasonInvalidSVIDTTL = "InvalidSVIDTTL"
 	// ReasonManagedOutputApplyFailed (RenderFailure): the output could not be
 	// written, for example because an object of the same name that the
 	// operator did not create is in the way.

@@ -99,6 +99,19 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			err := dev.Create(ctx, probe)
 			return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
 		}, 30*time.Second, 250*time.Millisecond).Should(BeTrue())
+		By("waiting until the immutability policy is enforced")
+		Expect(k8s.Create(ctx, pod(ns, "immutability-probe", map[string]string{"app": "probe"}))).To(Succeed())
+		Eventually(func() error {
+			// Toggle the label, so that every attempt is a change.
+			return relabel(ctx, k8s, ns, "immutability-probe", func(l map[string]string) map[string]string {
+				if _, ok := l[v1alpha1.BoundaryLabel]; ok {
+					delete(l, v1alpha1.BoundaryLabel)
+				} else {
+					l[v1alpha1.BoundaryLabel] = "v1"
+				}
+				return l
+			})
+		}, 30*time.Second, 250*time.Millisecond).Should(MatchError(ContainSubstring("immutable")))
 	})
 
 	It("lets the configured group create a pod with the label", func(ctx context.Context) {
@@ -200,11 +213,29 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			return err
 		}, 30*time.Second, 250*time.Millisecond).Should(HaveOccurred())
 
+		By("ephemeral containers on labelled pods fail closed, even for an allowed principal")
+		p := &corev1.Pod{}
+		Expect(setter.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, p)).To(Succeed())
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug-without-parameter", Image: "example.org/debug:1",
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent}})
+		Expect(setter.SubResource("ephemeralcontainers").Update(ctx, p)).To(MatchError(ContainSubstring("no params found")))
+
 		By("unlabelled pods are not affected")
 		Expect(dev.Create(ctx, pod(ns, "plain-without-parameter", map[string]string{"app": "web"}))).To(Succeed())
 
 		By("workload writes fail closed: the parameter is resolved before the template is looked at")
-		Expect(k8s.Create(ctx, workloadKinds["Deployment"](ns, "unlabelled-without-parameter", ""))).To(MatchError(ContainSubstring("no params found")))
+		// Eventually: the workload policy may not be in force yet when this
+		// spec runs right after the policies were created.
+		Eventually(func() error {
+			d := workloadKinds["Deployment"](ns, "", "")
+			d.SetGenerateName("unlabelled-without-parameter-")
+			err := k8s.Create(ctx, d)
+			if err == nil {
+				Expect(k8s.Delete(ctx, d)).To(Succeed())
+			}
+			return err
+		}, 30*time.Second, 250*time.Millisecond).Should(MatchError(ContainSubstring("no params found")))
 
 		By("a kubelet-style status update of the labelled pod succeeds")
 		Eventually(func(g Gomega) {
@@ -213,7 +244,7 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			p.Status.Message = "status written without the parameter"
 			g.Expect(k8s.Status().Update(ctx, p)).To(Succeed())
 		}).Should(Succeed())
-		p := &corev1.Pod{}
+		p = &corev1.Pod{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, p)).To(Succeed())
 		Expect(p.Status.Message).To(Equal("status written without the parameter"))
 

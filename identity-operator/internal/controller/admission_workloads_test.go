@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
@@ -92,9 +93,9 @@ var _ = Describe("Admission policy: workload pod templates pick no variant unles
 		Expect(k8s.Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "workload-writer"},
 			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: []string{"get", "create", "update"}},
-				{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: []string{"get", "create", "update"}},
-				{APIGroups: []string{""}, Resources: []string{"replicationcontrollers"}, Verbs: []string{"get", "create", "update"}},
+				{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: []string{"get", "create", "update", "patch"}},
+				{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: []string{"get", "create", "update", "patch"}},
+				{APIGroups: []string{""}, Resources: []string{"replicationcontrollers"}, Verbs: []string{"get", "create", "update", "patch"}},
 			},
 		})).To(Succeed())
 		Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
@@ -103,6 +104,7 @@ var _ = Describe("Admission policy: workload pod templates pick no variant unles
 			Subjects: []rbacv1.Subject{
 				{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: setterGroup},
 				{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "app-devs"},
+				{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "app-leads"},
 				{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: namedController},
 			},
 		})).To(Succeed())
@@ -160,5 +162,47 @@ var _ = Describe("Admission policy: workload pod templates pick no variant unles
 		replicas := int32(3)
 		d.Spec.Replicas = &replicas
 		Expect(dev.Update(ctx, d)).To(Succeed())
+	})
+
+	It("a user outside the allowed principals cannot add the label by patch, nor into a CronJob's nested job template", func(ctx context.Context) {
+		labelPatch := []byte(`{"spec":{"template":{"metadata":{"labels":{"` + v1alpha1.BoundaryLabel + `":"v1"}}}}}`)
+		for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "ReplicationController"} {
+			obj := workloadKinds[kind](ns, "plain-"+strings.ToLower(kind), "")
+			err := dev.Patch(ctx, obj, client.RawPatch(types.MergePatchType, labelPatch))
+			Expect(err).To(MatchError(ContainSubstring(v1alpha1.BoundaryLabel)), kind)
+		}
+
+		cronPatch := []byte(`{"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"labels":{"` + v1alpha1.BoundaryLabel + `":"v1"}}}}}}}`)
+		cron := workloadKinds["CronJob"](ns, "plain-cronjob", "")
+		Expect(dev.Patch(ctx, cron, client.RawPatch(types.MergePatchType, cronPatch))).To(MatchError(ContainSubstring(v1alpha1.BoundaryLabel)))
+		By("nor change the image of a labelled CronJob's job template, by JSON patch")
+		imagePatch := []byte(`[{"op":"replace","path":"/spec/jobTemplate/spec/template/spec/containers/0/image","value":"example.org/other:1"}]`)
+		labelled := workloadKinds["CronJob"](ns, "group-cronjob", "")
+		Expect(dev.Patch(ctx, labelled, client.RawPatch(types.JSONPatchType, imagePatch))).To(MatchError(ContainSubstring(v1alpha1.BoundaryLabel)))
+		Expect(setter.Patch(ctx, labelled, client.RawPatch(types.JSONPatchType, imagePatch))).To(Succeed())
+	})
+
+	It("reads the parameter's lists with the spaces around entries trimmed", func(ctx context.Context) {
+		params := &corev1.ConfigMap{}
+		key := client.ObjectKey{Namespace: "trustplane-system", Name: "identity-boundary-admission"}
+		Expect(k8s.Get(ctx, key, params)).To(Succeed())
+		original := params.Data["allowedGroups"]
+		DeferCleanup(func(ctx context.Context) {
+			Eventually(func(g Gomega) {
+				cur := &corev1.ConfigMap{}
+				g.Expect(k8s.Get(ctx, key, cur)).To(Succeed())
+				cur.Data["allowedGroups"] = original
+				g.Expect(k8s.Update(ctx, cur)).To(Succeed())
+			}).Should(Succeed())
+		})
+		params.Data["allowedGroups"] = "  app-leads ,\n " + original + " "
+		Expect(k8s.Update(ctx, params)).To(Succeed())
+		lead := impersonating("bob", "app-leads")
+		Eventually(func() error {
+			d := workloadKinds["Deployment"](ns, "", "v1")
+			d.SetGenerateName("lead-")
+			return lead.Create(ctx, d)
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+		Expect(setter.Create(ctx, workloadKinds["Deployment"](ns, "group-after-trim", "v1"))).To(Succeed())
 	})
 })

@@ -102,6 +102,23 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		}
 	}, SpecTimeout(time.Minute))
 
+	It("a peer whose own spec is refused holds no output and does not count", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+		createDeployment(ctx, ns, "web2", webSelector("web2"), map[string]string{"app": "web2"})
+		createBinding(ctx, ns, "a", "serving", "v1")
+		createBinding(ctx, ns, "long-ttl", "serving", "v1", withPool("", v1alpha1.DeploymentKind, "web2"), func(b *v1alpha1.IdentityBinding) {
+			b.Spec.X509SVIDTTL = &metav1.Duration{Duration: 48 * time.Hour}
+		})
+		createBinding(ctx, ns, "outside", "serving", "v1", withPool("", v1alpha1.DeploymentKind, "web2"), withTemplate("shared/{serviceAccount}"))
+		Eventually(readyReason(ctx, ns, "long-ttl")).Should(Equal(v1alpha1.ReasonSVIDTTLTooLong))
+		Eventually(readyReason(ctx, ns, "outside")).Should(Equal(v1alpha1.ReasonSPIFFEIDOutsideServiceAccount))
+		Consistently(func(g Gomega) {
+			g.Expect(readyReason(ctx, ns, "a")(g)).To(Equal("True"))
+			g.Expect(conflictsOf(ctx, ns, "a")(g)).To(BeEmpty())
+		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
 	It("a peer being deleted counts until its output is confirmed gone", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})

@@ -127,6 +127,25 @@ var _ = Describe("Rejections: any failure sets one failure condition and writes 
 				b.Spec.JWTSVIDTTL = &metav1.Duration{Duration: 24*time.Hour + time.Second}
 			}},
 			"v1", v1alpha1.ConditionRenderFailure, v1alpha1.ReasonSVIDTTLTooLong),
+		Entry("attack: an X509-SVID TTL under a second, which SPIRE would read as 0, its own default: RenderFailure InvalidSVIDTTL",
+			func(ctx context.Context, ns string) {
+				createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+			}, []bindingOpt{func(b *v1alpha1.IdentityBinding) { b.Spec.X509SVIDTTL = &metav1.Duration{Duration: time.Nanosecond} }},
+			"v1", v1alpha1.ConditionRenderFailure, v1alpha1.ReasonInvalidSVIDTTL),
+		Entry("attack: a JWT-SVID TTL of a fraction of a second, cut to 0 (SPIRE's default): RenderFailure InvalidSVIDTTL",
+			func(ctx context.Context, ns string) {
+				createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+			}, []bindingOpt{func(b *v1alpha1.IdentityBinding) {
+				b.Spec.JWTSVIDTTL = &metav1.Duration{Duration: 500 * time.Millisecond}
+			}},
+			"v1", v1alpha1.ConditionRenderFailure, v1alpha1.ReasonInvalidSVIDTTL),
+		Entry("a TTL that is not a whole number of seconds: RenderFailure InvalidSVIDTTL",
+			func(ctx context.Context, ns string) {
+				createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+			}, []bindingOpt{func(b *v1alpha1.IdentityBinding) {
+				b.Spec.X509SVIDTTL = &metav1.Duration{Duration: 90*time.Second + time.Millisecond}
+			}},
+			"v1", v1alpha1.ConditionRenderFailure, v1alpha1.ReasonInvalidSVIDTTL),
 		Entry("invalid SPIFFE ID template: RenderFailure InvalidSPIFFEIDTemplate",
 			func(ctx context.Context, ns string) {
 				createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})

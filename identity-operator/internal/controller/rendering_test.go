@@ -93,6 +93,25 @@ var _ = Describe("Rendering: a Ready binding gets outputs with the safe selector
 			return map[string]any{"admin": spec["admin"], "downstream": spec["downstream"], "autoPopulateDNSNames": spec["autoPopulateDNSNames"],
 				"dnsNameTemplates": spec["dnsNameTemplates"], "federatesWith": spec["federatesWith"]}
 		}).Should(Equal(map[string]any{"admin": false, "downstream": false, "autoPopulateDNSNames": false, "dnsNameTemplates": []any{}, "federatesWith": []any{}}))
+
+		By("someone widens what the ClusterSPIFFEID selects: no boundary label, every namespace, fewer selectors, fallback, another ID: the operator repairs it")
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: output.Name(ns, b.Name)}, cur)).To(Succeed())
+		want, _, _ := unstructured.NestedMap(cur.Object, "spec")
+		Expect(unstructured.SetNestedField(cur.Object, map[string]any{"matchLabels": map[string]any{"app": "web"}}, "spec", "podSelector")).To(Succeed())
+		Expect(unstructured.SetNestedField(cur.Object, map[string]any{}, "spec", "namespaceSelector")).To(Succeed())
+		Expect(unstructured.SetNestedStringSlice(cur.Object, []string{"k8s:ns:" + ns}, "spec", "workloadSelectorTemplates")).To(Succeed())
+		Expect(unstructured.SetNestedField(cur.Object, true, "spec", "fallback")).To(Succeed())
+		Expect(unstructured.SetNestedField(cur.Object, "spiffe://example.org/ns/"+ns+"/sa/serving", "spec", "spiffeIDTemplate")).To(Succeed())
+		Expect(k8s.Update(ctx, cur)).To(Succeed())
+		Eventually(func(g Gomega) map[string]any {
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: output.Name(ns, b.Name)}, got)).To(Succeed())
+			spec, _, _ := unstructured.NestedMap(got.Object, "spec")
+			return spec
+		}).Should(Equal(want))
 	}, SpecTimeout(time.Minute))
 
 	It("reads a StatefulSet's spec.selector as the pool selector", func(ctx context.Context) {

@@ -53,7 +53,8 @@ func (h *Handler) findConflicts(ctx context.Context, b *v1alpha1.IdentityBinding
 // peer whose spec is invalid, which never holds output and so never
 // conflicts.
 func (h *Handler) member(p *v1alpha1.IdentityBinding) (conflict.Member, bool) {
-	if selector.ValidateVariant(p.Spec.IdentityBoundary.Variant) != nil || selector.ValidateServiceAccount(p.Spec.ServiceAccountName) != nil {
+	if selector.ValidateVariant(p.Spec.IdentityBoundary.Variant) != nil || selector.ValidateServiceAccount(p.Spec.ServiceAccountName) != nil ||
+		h.checkTTLs(p) != nil {
 		return conflict.Member{}, false
 	}
 	id, ok := index.SPIFFEID(h.opts.TrustDomain, p)

@@ -228,13 +228,24 @@ func (h *Handler) Delete(ctx context.Context, b *v1alpha1.IdentityBinding) error
 	return nil
 }
 
-// checkTTLs refuses SVID TTLs longer than the configured maximum.
+// checkTTLs refuses SVID TTLs that are negative or not whole seconds
+// (InvalidSVIDTTL) and TTLs longer than the configured maximum
+// (SVIDTTLTooLong). SPIRE takes whole seconds and reads 0 as its own
+// default, so "500ms" would silently become the server's default lifetime,
+// which may be longer than the maximum.
 func (h *Handler) checkTTLs(b *v1alpha1.IdentityBinding) error {
 	for _, ttl := range []struct {
 		field string
 		d     *metav1.Duration
 	}{{"x509SVIDTTL", b.Spec.X509SVIDTTL}, {"jwtSVIDTTL", b.Spec.JWTSVIDTTL}} {
-		if ttl.d != nil && ttl.d.Duration > h.opts.MaxSVIDTTL {
+		switch {
+		case ttl.d == nil:
+		case ttl.d.Duration < 0:
+			return reasoned(v1alpha1.ReasonInvalidSVIDTTL, fmt.Errorf("%s %s is negative", ttl.field, ttl.d.Duration))
+		case ttl.d.Duration%time.Second != 0:
+			return reasoned(v1alpha1.ReasonInvalidSVIDTTL,
+				fmt.Errorf("%s %s is not a whole number of seconds: SPIRE would cut it to %s, and reads 0s as its own default", ttl.field, ttl.d.Duration, ttl.d.Duration.Truncate(time.Second)))
+		case ttl.d.Duration > h.opts.MaxSVIDTTL:
 			return reasoned(v1alpha1.ReasonSVIDTTLTooLong,
 				fmt.Errorf("%s %s is longer than the %s the operator allows (--max-svid-ttl)", ttl.field, ttl.d.Duration, h.opts.MaxSVIDTTL))
 		}

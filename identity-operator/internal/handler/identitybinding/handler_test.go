@@ -248,6 +248,26 @@ func TestUnsupportedPoolKindIsReported(t *testing.T) {
 	}
 }
 
+// TestNegativeSVIDTTLIsReported proves the handler's own guard for a TTL
+// that admission refuses today (an object stored before that validation):
+// RenderFailure InvalidSVIDTTL with no output, never an output SPIRE
+// rejects.
+func TestNegativeSVIDTTLIsReported(t *testing.T) {
+	c := cachedClient(t)
+	b := createBinding(t, c, newNamespace(t))
+	b.Spec.JWTSVIDTTL = &metav1.Duration{Duration: -time.Minute}
+	err := reconcile(t, newHandler(t, c), c, b)
+	if got := ctrlerrors.Reason(err, ""); got != v1alpha1.ReasonInvalidSVIDTTL || !ctrlerrors.IsBlocked(err) {
+		t.Fatalf("want blocked InvalidSVIDTTL, got %q (%v)", got, err)
+	}
+	if f := failureConditions(b); f[v1alpha1.ConditionRenderFailure] != v1alpha1.ReasonInvalidSVIDTTL || len(f) != 1 {
+		t.Fatalf("want exactly RenderFailure=InvalidSVIDTTL, got %v", f)
+	}
+	if entriesOf(t, b) != 0 {
+		t.Fatal("no output for a negative TTL")
+	}
+}
+
 // TestInferencePoolReadAsUnstructured runs in a fixed order: first with no
 // InferencePool CRD (InvalidRef InferencePoolCRDMissing, slow retry, never a
 // crash), then with a schemaless one, through every pool-selector rule.
