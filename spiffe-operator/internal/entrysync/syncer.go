@@ -120,7 +120,7 @@ type Outcome struct {
 	// Retained counts entries the owner no longer wants but keeps, because
 	// an existing pod matches them and no wanted entry does (a Deployment's
 	// old ReplicaSet after a service account change, a workload whose
-	// render now fails). They go once no pod needs them.
+	// render fails after a restart). They go once no pod needs them.
 	Retained int
 	// Talked is true when the pass called SPIRE.
 	Talked bool
