@@ -7,14 +7,18 @@
 // older than the resync interval; every other pass diffs against the view
 // and sends only the writes needed, batched.
 //
-// Ownership (ownership rules in claims.go): entries the operator creates
-// carry an ID made of a prefix, the owner's UID tag and the key hash; it
-// never updates or deletes any other entry. When two objects want the same
-// entry (same parent, SPIFFE ID and selectors) the oldest object wins and
-// the others report it masked; when the winner lets go, the next one is
-// notified and takes over.
+// Ownership (claims.go): entries the operator creates carry an ID made of a
+// prefix, the owner's UID tag and the key hash, parsed strictly; it never
+// updates or deletes any other entry. When two objects want the same entry
+// (same parent, SPIFFE ID and selectors) the oldest object wins and the
+// others report it masked; when the winner lets go, the next one is notified
+// and takes over. An entry held by another of our objects is taken over only
+// when that object is known to this process and younger (or no longer wants
+// it), so a restart never moves a shared entry. A foreign entry that masks
+// ours is checked on a backing-off timer (recheck.go).
 //
-// Writes go in make-before-break order (sync.go): creates before the deletes
-// of entries that are no longer wanted, so a change of SPIFFE ID or selectors
-// never leaves a workload without an entry.
+// Writes go in make-before-break order: creates before the deletes of
+// entries that are no longer wanted, so a change of SPIFFE ID or selectors
+// never leaves a workload without an entry. An entry no longer wanted stays
+// while a running pod still needs it (retention.go).
 package entrysync

@@ -120,7 +120,7 @@ type Outcome struct {
 	// Retained counts entries the owner no longer wants but keeps, because
 	// an existing pod matches them and no wanted entry does (a Deployment's
 	// old ReplicaSet after a service account change, a workload whose
-	// render now fails). They go once no pod needs them.
+	// render fails after a restart). They go once no pod needs them.
 	Retained int
 	// Talked is true when the pass called SPIRE.
 	Talked bool
@@ -202,12 +202,16 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		}
 	}
 	s.mu.Lock()
-	var del []deletion
+	var (
+		del  []deletion
+		held []entries.Entry
+	)
 	tag := owner.Tag()
 	for parent, v := range s.views {
 		for id, o := range v.ours {
 			if o.owner == tag {
 				del = append(del, deletion{parent: parent, id: id})
+				held = append(held, o.entry)
 			}
 		}
 	}
@@ -218,11 +222,78 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 	s.mu.Lock()
 	notify := s.claims.release(owner)
 	s.forgetRetained(owner)
+	next := s.handOver(held)
 	s.mu.Unlock()
+	s.createFor(ctx, next)
 	for _, o := range notify {
 		s.opts.Notify(o)
 	}
 	return nil
+}
+
+// handOver returns, for each entry a released owner held whose key another
+// owner claims, that entry under the ID of the key's new winner; s.mu is
+// held. SPIRE refuses two identical entries, so the next holder's entry can
+// only be created once the released one is deleted: creating it right
+// after, in the same call, keeps the gap to one SPIRE round trip. The new
+// holder's next pass corrects any field it renders differently.
+func (s *Syncer) handOver(held []entries.Entry) []*types.Entry {
+	var out []*types.Entry
+	for i := range held {
+		e := &held[i]
+		w, ok := s.claims.winnerOf(e.Key())
+		if !ok {
+			continue
+		}
+		v := s.views[e.ParentID.String()]
+		if _, taken := v.byKey[e.Key()]; taken {
+			continue
+		}
+		if _, taken := v.foreign[e.Key()]; taken {
+			continue
+		}
+		out = append(out, e.Proto(s.opts.IDs.EntryIDFor(w.Tag(), e)))
+	}
+	return out
+}
+
+// createFor creates hand-over entries and records those SPIRE created; a
+// failure is left to the new holder's pass, which it is notified of anyway.
+func (s *Syncer) createFor(ctx context.Context, in []*types.Entry) {
+	if len(in) == 0 {
+		return
+	}
+	res, err := s.api.Create(ctx, in)
+	if err != nil {
+		logf.FromContext(ctx).V(1).Info("handing entries over; the new holders' passes retry", "error", err.Error())
+	}
+	var renamed []deletion
+	s.mu.Lock()
+	for i, r := range res {
+		switch {
+		case r.Code != codes.OK:
+		case r.Entry.GetId() != in[i].Id:
+			// As in execute: an entry SPIRE renamed would leak.
+			renamed = append(renamed, deletion{parent: parentOf(in[i]), id: r.Entry.GetId()})
+		default:
+			if v := s.views[parentOf(in[i])]; v != nil {
+				v.put(s.opts.IDs, r.Entry)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if err := s.deleteAll(ctx, renamed); err != nil {
+		logf.FromContext(ctx).Error(err, "deleting entries SPIRE created under other IDs")
+	}
+}
+
+// parentOf returns the parent ID of p as a string, the key of its view
+// (empty when p does not convert).
+func parentOf(p *types.Entry) string {
+	if e, err := entries.FromProto(p); err == nil {
+		return e.ParentID.String()
+	}
+	return ""
 }
 
 // parentsOf returns the parents under which the view holds owner's entries.
@@ -364,13 +435,7 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 		if !ours || alive[tag] {
 			continue
 		}
-		// The parent names the view to update; an entry that does not
-		// convert has none.
-		var parent string
-		if c, err := entries.FromProto(e); err == nil {
-			parent = c.ParentID.String()
-		}
-		del = append(del, deletion{parent: parent, id: e.GetId()})
+		del = append(del, deletion{parent: parentOf(e), id: e.GetId()})
 	}
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist, under every parent", "entries", len(del))
@@ -571,7 +636,31 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
 		return err
 	}
-	return s.deleteAll(ctx, p.stale)
+	return s.deleteStale(ctx, p.stale)
+}
+
+// deleteStale deletes entries owner no longer wants and hands each whose
+// key another owner claims to that owner in the same call (see handOver).
+func (s *Syncer) deleteStale(ctx context.Context, stale []deletion) error {
+	if len(stale) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	held := make([]entries.Entry, 0, len(stale))
+	for _, d := range stale {
+		if v := s.views[d.parent]; v != nil && v.ours[d.id] != nil {
+			held = append(held, v.ours[d.id].entry)
+		}
+	}
+	s.mu.Unlock()
+	if err := s.deleteAll(ctx, stale); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	next := s.handOver(held)
+	s.mu.Unlock()
+	s.createFor(ctx, next)
+	return nil
 }
 
 // isTransient reports whether a per-entry or call failure may pass on its

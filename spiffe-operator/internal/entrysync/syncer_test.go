@@ -557,3 +557,55 @@ func TestCollectEverywhereDeletesOnlyItsOwnOrphans(t *testing.T) {
 		}
 	}
 }
+
+func TestReleaseHandsTheEntryToTheNextOwnerInTheSameCall(t *testing.T) {
+	api := fake.New()
+	s, _, n := newSyncer(api)
+	ctx := context.Background()
+	old, young := owner("old", time.Hour), owner("young", 0)
+	e := entry("/ns/a/sa/x", 60)
+	if _, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Sync(ctx, young, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}), nil); err != nil || len(out.Masked) != 1 {
+		t.Fatalf("%v, %+v", err, out)
+	}
+	oldID := s.opts.IDs.EntryID(old.Tag(), e.Key())
+	youngID := s.opts.IDs.EntryID(young.Tag(), e.Key())
+	before := len(api.Writes())
+	if err := s.Release(ctx, old, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := api.Writes()[before:]; len(w) != 2 || w[0] != "delete "+oldID || w[1] != "create "+youngID {
+		t.Fatalf("release wrote %v, want the delete then the next owner's create", w)
+	}
+	if len(n.uids) == 0 || n.uids[len(n.uids)-1] != young.UID {
+		t.Errorf("notified %v, want the next owner", n.uids)
+	}
+	// The next owner's pass keeps the entry and corrects its TTL in place.
+	out, err := s.Sync(ctx, young, ptrs([]entries.Entry{entry("/ns/a/sa/x", 30)}), nil)
+	if err != nil || out.Registered[e.Key()] != youngID || api.Get(youngID).X509SvidTtl != 30 || len(api.All()) != 1 {
+		t.Fatalf("%v, %+v, %v", err, out, api.All())
+	}
+}
+
+func TestAnEntryTheHolderStopsWantingGoesToTheNextOwnerInTheSamePass(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	old, young := owner("old", time.Hour), owner("young", 0)
+	e := entry("/ns/a/sa/x", 0)
+	for _, o := range []Owner{old, young} {
+		if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{e}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := len(api.Writes())
+	if _, err := s.Sync(ctx, old, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	youngID := s.opts.IDs.EntryID(young.Tag(), e.Key())
+	if w := api.Writes()[before:]; len(w) != 2 || !strings.HasPrefix(w[0], "delete ") || w[1] != "create "+youngID {
+		t.Fatalf("the holder's pass wrote %v, want its delete then the next owner's create", w)
+	}
+}

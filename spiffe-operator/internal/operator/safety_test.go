@@ -322,7 +322,7 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Eventually(paths(parentOf("sachange")), resync/2).Should(Equal([]string{"/ns/sachange-a/sa/new"}))
 	})
 
-	It("keeps the entries of a workload whose render now fails while its pods run, and reports the render error", func() {
+	It("keeps the entries of a workload whose render now fails, reports the render error, and after a restart keeps them while its pods run", func() {
 		namespace("renderfail-a", map[string]string{"test": "renderfail"})
 		createSA("renderfail-a", "web")
 		deployment("renderfail-a", "web", "web", nil)
@@ -338,6 +338,12 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Eventually(policyReady(p)).Should(Equal("False/InvalidSpiffeIDTemplate"))
 		Expect(p.Status.Failures).To(HaveLen(1))
 		Expect(p.Status.Failures[0].Object).To(Equal("Deployment renderfail-a/web"))
+		Consistently(paths(parentOf("renderfail")), 2*resync).Should(Equal([]string{"/ns/renderfail-a/sa/web"}))
+
+		// A restart forgets the last good render; the running pod still
+		// keeps the entry.
+		whileOperatorDown(func() {})
+		Eventually(policyReady(p)).Should(Equal("False/InvalidSpiffeIDTemplate"))
 		Consistently(paths(parentOf("renderfail")), 2*resync).Should(Equal([]string{"/ns/renderfail-a/sa/web"}))
 
 		deletePod(running)

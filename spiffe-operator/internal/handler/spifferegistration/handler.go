@@ -95,9 +95,10 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		e, f := memo.render(p, w)
 		if f != nil {
 			failures = append(failures, *f)
-			return
 		}
-		rendered = append(rendered, e)
+		if e != nil {
+			rendered = append(rendered, e)
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("select workloads: %w", err)

@@ -2,6 +2,7 @@ package spifferegistration
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +227,52 @@ func TestDeleteRemovesExactlyThePolicysEntries(t *testing.T) {
 	if all := e.api.All(); len(all) != 1 || all[0].Id != fid {
 		t.Errorf("after delete: %v", all)
 	}
+}
+
+func TestAWorkloadWhoseRenderFailsKeepsItsLastGoodEntry(t *testing.T) {
+	web := deploy("a", "web", "web", map[string]string{"app": "web"})
+	team := deploy("a", "api", "api", map[string]string{"app": "api"})
+	team.Labels["team"] = "pay"
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), web, team)
+	ctx := context.Background()
+	p := newPolicy(nil)
+	p.Generation = 1
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	// The edit needs a label web lacks: web keeps its entry, api moves.
+	p.Spec.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
+	p.Generation = 2
+	err := e.h.CreateOrUpdate(ctx, p)
+	if ctrlerrors.Reason(err, "") != ReasonInvalidSpiffeIDTemplate || len(p.Status.Failures) != 1 || p.Status.Failures[0].Object != "Deployment a/web" {
+		t.Fatalf("err = %v, failures %+v", err, p.Status.Failures)
+	}
+	if got := strings.Join(sortedPaths(e.api), ","); got != "/ns/a/sa/web,/team/pay/api" {
+		t.Fatalf("entries after the edit = %s", got)
+	}
+	// Passes that follow, full or for web alone, keep it too.
+	e.h.Dirty = NewDirty()
+	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "web")
+	_ = e.h.CreateOrUpdate(ctx, p)
+	_ = e.h.CreateOrUpdate(ctx, p)
+	if got := strings.Join(sortedPaths(e.api), ","); got != "/ns/a/sa/web,/team/pay/api" {
+		t.Fatalf("entries after later passes = %s", got)
+	}
+	// Once web renders again, its entry follows the template.
+	web.Labels["team"] = "shop"
+	if err := e.c.Update(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(sortedPaths(e.api), ","); got != "/team/pay/api,/team/shop/web" {
+		t.Errorf("entries after the fix = %s", got)
+	}
+}
+
+func sortedPaths(api *spirefake.EntryAPI) []string {
+	out := paths(api)
+	slices.Sort(out)
+	return out
 }

@@ -49,10 +49,11 @@ func (m *policyRenders) rebuild(want []*entries.Entry, out *entrysync.Outcome) {
 	for wk, r := range m.byWorkload {
 		if r.failure != nil {
 			m.renderFailed[wk] = struct{}{}
-			continue
 		}
-		if ks := m.keys[r.entry.Key()]; ks != nil {
-			ks.members = append(ks.members, r)
+		if e := r.wanted(); e != nil {
+			if ks := m.keys[e.Key()]; ks != nil {
+				ks.members = append(ks.members, r)
+			}
 		}
 	}
 	m.apply(out)
@@ -107,9 +108,12 @@ func (m *policyRenders) clearResult(k entries.Key, ks *keyState) {
 func (m *policyRenders) detach(wk workloadKey, r *rendered, touched map[entries.Key]struct{}) {
 	if r.failure != nil {
 		delete(m.renderFailed, wk)
+	}
+	e := r.wanted()
+	if e == nil {
 		return
 	}
-	k := r.entry.Key()
+	k := e.Key()
 	ks := m.keys[k]
 	if ks == nil {
 		return
@@ -130,9 +134,12 @@ func (m *policyRenders) detach(wk workloadKey, r *rendered, touched map[entries.
 func (m *policyRenders) attach(wk workloadKey, r *rendered, touched map[entries.Key]struct{}) {
 	if r.failure != nil {
 		m.renderFailed[wk] = struct{}{}
+	}
+	e := r.wanted()
+	if e == nil {
 		return
 	}
-	k := r.entry.Key()
+	k := e.Key()
 	ks := m.keys[k]
 	if ks == nil {
 		ks = &keyState{}
@@ -146,7 +153,7 @@ func (m *policyRenders) attach(wk workloadKey, r *rendered, touched map[entries.
 func (ks *keyState) merged() *entries.Entry {
 	in := make([]*entries.Entry, len(ks.members))
 	for i, r := range ks.members {
-		in[i] = &r.entry
+		in[i] = r.wanted()
 	}
 	return merge(in)[0]
 }
@@ -207,8 +214,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			if old != nil && w.ResourceVersion != "" && old.resourceVersion == w.ResourceVersion {
 				continue
 			}
-			e, f := p.render(w)
-			nr = &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: m.pass}
+			nr = newRender(p, w, old, m.pass)
 		}
 		if old != nil {
 			m.detach(wk, old, touched)

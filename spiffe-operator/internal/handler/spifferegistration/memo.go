@@ -22,6 +22,10 @@ type policyRenders struct {
 	generation int64
 	pass       uint64
 	byWorkload map[workloadKey]*rendered
+	// previous are the renders of the policy's previous generation, until
+	// the first pass of this one: a workload whose render now fails keeps
+	// the entry it rendered to before.
+	previous map[workloadKey]*rendered
 
 	// ready is true when the fields below describe SPIRE's state after the
 	// last pass, so the next pass may be an incremental one.
@@ -46,7 +50,31 @@ type rendered struct {
 	resourceVersion string
 	entry           entries.Entry
 	failure         *v1alpha1.Failure
-	pass            uint64
+	// lastGood is, when the render failed, the entry the workload's last
+	// successful render wanted (nil if none): a render error must not take
+	// away an identity the workload has.
+	lastGood *entries.Entry
+	pass     uint64
+}
+
+// wanted returns the entry the workload needs: what it renders to, or
+// after a failed render its last good entry (nil when it never had one).
+func (r *rendered) wanted() *entries.Entry {
+	if r.failure == nil {
+		return &r.entry
+	}
+	return r.lastGood
+}
+
+// newRender records what p renders for w; a failed render keeps the entry
+// prev (the workload's previous render, or nil) wanted.
+func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *rendered {
+	e, f := p.render(w)
+	r := &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: pass}
+	if f != nil && prev != nil {
+		r.lastGood = prev.wanted()
+	}
+	return r
 }
 
 // forPolicy returns the memo of policy uid at generation gen; the caller
@@ -59,7 +87,11 @@ func (r *renders) forPolicy(uid k8stypes.UID, gen int64) *policyRenders {
 	}
 	m := r.byPolicy[uid]
 	if m == nil || m.generation != gen {
-		m = &policyRenders{generation: gen, byWorkload: map[workloadKey]*rendered{}}
+		next := &policyRenders{generation: gen, byWorkload: map[workloadKey]*rendered{}}
+		if m != nil {
+			next.previous = m.byWorkload
+		}
+		m = next
 		r.byPolicy[uid] = m
 	}
 	return m
@@ -72,23 +104,28 @@ func (r *renders) forget(uid k8stypes.UID) {
 	delete(r.byPolicy, uid)
 }
 
-// render returns what p renders for w, from the memo when w did not change.
+// render returns the entry w needs under p (nil when none) and its render
+// failure, from the memo when w did not change.
 func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, *v1alpha1.Failure) {
 	k := workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name}
 	r := m.byWorkload[k]
 	if r == nil || r.resourceVersion != w.ResourceVersion || w.ResourceVersion == "" {
-		e, f := p.render(w)
-		r = &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f}
+		prev := r
+		if prev == nil {
+			prev = m.previous[k]
+		}
+		r = newRender(p, w, prev, m.pass)
 		m.byWorkload[k] = r
 	}
 	r.pass = m.pass
-	return &r.entry, r.failure
+	return r.wanted(), r.failure
 }
 
 // begin starts a pass; end drops workloads the pass did not see.
 func (m *policyRenders) begin() { m.pass++ }
 
 func (m *policyRenders) end() {
+	m.previous = nil
 	for k, r := range m.byWorkload {
 		if r.pass != m.pass {
 			delete(m.byWorkload, k)
