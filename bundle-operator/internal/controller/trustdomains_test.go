@@ -116,6 +116,12 @@ var _ = Describe("Who decides trust", func() {
 		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.TrustDomain = "example.org" })
 		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
 		Expect(caData(ctx, ns)).NotTo(BeEmpty())
+
+		By("a mismatch after a bundle was published gives a new namespace nothing either")
+		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.TrustDomain = "not-example.org" })
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal(source.ReasonTrustDomainMismatch))
+		late := newNamespace(ctx, map[string]string{"group": group})
+		Consistently(func() *corev1.ConfigMap { return configMap(ctx, late, "ca") }).Should(BeNil())
 	})
 
 	It("refuses a source holding a certificate that is not a CA, or drops it with dropNonCA; caCount counts CAs", func(ctx context.Context) {
