@@ -26,8 +26,19 @@ type Agent struct {
 	proc *Process
 }
 
-// StartAgent starts a spire-agent against s and waits until it is healthy.
+// StartAgent starts a spire-agent against s, bootstrapped with the server's
+// bundle (`bundle show`), and waits until it is healthy.
 func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
+	bundle, err := s.BundlePEM(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.StartAgentWithBundle(ctx, bundle)
+}
+
+// StartAgentWithBundle starts a spire-agent against s whose bootstrap trust
+// bundle (trust_bundle_path) is bundle, and waits until it is healthy.
+func (s *Spire) StartAgentWithBundle(ctx context.Context, bundle string) (*Agent, error) {
 	bin, err := Binary("spire-agent")
 	if err != nil {
 		return nil, err
@@ -51,10 +62,6 @@ func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
 		return nil, fmt.Errorf("parse join token from %q: %v", out, err)
 	}
 	token := generated.Value
-	bundle, err := s.BundlePEM(ctx)
-	if err != nil {
-		return nil, err
-	}
 	bundlePath := filepath.Join(dir, "bundle.pem")
 	if err := os.WriteFile(bundlePath, []byte(bundle), 0o600); err != nil {
 		return nil, fmt.Errorf("write agent bundle: %w", err)
