@@ -12,6 +12,7 @@ require (
 	github.com/spiffe/go-spiffe/v2 v2.9.0
 	github.com/spiffe/spire-api-sdk v1.13.3
 	github.com/trustplane/trustplane/common v0.0.0-00010101000000-000000000000
+	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 	google.golang.org/grpc v1.85.0
 	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.0

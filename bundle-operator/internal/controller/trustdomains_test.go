@@ -139,3 +139,23 @@ var _ = Describe("Who decides trust", func() {
 		Eventually(func() int32 { return get(ctx, tb).Status.CACount }).Should(BeEquivalentTo(1))
 	})
 })
+
+var _ = Describe("A publicRoots source", func() {
+	It("publishes the public root set beside the other sources and records its version", func(ctx context.Context) {
+		group := unique("public")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		own := testpki.ValidCA("own")
+		tb := newTrustBundle(group, v1alpha1.Source{PublicRoots: &v1alpha1.PublicRootsSource{}}, inline(own.PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+
+		res, err := (&source.Resolver{}).Resolve(ctx, &v1alpha1.TrustBundleSpec{Sources: []v1alpha1.Source{{PublicRoots: &v1alpha1.PublicRootsSource{}}}})
+		Expect(err).NotTo(HaveOccurred())
+		published, err := bundle.ParsePEM([]byte(caData(ctx, ns)))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(published).To(HaveLen(len(res.Certificates) + 1))
+		cur := get(ctx, tb)
+		Expect(cur.Status.PublicRoots).To(Equal(source.PublicRootsVersion))
+		Expect(cur.Status.CACount).To(BeEquivalentTo(len(res.Certificates) + 1))
+	})
+})

@@ -105,6 +105,12 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 		tb.Status.Fingerprint = fp
 	}
 	tb.Status.CACount = int32(b.Len())
+	tb.Status.PublicRoots = ""
+	for _, src := range tb.Spec.Sources {
+		if src.PublicRoots != nil {
+			tb.Status.PublicRoots = source.PublicRootsVersion
+		}
+	}
 	expiry := metav1.NewTime(b.EarliestExpiry())
 	tb.Status.EarliestExpiry = &expiry
 	tb.Status.Certificates = certs
