@@ -180,6 +180,24 @@ type Keys struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
 	JWKS string `json:"jwks,omitempty"`
+	// PKCS12 is the key of a PKCS#12 trust store of the certificates (in a
+	// ConfigMap's binaryData), protected by TrustStorePassword.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
+	PKCS12 string `json:"pkcs12,omitempty"`
+	// JKS is the key of a Java KeyStore of the certificates (in a
+	// ConfigMap's binaryData), protected by TrustStorePassword.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
+	JKS string `json:"jks,omitempty"`
+	// TrustStorePassword protects the PKCS#12 and JKS trust stores; empty
+	// by default. It guards their integrity, not a secret: they hold only
+	// public certificates.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	TrustStorePassword string `json:"trustStorePassword,omitempty"`
 }
 
 // Options filter and stabilise the merged bundle.

@@ -153,7 +153,7 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 		}
 		rep.Add(h.Objects.Sync(ctx, target.Desired{
 			Bundle: tb.Name, Kind: o.kind, Name: o.spec.Name,
-			Namespaces: namespaces, Data: data, Labels: objLabels,
+			Namespaces: namespaces, Data: data, Binary: binaryKeys(o.spec.Keys), Labels: objLabels,
 		}))
 	}
 	rep.Add(h.syncClusterTrustBundle(ctx, tb, f.pem, objLabels))
@@ -319,7 +319,7 @@ func (h *Handler) fillObjects(ctx context.Context, tb *v1alpha1.TrustBundle, f *
 		}
 		r, err := h.Objects.Fill(ctx, target.Desired{
 			Bundle: tb.Name, Kind: o.kind, Name: o.spec.Name,
-			Namespaces: namespaces, Data: data, Labels: objLabels,
+			Namespaces: namespaces, Data: data, Binary: binaryKeys(o.spec.Keys), Labels: objLabels,
 		})
 		rep.Add(r)
 		if err != nil {
