@@ -47,9 +47,20 @@ type K8sAgentOptions struct {
 	KubeletReadOnlyPort int
 }
 
-// StartAgent starts a spire-agent attested with a join token and waits
-// until it is healthy.
+// StartAgent starts a spire-agent attested with a join token, bootstrapped
+// with the server's bundle (`bundle show`), and waits until it is healthy.
 func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
+	bundle, err := s.BundlePEM(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.StartAgentWithBundle(ctx, bundle)
+}
+
+// StartAgentWithBundle starts a spire-agent attested with a join token whose
+// bootstrap trust bundle (trust_bundle_path) is bundle, and waits until it is
+// healthy.
+func (s *Spire) StartAgentWithBundle(ctx context.Context, bundle string) (*Agent, error) {
 	out, err := s.CLI(ctx, "token", "generate", "-ttl", "3600", "-output", "json")
 	if err != nil {
 		return nil, err
@@ -72,7 +83,7 @@ func (s *Spire) StartAgent(ctx context.Context) (*Agent, error) {
         plugin_data {}
     }
 `
-	return s.startAgent(ctx, fmt.Sprintf("    join_token = %q\n", token), plugins)
+	return s.startAgent(ctx, bundle, fmt.Sprintf("    join_token = %q\n", token), plugins)
 }
 
 // StartK8sAgent starts a spire-agent that attests its node with k8s_psat
@@ -92,13 +103,20 @@ func (s *Spire) StartK8sAgent(ctx context.Context, opts K8sAgentOptions) (*Agent
         }
     }
 `, opts.Cluster, opts.TokenPath, opts.NodeName, opts.KubeletReadOnlyPort)
-	return s.startAgent(ctx, "", plugins)
+	bundle, err := s.BundlePEM(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.startAgent(ctx, bundle, "", plugins)
 }
 
 // attestedID finds the agent's SPIFFE ID in its log.
 var attestedID = regexp.MustCompile(`Node attestation was successful.*spiffe_id="?(spiffe://[^"\s]+)`)
 
-func (s *Spire) startAgent(ctx context.Context, extraAgentLines, plugins string) (*Agent, error) {
+// startAgent starts a spire-agent whose bootstrap trust bundle is bundle,
+// with extraAgentLines in its agent block and the given plugins besides the
+// key manager.
+func (s *Spire) startAgent(ctx context.Context, bundle, extraAgentLines, plugins string) (*Agent, error) {
 	bin, err := Binary("spire-agent")
 	if err != nil {
 		return nil, err
@@ -111,10 +129,6 @@ func (s *Spire) startAgent(ctx context.Context, extraAgentLines, plugins string)
 	a.SocketPath = filepath.Join(a.SocketDir, "agent.sock")
 	if err := os.Mkdir(a.SocketDir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent socket dir: %w", err)
-	}
-	bundle, err := s.BundlePEM(ctx)
-	if err != nil {
-		return nil, err
 	}
 	bundlePath := filepath.Join(dir, "bundle.pem")
 	if err := os.WriteFile(bundlePath, []byte(bundle), 0o600); err != nil {

@@ -42,7 +42,7 @@ type TrustBundleSpec struct {
 }
 
 // Source is one origin of CA certificates. Exactly one field is set.
-// +kubebuilder:validation:XValidation:rule="(has(self.spire) ? 1 : 0) + (has(self.configMap) ? 1 : 0) + (has(self.secret) ? 1 : 0) + (has(self.inline) ? 1 : 0) == 1",message="set exactly one of spire, configMap, secret, inline"
+// +kubebuilder:validation:XValidation:rule="(has(self.spire) ? 1 : 0) + (has(self.configMap) ? 1 : 0) + (has(self.secret) ? 1 : 0) + (has(self.inline) ? 1 : 0) + (has(self.publicRoots) ? 1 : 0) == 1",message="set exactly one of spire, configMap, secret, inline, publicRoots"
 type Source struct {
 	// SPIRE reads the SPIRE server's own bundle through its Bundle API and,
 	// on request, the bundles of federated trust domains.
@@ -58,11 +58,20 @@ type Source struct {
 	// +optional
 	Secret *KeySelector `json:"secret,omitempty"`
 
+	// PublicRoots adds the public (Mozilla NSS) root CAs, from the module
+	// golang.org/x/crypto/x509roots/fallback at the version the operator
+	// was built with (status.publicRoots). Roots that carry constraints a
+	// PEM bundle cannot express (a distrust-after date) are left out.
+	// +optional
+	PublicRoots *PublicRootsSource `json:"publicRoots,omitempty"`
 	// Inline is a PEM bundle given in place.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1048576
 	Inline string `json:"inline,omitempty"`
 }
+
+// PublicRootsSource selects the public root CAs; it has no settings.
+type PublicRootsSource struct{}
 
 // SPIRESource selects bundles of the SPIRE server the operator is connected to.
 type SPIRESource struct {
@@ -171,6 +180,24 @@ type Keys struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
 	JWKS string `json:"jwks,omitempty"`
+	// PKCS12 is the key of a PKCS#12 trust store of the certificates (in a
+	// ConfigMap's binaryData), protected by TrustStorePassword.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
+	PKCS12 string `json:"pkcs12,omitempty"`
+	// JKS is the key of a Java KeyStore of the certificates (in a
+	// ConfigMap's binaryData), protected by TrustStorePassword.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
+	JKS string `json:"jks,omitempty"`
+	// TrustStorePassword protects the PKCS#12 and JKS trust stores; empty
+	// by default. It guards their integrity, not a secret: they hold only
+	// public certificates.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	TrustStorePassword string `json:"trustStorePassword,omitempty"`
 }
 
 // Options filter and stabilise the merged bundle.
@@ -299,6 +326,10 @@ type TrustBundleStatus struct {
 	// +listType=atomic
 	FailedTargets []string `json:"failedTargets,omitempty"`
 
+	// PublicRoots is the version of the public root set in the bundle, when
+	// a publicRoots source is used.
+	// +optional
+	PublicRoots string `json:"publicRoots,omitempty"`
 	// LastChangeTime is when the bundle content last changed.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`

@@ -116,6 +116,12 @@ var _ = Describe("Who decides trust", func() {
 		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.TrustDomain = "example.org" })
 		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
 		Expect(caData(ctx, ns)).NotTo(BeEmpty())
+
+		By("a mismatch after a bundle was published gives a new namespace nothing either")
+		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.TrustDomain = "not-example.org" })
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal(source.ReasonTrustDomainMismatch))
+		late := newNamespace(ctx, map[string]string{"group": group})
+		Consistently(func() *corev1.ConfigMap { return configMap(ctx, late, "ca") }).Should(BeNil())
 	})
 
 	It("refuses a source holding a certificate that is not a CA, or drops it with dropNonCA; caCount counts CAs", func(ctx context.Context) {
@@ -131,5 +137,25 @@ var _ = Describe("Who decides trust", func() {
 		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.Options.DropNonCA = true })
 		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(ca.PEM()))
 		Eventually(func() int32 { return get(ctx, tb).Status.CACount }).Should(BeEquivalentTo(1))
+	})
+})
+
+var _ = Describe("A publicRoots source", func() {
+	It("publishes the public root set beside the other sources and records its version", func(ctx context.Context) {
+		group := unique("public")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		own := testpki.ValidCA("own")
+		tb := newTrustBundle(group, v1alpha1.Source{PublicRoots: &v1alpha1.PublicRootsSource{}}, inline(own.PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+
+		res, err := (&source.Resolver{}).Resolve(ctx, &v1alpha1.TrustBundleSpec{Sources: []v1alpha1.Source{{PublicRoots: &v1alpha1.PublicRootsSource{}}}})
+		Expect(err).NotTo(HaveOccurred())
+		published, err := bundle.ParsePEM([]byte(caData(ctx, ns)))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(published).To(HaveLen(len(res.Certificates) + 1))
+		cur := get(ctx, tb)
+		Expect(cur.Status.PublicRoots).To(Equal(source.PublicRootsVersion))
+		Expect(cur.Status.CACount).To(BeEquivalentTo(len(res.Certificates) + 1))
 	})
 })

@@ -41,6 +41,9 @@ var _ = Describe("Admission rejects what the CRD schema can check", func() {
 		Entry("a source with two kinds", func(tb *v1alpha1.TrustBundle) {
 			tb.Spec.Sources[0].SPIRE = &v1alpha1.SPIRESource{}
 		}, "set exactly one of spire, configMap, secret, inline"),
+		Entry("publicRoots beside another kind in one source", func(tb *v1alpha1.TrustBundle) {
+			tb.Spec.Sources[0].PublicRoots = &v1alpha1.PublicRootsSource{}
+		}, "set exactly one of spire, configMap, secret, inline, publicRoots"),
 		Entry("a source with no kind", func(tb *v1alpha1.TrustBundle) {
 			tb.Spec.Sources = []v1alpha1.Source{{}}
 		}, "set exactly one of spire, configMap, secret, inline"),

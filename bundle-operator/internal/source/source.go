@@ -272,13 +272,23 @@ func Describe(i int, s v1alpha1.Source) string {
 		return fmt.Sprintf("sources[%d] (configMap %s/%s key %s)", i, s.ConfigMap.Namespace, s.ConfigMap.Name, s.ConfigMap.Key)
 	case s.Secret != nil:
 		return fmt.Sprintf("sources[%d] (secret %s/%s key %s)", i, s.Secret.Namespace, s.Secret.Name, s.Secret.Key)
+	case s.PublicRoots != nil:
+		return fmt.Sprintf("sources[%d] (publicRoots %s)", i, PublicRootsVersion)
 	default:
 		return fmt.Sprintf("sources[%d] (inline)", i)
 	}
 }
 
-// readPEM reads a ConfigMap, Secret or inline source and validates it.
+// readPEM reads a ConfigMap, Secret, inline or public roots source and
+// validates it.
 func (r *Resolver) readPEM(ctx context.Context, s v1alpha1.Source, dropNonCA bool, now time.Time) ([]*x509.Certificate, error) {
+	if s.PublicRoots != nil {
+		certs, err := publicRoots()
+		if err != nil {
+			return nil, err
+		}
+		return caRule(certs, dropNonCA, now)
+	}
 	data, err := r.pemText(ctx, s)
 	if err != nil {
 		return nil, err

@@ -8,11 +8,16 @@
 //     matches and the field manager still owns exactly the data keys it
 //     writes (a key changed or removed by hand moves out of the manager's
 //     managedFields), so an unchanged bundle writes nothing.
+//   - one cluster-scoped ClusterTrustBundle per TrustBundle
+//     (clustertrustbundle.go), kept in sync the same way.
 //   - the caBundle of every ValidatingWebhookConfiguration,
 //     MutatingWebhookConfiguration, APIService and CRD conversion webhook
 //     annotated with v1alpha1.InjectAnnotation (inject.go). These are few,
-//     so each is read live and compared before writing.
+//     so each is read live and compared before writing; one without a
+//     caBundle field is skipped and reported, not failed.
 //
 // Every write is a server-side apply with the field manager FieldManager
 // that names only our keys, so keys of others in a shared object survive.
+// Ownership is forced only on objects labelled as ours: an object of a
+// target's name that someone else created is never taken over.
 package target

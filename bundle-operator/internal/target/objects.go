@@ -54,6 +54,8 @@ type Desired struct {
 	Namespaces []string
 	// Data maps each key to its content.
 	Data map[string][]byte
+	// Binary names the keys of Data a ConfigMap holds in binaryData.
+	Binary map[string]bool
 	// Labels go on every target; they must include LabelTrustBundle.
 	Labels map[string]string
 }
@@ -265,10 +267,14 @@ func (o *Objects) apply(ctx context.Context, d Desired, ns, hash, what string, f
 
 func applyObject(d Desired, ns, hash string) *unstructured.Unstructured {
 	data := make(map[string]any, len(d.Data))
+	binaryData := map[string]any{}
 	for k, v := range d.Data {
-		if d.Kind == KindSecret {
+		switch {
+		case d.Kind == KindSecret:
 			data[k] = base64.StdEncoding.EncodeToString(v)
-		} else {
+		case d.Binary[k]:
+			binaryData[k] = base64.StdEncoding.EncodeToString(v)
+		default:
 			data[k] = string(v)
 		}
 	}
@@ -276,7 +282,7 @@ func applyObject(d Desired, ns, hash string) *unstructured.Unstructured {
 	for k, v := range d.Labels {
 		labels[k] = v
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
+	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1",
 		"kind":       string(d.Kind),
 		"metadata": map[string]any{
@@ -285,8 +291,14 @@ func applyObject(d Desired, ns, hash string) *unstructured.Unstructured {
 			"labels":      labels,
 			"annotations": map[string]any{AnnotationHash: hash},
 		},
-		"data": data,
 	}}
+	if len(data) > 0 || len(binaryData) == 0 {
+		obj.Object["data"] = data
+	}
+	if len(binaryData) > 0 {
+		obj.Object["binaryData"] = binaryData
+	}
+	return obj
 }
 
 // InSync reports, from metadata alone, whether m holds d's content: the hash
@@ -321,15 +333,18 @@ func ownedDataKeys(entries []metav1.ManagedFieldsEntry) (map[string]bool, bool) 
 			continue
 		}
 		var fields struct {
-			Data map[string]json.RawMessage `json:"f:data"`
+			Data       map[string]json.RawMessage `json:"f:data"`
+			BinaryData map[string]json.RawMessage `json:"f:binaryData"`
 		}
 		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
 			return nil, false
 		}
-		keys := make(map[string]bool, len(fields.Data))
-		for k := range fields.Data {
-			if len(k) > 2 && k[:2] == "f:" {
-				keys[k[2:]] = true
+		keys := make(map[string]bool, len(fields.Data)+len(fields.BinaryData))
+		for _, m := range []map[string]json.RawMessage{fields.Data, fields.BinaryData} {
+			for k := range m {
+				if len(k) > 2 && k[:2] == "f:" {
+					keys[k[2:]] = true
+				}
 			}
 		}
 		return keys, true

@@ -86,3 +86,28 @@ func TestExpectationsWaitForTheCache(t *testing.T) {
 		t.Fatal("an expectation outlived its TTL")
 	}
 }
+
+// TestInSyncCountsBinaryDataKeys proves that a key our apply owns under
+// binaryData (a trust store of a ConfigMap) counts as ours, and that one
+// taken over by a hand edit does not.
+func TestInSyncCountsBinaryDataKeys(t *testing.T) {
+	d := Desired{Bundle: "tb", Kind: KindConfigMap, Name: "ca",
+		Data:   map[string][]byte{"ca.crt": []byte("pem"), "trust.p12": {0x30, 0x82}},
+		Binary: map[string]bool{"trust.p12": true}, Labels: map[string]string{LabelTrustBundle: "tb"}}
+	hash := Hash(d.Data)
+	obj := applyObject(d, "ns", hash)
+	if _, ok := obj.Object["binaryData"].(map[string]any)["trust.p12"]; !ok {
+		t.Fatalf("applyObject() = %v, want trust.p12 in binaryData", obj.Object)
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.Labels = d.Labels
+	m.Annotations = map[string]string{AnnotationHash: hash}
+	m.ManagedFields = []metav1.ManagedFieldsEntry{managed(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"f:ca.crt":{}},"f:binaryData":{"f:trust.p12":{}}}`)}
+	if !InSync(m, d, hash) {
+		t.Error("InSync() = false for a target whose binaryData key is ours")
+	}
+	m.ManagedFields[0] = managed(FieldManager, metav1.ManagedFieldsOperationApply, `{"f:data":{"f:ca.crt":{}}}`)
+	if InSync(m, d, hash) {
+		t.Error("InSync() = true after the binaryData key moved to another manager")
+	}
+}

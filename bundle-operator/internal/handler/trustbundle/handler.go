@@ -105,6 +105,12 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 		tb.Status.Fingerprint = fp
 	}
 	tb.Status.CACount = int32(b.Len())
+	tb.Status.PublicRoots = ""
+	for _, src := range tb.Spec.Sources {
+		if src.PublicRoots != nil {
+			tb.Status.PublicRoots = source.PublicRootsVersion
+		}
+	}
 	expiry := metav1.NewTime(b.EarliestExpiry())
 	tb.Status.EarliestExpiry = &expiry
 	tb.Status.Certificates = certs
@@ -147,7 +153,7 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 		}
 		rep.Add(h.Objects.Sync(ctx, target.Desired{
 			Bundle: tb.Name, Kind: o.kind, Name: o.spec.Name,
-			Namespaces: namespaces, Data: data, Labels: objLabels,
+			Namespaces: namespaces, Data: data, Binary: binaryKeys(o.spec.Keys), Labels: objLabels,
 		}))
 	}
 	rep.Add(h.syncClusterTrustBundle(ctx, tb, f.pem, objLabels))
@@ -313,7 +319,7 @@ func (h *Handler) fillObjects(ctx context.Context, tb *v1alpha1.TrustBundle, f *
 		}
 		r, err := h.Objects.Fill(ctx, target.Desired{
 			Bundle: tb.Name, Kind: o.kind, Name: o.spec.Name,
-			Namespaces: namespaces, Data: data, Labels: objLabels,
+			Namespaces: namespaces, Data: data, Binary: binaryKeys(o.spec.Keys), Labels: objLabels,
 		})
 		rep.Add(r)
 		if err != nil {

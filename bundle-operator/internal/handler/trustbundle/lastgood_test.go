@@ -21,7 +21,8 @@ import (
 )
 
 // allKeys names every format, as a target that wants them all does.
-var allKeys = v1alpha1.Keys{PEM: "ca.crt", SPIFFE: "bundle.spiffe", JWKS: "jwks.json", FederatedSPIFFE: "federated."}
+var allKeys = v1alpha1.Keys{PEM: "ca.crt", SPIFFE: "bundle.spiffe", JWKS: "jwks.json", FederatedSPIFFE: "federated.",
+	PKCS12: "truststore.p12", JKS: "truststore.jks", TrustStorePassword: "changeit"}
 
 // spireContent is what a pass publishes from a spire source of trust domain
 // td with the X.509 authorities certs and the JWT authorities jwt, and the
@@ -91,8 +92,8 @@ func TestLastGoodRebuildsThePublishedBytes(t *testing.T) {
 	a, b, fed := testpki.ValidCA("a"), testpki.ValidCA("b"), testpki.ValidCA("fed")
 	other := bundle.Domain{TrustDomain: "other.org", Bundle: bundle.New([]*x509.Certificate{fed.Cert}, jwtAuthorities(t)[:1])}
 	st, want := publishedStatus(t, spireContent("example.org", []*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t), other))
-	if len(want) != 4 || want["federated.other.org"] == nil {
-		t.Fatalf("published keys %v, want the PEM, SPIFFE, JWKS and federated.other.org", len(want))
+	if len(want) != 6 || want["federated.other.org"] == nil || want["truststore.p12"] == nil {
+		t.Fatalf("published %d keys, want the PEM, SPIFFE, JWKS, federated.other.org, PKCS#12 and JKS", len(want))
 	}
 
 	f, err := lastGood(st, time.Now())

@@ -50,6 +50,9 @@ type domainDocument struct {
 // A format that cannot be rendered holds the error that fails only the
 // targets naming it; the others, and injection, go on.
 type formats struct {
+	// all is the bundle of the PEM format, kept for the trust stores,
+	// which are rendered per password.
+	all          *bundle.Bundle
 	pem          []byte
 	jwks         []byte
 	jwksErr      error
@@ -61,7 +64,7 @@ type formats struct {
 
 // newFormats renders c in every format.
 func newFormats(c *content) *formats {
-	f := &formats{pem: c.all.PEM()}
+	f := &formats{all: c.all, pem: c.all.PEM()}
 	jwt := bundle.New(nil, nil)
 	if c.local != nil {
 		jwt = c.local.Bundle
@@ -101,7 +104,7 @@ func unrenderable(format string, err error) error {
 
 // data returns the data of an object target: one entry per key it names.
 func (f *formats) data(keys v1alpha1.Keys) (map[string][]byte, error) {
-	if keys.PEM == "" && keys.SPIFFE == "" && keys.JWKS == "" && keys.FederatedSPIFFE == "" {
+	if keys.PEM == "" && keys.SPIFFE == "" && keys.JWKS == "" && keys.FederatedSPIFFE == "" && keys.PKCS12 == "" && keys.JKS == "" {
 		keys.PEM = defaultPEMKey
 	}
 	out := map[string][]byte{}
@@ -124,6 +127,21 @@ func (f *formats) data(keys v1alpha1.Keys) (map[string][]byte, error) {
 		out[keys.JWKS] = f.jwks
 		n++
 	}
+	for _, store := range []struct {
+		key    string
+		name   string
+		render func(string) ([]byte, error)
+	}{{keys.PKCS12, "PKCS#12", f.all.PKCS12}, {keys.JKS, "JKS", f.all.JKS}} {
+		if store.key == "" {
+			continue
+		}
+		raw, err := store.render(keys.TrustStorePassword)
+		if err != nil {
+			return nil, unrenderable(store.name, err)
+		}
+		out[store.key] = raw
+		n++
+	}
 	if keys.FederatedSPIFFE != "" {
 		if f.federatedErr != nil {
 			return nil, f.federatedErr
@@ -137,4 +155,16 @@ func (f *formats) data(keys v1alpha1.Keys) (map[string][]byte, error) {
 		return nil, ctrlerrors.WithReason(ReasonKeysCollide, ctrlerrors.BlockedErrorf("target keys %+v name one key twice", keys))
 	}
 	return out, nil
+}
+
+// binaryKeys are the keys of keys that hold binary data (a ConfigMap
+// writes them to binaryData).
+func binaryKeys(keys v1alpha1.Keys) map[string]bool {
+	out := map[string]bool{}
+	for _, k := range []string{keys.PKCS12, keys.JKS} {
+		if k != "" {
+			out[k] = true
+		}
+	}
+	return out
 }

@@ -32,3 +32,27 @@ func TestAFormatThatCannotRenderFailsOnlyItsTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatKeys proves the key rules the CRD schema cannot check: a
+// federated document whose key collides with another format's is refused
+// with KeysCollide, and without a spire source the JWKS is an empty set
+// while the SPIFFE formats fail with NoSpireSource.
+func TestFormatKeys(t *testing.T) {
+	ca, fed := testpki.ValidCA("a"), testpki.ValidCA("fed")
+	other := bundle.Domain{TrustDomain: "other.org", Bundle: bundle.New([]*x509.Certificate{fed.Cert}, nil)}
+	f := newFormats(spireContent("example.org", []*x509.Certificate{ca.Cert}, nil, other))
+	if _, err := f.data(v1alpha1.Keys{PEM: "federated.other.org", FederatedSPIFFE: "federated."}); ctrlerrors.Reason(err, "") != ReasonKeysCollide {
+		t.Errorf("colliding keys: %v, want %s", err, ReasonKeysCollide)
+	}
+
+	noSpire := newFormats(&content{all: bundle.New([]*x509.Certificate{ca.Cert}, nil)})
+	data, err := noSpire.data(v1alpha1.Keys{JWKS: "jwks.json"})
+	if err != nil || string(data["jwks.json"]) != `{"keys":[]}` {
+		t.Errorf("JWKS without a spire source = %q, %v; want an empty set", data["jwks.json"], err)
+	}
+	for _, keys := range []v1alpha1.Keys{{SPIFFE: "bundle.spiffe"}, {FederatedSPIFFE: "federated."}} {
+		if _, err := noSpire.data(keys); ctrlerrors.Reason(err, "") != ReasonNoSpireSource {
+			t.Errorf("keys %+v without a spire source: %v, want %s", keys, err, ReasonNoSpireSource)
+		}
+	}
+}

@@ -1,0 +1,33 @@
+package source
+
+import (
+	"crypto/x509"
+
+	nssroots "golang.org/x/crypto/x509roots/fallback/bundle"
+
+	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
+)
+
+// PublicRootsVersion is the version of golang.org/x/crypto/x509roots/fallback
+// in go.mod, the public root set a publicRoots source holds (a test keeps
+// the two equal).
+const PublicRootsVersion = "golang.org/x/crypto/x509roots/fallback@v0.0.0-20261030153154-30a33513ff6d"
+
+// publicRoots returns the public (Mozilla NSS) root CAs without those that
+// carry a constraint a PEM bundle cannot express (a distrust-after date):
+// published without it, such a root would be trusted for certificates the
+// NSS store no longer accepts.
+func publicRoots() ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for r := range nssroots.Roots() {
+		if r.Constraint != nil {
+			continue
+		}
+		c, err := bundle.ParseDER([][]byte{r.Certificate})
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, c...)
+	}
+	return certs, nil
+}
