@@ -10,7 +10,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,6 +100,43 @@ spec:
 			return strings.Join(framework.X509SVIDs(log), ","), err
 		}, "15s", time.Second).Should(BeEmpty(), "longer than the agent's sync period")
 		Expect(entryCount(ctx, workloadID(ns, "web-sa"))()).To(BeZero())
+	})
+
+	It("keeps the old pods' SVID until they are gone when a service account change rolls out, and gives new pods the new one", func(ctx context.Context) {
+		ns := namespace(ctx, true)
+		probeDeployment(ctx, w, ns, "web", "old-sa")
+		oldID, newID := workloadID(ns, "old-sa"), workloadID(ns, "new-sa")
+		Eventually(probeLog(ctx, ns, "web"), podTimeout, time.Second).Should(ContainSubstring("x509-svid id=" + oldID + " "))
+		old, err := framework.ProbePod(ctx, cluster, ns, "web")
+		Expect(err).NotTo(HaveOccurred())
+
+		Expect(cluster.Client().Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new-sa"}})).To(Succeed())
+		deploy := &appsv1.Deployment{}
+		Expect(cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, deploy)).To(Succeed())
+		deploy.Spec.Template.Spec.ServiceAccountName = "new-sa"
+		deploy.Spec.MinReadySeconds = 20 // the old pod overlaps the new one for several agent syncs
+		Expect(cluster.Client().Update(ctx, deploy)).To(Succeed())
+
+		// Until the old pod is gone, every fetch after its first SVID got the old identity again.
+		Eventually(func() error {
+			err := cluster.Client().Get(ctx, client.ObjectKeyFromObject(old), &corev1.Pod{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			log, logErr := framework.PodLogs(ctx, cluster, ns, old.Name)
+			if logErr == nil {
+				_, after, _ := strings.Cut(log, "x509-svid ")
+				if strings.Contains(after, "no-identity") || strings.Contains(after, newID) {
+					StopTrying("the old pod lost its identity or got the new one before it was gone:\n" + log).Now()
+				}
+			}
+			return fmt.Errorf("old pod %s still there", old.Name)
+		}, podTimeout, time.Second).Should(Succeed())
+
+		Eventually(probeLog(ctx, ns, "web"), podTimeout, time.Second).Should(ContainSubstring("x509-svid id=" + newID + " "))
+		log, err := probeLog(ctx, ns, "web")()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(framework.X509SVIDs(log)).To(ConsistOf(newID+" dns=new-sa."+ns+".svc"), "the new pod never got the old identity")
 	})
 
 	// Last: it deletes the policy the specs above share.
