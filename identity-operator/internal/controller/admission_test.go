@@ -215,6 +215,10 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			return c.SubResource("ephemeralcontainers").Update(ctx, p)
 		}
 		Expect(addDebugContainer(dev, "labelled", "debug")).To(MatchError(ContainSubstring("ephemeral containers")))
+		By("a strategic merge patch of the subresource, as kubectl debug sends, takes no other way")
+		debugPatch := []byte(`{"spec":{"ephemeralContainers":[{"name":"debug-patch","image":"example.org/debug:1","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}]}}`)
+		Expect(dev.SubResource("ephemeralcontainers").Patch(ctx, pod(ns, "labelled", nil), client.RawPatch(types.StrategicMergePatchType, debugPatch))).
+			To(MatchError(ContainSubstring("ephemeral containers")))
 		cur := &corev1.Pod{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, cur)).To(Succeed())
 		Expect(cur.Spec.EphemeralContainers).To(BeEmpty())
