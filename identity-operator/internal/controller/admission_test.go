@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -175,6 +176,35 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 		Expect(relabel(ctx, dev, ns, "labelled", func(l map[string]string) map[string]string { l["tier"] = "gold"; return l })).To(Succeed())
 	})
 
+	It("attack: swapping the image of a labelled pod's container in place, which runs other code with the pod's identity, is refused", func(ctx context.Context) {
+		withInit := pod(ns, "labelled-init", map[string]string{v1alpha1.BoundaryLabel: "v1", "app": "web"})
+		withInit.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "example.org/init:1"}}
+		Expect(setter.Create(ctx, withInit)).To(Succeed())
+		swapImage := func(c client.Client, name string, mutate func(*corev1.Pod)) error {
+			p := &corev1.Pod{}
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+			mutate(p)
+			return c.Update(ctx, p)
+		}
+		app := func(p *corev1.Pod) { p.Spec.Containers[0].Image = "example.org/evil:1" }
+		initC := func(p *corev1.Pod) { p.Spec.InitContainers[0].Image = "example.org/evil:1" }
+		for _, c := range []client.Client{dev, setter} {
+			Expect(swapImage(c, "labelled", app)).To(MatchError(ContainSubstring("images")))
+			Expect(swapImage(c, "labelled-init", initC)).To(MatchError(ContainSubstring("images")))
+		}
+		By("a JSON patch takes no other way")
+		patch := []byte(`[{"op":"replace","path":"/spec/containers/0/image","value":"example.org/evil:1"}]`)
+		Expect(dev.Patch(ctx, pod(ns, "labelled", nil), client.RawPatch(types.JSONPatchType, patch))).To(MatchError(ContainSubstring("images")))
+		for name, want := range map[string]string{"labelled": "example.org/app:1", "labelled-init": "example.org/app:1"} {
+			cur := &corev1.Pod{}
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cur)).To(Succeed())
+			Expect(cur.Spec.Containers[0].Image).To(Equal(want))
+		}
+
+		By("an unlabelled pod's image can still be changed")
+		Expect(swapImage(dev, "plain", app)).To(Succeed())
+	})
+
 	It("a user outside the allowed principals cannot debug a labelled pod with an ephemeral container", func(ctx context.Context) {
 		addDebugContainer := func(c client.Client, name, container string) error {
 			p := &corev1.Pod{}
@@ -185,6 +215,10 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			return c.SubResource("ephemeralcontainers").Update(ctx, p)
 		}
 		Expect(addDebugContainer(dev, "labelled", "debug")).To(MatchError(ContainSubstring("ephemeral containers")))
+		By("a strategic merge patch of the subresource, as kubectl debug sends, takes no other way")
+		debugPatch := []byte(`{"spec":{"ephemeralContainers":[{"name":"debug-patch","image":"example.org/debug:1","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}]}}`)
+		Expect(dev.SubResource("ephemeralcontainers").Patch(ctx, pod(ns, "labelled", nil), client.RawPatch(types.StrategicMergePatchType, debugPatch))).
+			To(MatchError(ContainSubstring("ephemeral containers")))
 		cur := &corev1.Pod{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "labelled"}, cur)).To(Succeed())
 		Expect(cur.Spec.EphemeralContainers).To(BeEmpty())

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/labels"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
@@ -93,6 +94,17 @@ var _ = Describe("Rendering: a Ready binding gets outputs with the safe selector
 			return map[string]any{"admin": spec["admin"], "downstream": spec["downstream"], "autoPopulateDNSNames": spec["autoPopulateDNSNames"],
 				"dnsNameTemplates": spec["dnsNameTemplates"], "federatesWith": spec["federatesWith"]}
 		}).Should(Equal(map[string]any{"admin": false, "downstream": false, "autoPopulateDNSNames": false, "dnsNameTemplates": []any{}, "federatesWith": []any{}}))
+
+		By("someone widens the SpiffeEntry: the boundary selector dropped, admin, downstream, DNS names, federation, another parent: the operator repairs it")
+		entry := getEntry(ctx, ns, b.Name)(Default)
+		wantEntry := entry.Spec.DeepCopy()
+		entry.Spec.Selectors = []string{"k8s:ns:" + ns, "k8s:sa:serving"}
+		entry.Spec.Admin, entry.Spec.Downstream = true, true
+		entry.Spec.DNSNames = []string{"evil.example.org"}
+		entry.Spec.FederatesWith = []spiffev1alpha1.TrustDomainName{"other.org"}
+		entry.Spec.ParentID = "spiffe://example.org/some-node"
+		Expect(k8s.Update(ctx, entry)).To(Succeed())
+		Eventually(func(g Gomega) spiffev1alpha1.SpiffeEntrySpec { return getEntry(ctx, ns, b.Name)(g).Spec }).Should(Equal(*wantEntry))
 
 		By("someone widens what the ClusterSPIFFEID selects: no boundary label, every namespace, fewer selectors, fallback, another ID: the operator repairs it")
 		cur := &unstructured.Unstructured{}

@@ -36,3 +36,43 @@ func TestTemplateCannotClaimAnotherNamespacesIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodedPathsCannotLeaveTheServiceAccount tries the encodings that
+// could make a path compare as under ns/<namespace>/sa/<service account>/
+// and still name something else once a consumer normalises it: dot
+// segments, empty segments, percent-escapes, unicode look-alikes, a
+// trailing slash, upper case, and a namespace that only starts with the
+// binding's. Every one is refused, either as an invalid SPIFFE ID path or
+// as outside the service account; none renders.
+func TestEncodedPathsCannotLeaveTheServiceAccount(t *testing.T) {
+	td := spiffeid.RequireTrustDomainFromString("example.org")
+	vars := Vars{Namespace: "a", ServiceAccount: "db", Pool: "llm", Variant: "canary"}
+	attacks := map[string]string{
+		"dot-dot segment after the prefix":               "ns/{namespace}/sa/{serviceAccount}/../../../b/sa/db/x",
+		"dot segment inside the prefix":                  "ns/./{namespace}/sa/{serviceAccount}/x",
+		"double slash":                                   "ns/{namespace}/sa/{serviceAccount}//x",
+		"empty namespace segment":                        "ns//sa/{serviceAccount}/x",
+		"percent-encoded slash":                          "ns/{namespace}%2Fb/sa/{serviceAccount}/x",
+		"percent-encoded dot-dot":                        "ns/{namespace}/sa/{serviceAccount}/%2e%2e/x",
+		"unicode look-alike of ns":                       "ո\u0455/{namespace}/sa/{serviceAccount}/x",
+		"trailing slash":                                 "ns/{namespace}/sa/{serviceAccount}/",
+		"upper-case NS":                                  "NS/{namespace}/sa/{serviceAccount}/x",
+		"upper-case SA":                                  "ns/{namespace}/SA/{serviceAccount}/x",
+		"namespace that starts with the binding's":       "ns/{namespace}b/sa/{serviceAccount}/x",
+		"service account that starts with the binding's": "ns/{namespace}/sa/{serviceAccount}x/y",
+		"backslash":                                      "ns/{namespace}/sa/{serviceAccount}\\..\\x",
+		"query":                                          "ns/{namespace}/sa/{serviceAccount}/x?ns=b",
+		"fragment":                                       "ns/{namespace}/sa/{serviceAccount}/x#y",
+	}
+	for name, tmpl := range attacks {
+		t.Run(name, func(t *testing.T) {
+			got, err := Render(td, tmpl, vars)
+			if err == nil {
+				t.Fatalf("Render(%q) = %q; want a refusal", tmpl, got)
+			}
+			if got != "" {
+				t.Fatalf("Render(%q) returned %q beside the error %v", tmpl, got, err)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package identitybinding
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,6 +97,17 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 		return nil, err
 	}
 	if _, err := j.Cleanup(ctx); err != nil {
+		return nil, fmt.Errorf("delete stale outputs: %w", err)
+	}
+	// The janitor sees only the binding's current environment. An output
+	// written while the binding carried another environment label, of a
+	// kind no longer configured (or under another name), would outlive the
+	// spec it was rendered from, so b's unwanted outputs go in every
+	// environment.
+	wanted := func(k output.Kind, o client.Object) bool {
+		return o.GetName() == name && slices.Contains(h.opts.Outputs, k)
+	}
+	if _, err := h.deleteOwned(ctx, h.client, b, wanted); err != nil {
 		return nil, fmt.Errorf("delete stale outputs: %w", err)
 	}
 	return refs, nil
@@ -268,22 +280,37 @@ func (h *Handler) withdraw(ctx context.Context, j *janitor.Client, b *v1alpha1.I
 			return false, fmt.Errorf("withdraw outputs: %w", err)
 		}
 	}
-	remaining := 0
+	remaining, err := h.deleteOwned(ctx, h.apiReader, b, func(output.Kind, client.Object) bool { return false })
+	if err != nil {
+		return false, fmt.Errorf("withdraw outputs: %w", err)
+	}
+	return remaining == 0, nil
+}
+
+// deleteOwned lists b's outputs of every served kind through r, by owner
+// UID and in every environment, and deletes those keep does not want (with
+// their UID as precondition). It returns how many unwanted outputs it saw,
+// those already being deleted included.
+func (h *Handler) deleteOwned(ctx context.Context, r client.Reader, b *v1alpha1.IdentityBinding, keep func(output.Kind, client.Object) bool) (int, error) {
+	unwanted := 0
 	for _, k := range h.opts.ServedOutputs {
 		l := output.NewList(k)
-		if err := h.apiReader.List(ctx, l, client.MatchingLabels{labels.OwnerUID: string(b.UID)}); err != nil {
-			return false, fmt.Errorf("confirm %s outputs are gone: %w", k, err)
+		if err := r.List(ctx, l, client.MatchingLabels{labels.OwnerUID: string(b.UID)}); err != nil {
+			return unwanted, fmt.Errorf("list %s outputs of %s/%s: %w", k, b.Namespace, b.Name, err)
 		}
 		for _, o := range output.Items(l) {
-			remaining++
+			if keep(k, o) {
+				continue
+			}
+			unwanted++
 			if o.GetDeletionTimestamp() != nil {
 				continue
 			}
 			uid := o.GetUID()
 			if err := h.client.Delete(ctx, o, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-				return false, fmt.Errorf("withdraw %s %s: %w", k, o.GetName(), err)
+				return unwanted, fmt.Errorf("delete %s %s: %w", k, o.GetName(), err)
 			}
 		}
 	}
-	return remaining == 0, nil
+	return unwanted, nil
 }

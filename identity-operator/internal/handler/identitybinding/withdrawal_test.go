@@ -24,8 +24,9 @@ import (
 )
 
 // leftoverClusterSPIFFEID creates a ClusterSPIFFEID owned by b, as an
-// operator started with --output=clusterspiffeid would have left it.
-func leftoverClusterSPIFFEID(t *testing.T, b *v1alpha1.IdentityBinding) *unstructured.Unstructured {
+// operator started with --output=clusterspiffeid would have left it while b
+// was labelled with environment environment.
+func leftoverClusterSPIFFEID(t *testing.T, b *v1alpha1.IdentityBinding, environment string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"spiffeIDTemplate": "spiffe://example.org/ns/" + b.Namespace + "/sa/serving/old",
@@ -34,7 +35,7 @@ func leftoverClusterSPIFFEID(t *testing.T, b *v1alpha1.IdentityBinding) *unstruc
 	u.SetName(output.Name(b.Namespace, b.Name))
 	u.SetLabels(map[string]string{
 		labels.OwnerUID: string(b.UID), labels.OwnerKind: "IdentityBinding", labels.OwnerName: b.Name,
-		labels.OwnerNamespace: b.Namespace, labels.Environment: env,
+		labels.OwnerNamespace: b.Namespace, labels.Environment: environment,
 	})
 	if err := cp.Client.Create(context.Background(), u); err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestWithdrawalCoversOutputKindsNoLongerConfigured(t *testing.T) {
 
 	t.Run("a failing binding", func(t *testing.T) {
 		b := createBinding(t, c, newNamespace(t))
-		u := leftoverClusterSPIFFEID(t, b)
+		u := leftoverClusterSPIFFEID(t, b, env)
 		b.Spec.IdentityBoundary.Variant = ""
 		NewWithT(t).Eventually(func() error {
 			err := reconcile(t, h, c, b)
@@ -77,7 +78,7 @@ func TestWithdrawalCoversOutputKindsNoLongerConfigured(t *testing.T) {
 		NewWithT(t).Expect(gone(u)()).To(BeTrue())
 	})
 
-	t.Run("a Ready binding", func(t *testing.T) {
+	readyBinding := func(t *testing.T) *v1alpha1.IdentityBinding {
 		namespace := newNamespace(t)
 		d := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
@@ -94,7 +95,9 @@ func TestWithdrawalCoversOutputKindsNoLongerConfigured(t *testing.T) {
 		}
 		b := createBinding(t, c, namespace)
 		b.Spec.PoolRef = v1alpha1.PoolReference{Kind: v1alpha1.DeploymentKind, Name: "web"}
-		u := leftoverClusterSPIFFEID(t, b)
+		return b
+	}
+	readyLosesLeftover := func(t *testing.T, b *v1alpha1.IdentityBinding, u *unstructured.Unstructured) {
 		NewWithT(t).Eventually(func() error {
 			if err := reconcile(t, h, c, b); err != nil {
 				return err
@@ -105,11 +108,25 @@ func TestWithdrawalCoversOutputKindsNoLongerConfigured(t *testing.T) {
 			return nil
 		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 		NewWithT(t).Expect(entriesOf(t, b)).To(Equal(1), "the configured SpiffeEntry is written")
+	}
+
+	t.Run("a Ready binding", func(t *testing.T) {
+		b := readyBinding(t)
+		readyLosesLeftover(t, b, leftoverClusterSPIFFEID(t, b, env))
+	})
+
+	// The janitor's cleanup sees only the binding's current environment; a
+	// leftover written while the binding was labelled with another one must
+	// go all the same, or it keeps selecting pods with a spec no binding
+	// describes any more.
+	t.Run("a Ready binding whose leftover is of the environment it was in before", func(t *testing.T) {
+		b := readyBinding(t)
+		readyLosesLeftover(t, b, leftoverClusterSPIFFEID(t, b, "an-earlier-environment"))
 	})
 
 	t.Run("a deleted binding", func(t *testing.T) {
 		b := createBinding(t, c, newNamespace(t))
-		u := leftoverClusterSPIFFEID(t, b)
+		u := leftoverClusterSPIFFEID(t, b, env)
 		j, err := janitor.New(scoped.New(c, env), b)
 		if err != nil {
 			t.Fatal(err)
