@@ -110,7 +110,7 @@ func NodePreflight() error {
 		if os.Geteuid() != 0 {
 			missing = append(missing, "root (mounts, cgroups, network namespaces)")
 		}
-		if h, err := v1Hierarchies(); err != nil || !hasHierarchies(h, "memory", "cpu", "pids") {
+		if h, err := cgroupHierarchies(); err != nil || !hasHierarchies(h, "memory", "cpu", "pids") {
 			missing = append(missing, "cgroup v1 hierarchies memory, cpu and pids under /sys/fs/cgroup (cgroup v2 alone is not supported by the harness)")
 		}
 		if _, err := exec.LookPath("ip"); err != nil {
@@ -220,7 +220,7 @@ func (n *Node) prepare() error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	hierarchies, err := v1Hierarchies()
+	hierarchies, err := cgroupHierarchies()
 	if err != nil {
 		return err
 	}

@@ -49,10 +49,13 @@ func machineState() map[string]string {
 	}
 	sort.Strings(names)
 	state["interfaces"] = strings.Join(names, " ")
-	for _, pattern := range []string{"/sys/fs/cgroup/*/*/", "/run/*", "/var/run/netns/*", "/var/lib/*", "/var/log/*", "/var/log/containers/*", "/etc/cni/*", "/opt/cni/*", "/tmp/tpn/*"} {
+	for _, pattern := range []string{"/sys/fs/cgroup/*/*", "/run/*", "/var/run/netns/*", "/var/lib/*", "/var/log/*", "/var/log/containers/*", "/etc/cni/*", "/opt/cni/*", "/tmp/tpn/*"} {
 		matches, _ := filepath.Glob(pattern)
 		var kept []string
 		for _, m := range matches {
+			if info, err := os.Stat(m); strings.HasPrefix(m, "/sys/fs/cgroup/") && (err != nil || !info.IsDir()) {
+				continue // the cgroups, not their files
+			}
 			if !strings.HasSuffix(m, "/tmp/tpn/lock") {
 				kept = append(kept, m)
 			}

@@ -44,7 +44,7 @@ type runState struct {
 	// Cgroup is the cgroup (in every v1 hierarchy) that holds the run's
 	// containerd, shims and pods.
 	Cgroup string `json:"cgroup"`
-	// Hierarchies are the cgroup v1 hierarchies the run created Cgroup in.
+	// Hierarchies are the cgroup hierarchies the run created Cgroup in.
 	Hierarchies []string `json:"hierarchies"`
 	// Bridge is the CNI bridge interface.
 	Bridge string `json:"bridge"`
@@ -155,8 +155,10 @@ func recoverStaleRuns() error {
 	return errors.Join(errs...)
 }
 
-// v1Hierarchies lists the mounted cgroup v1 hierarchies under /sys/fs/cgroup.
-func v1Hierarchies() ([]string, error) {
+// cgroupHierarchies lists the cgroup hierarchies mounted under
+// /sys/fs/cgroup: the v1 ones and, on a hybrid system, the cgroup2 one
+// (/sys/fs/cgroup/unified), where runc creates the pods' cgroups too.
+func cgroupHierarchies() ([]string, error) {
 	f, err := os.Open("/proc/self/mounts")
 	if err != nil {
 		return nil, fmt.Errorf("read mounts: %w", err)
@@ -166,7 +168,7 @@ func v1Hierarchies() ([]string, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) >= 3 && fields[2] == "cgroup" && filepath.Dir(fields[1]) == cgroupRoot {
+		if len(fields) >= 3 && (fields[2] == "cgroup" || fields[2] == "cgroup2") && filepath.Dir(fields[1]) == cgroupRoot {
 			out = append(out, fields[1])
 		}
 	}
