@@ -64,11 +64,18 @@ spire() {
 # node builds what a real node runs. runc links its nsenter C code (cgo, so gcc is
 # needed) and libseccomp: without seccomp support runc refuses every container whose
 # spec has a seccomp profile, and the kubelet asks for RuntimeDefault for every pod
-# sandbox. Its headers come from Debian's libseccomp-dev (.ci/run installs it).
+# sandbox. Its headers come from Debian's libseccomp-dev, installed here when missing
+# and run as root with apt-get.
 node() {
 	if ! pkg-config --exists libseccomp 2>/dev/null; then
-		say "runc needs libseccomp's headers and pkg-config: apt-get install libseccomp-dev pkg-config"
-		exit 1
+		if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+			say "runc needs libseccomp's headers: installing libseccomp-dev and pkg-config from Debian"
+			apt-get update -qq
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev pkg-config >/dev/null
+		else
+			say "runc needs libseccomp's headers and pkg-config: apt-get install libseccomp-dev pkg-config"
+			exit 1
+		fi
 	fi
 	local ld; ld=$(k8s_ldflags)
 	build kubelet "$K8S_VERSION" k8s k8s.io/kubernetes/cmd/kubelet 0 "$ld"
