@@ -12,6 +12,9 @@ CONTROLLER_GEN := $(CURDIR)/hack/controller-gen.sh
 # kubectl (with its built-in kustomize) from the tool cache unless given.
 KUBECTL ?= $(CURDIR)/hack/kubectl.sh
 IMAGE_TAG ?= dev
+# make images: assembled in Go (go) or built with the Dockerfiles (docker).
+IMAGES_WITH ?= go
+IMAGES_DIR  ?= $(CURDIR)/bin/images
 
 # Fuzz targets (package:Target:budget) that make test runs briefly; their
 # committed seed corpora (testdata/fuzz) also run in every plain go test.
@@ -26,7 +29,7 @@ FUZZ_TARGETS := \
 	identity-operator/internal/conflict:FuzzClassifyIsSymmetric:100000x
 FUZZ_TIME ?=
 
-.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind images fuzz \
+.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind images docker-images fuzz \
 	$(foreach o,$(OPERATORS),deploy-$(o) undeploy-$(o))
 
 all: test
@@ -80,7 +83,14 @@ e2e: tools ## the end-to-end suite on a local control plane (also part of make t
 e2e-kind: ## the same suite on a kind cluster (needs Docker): images, SPIRE, make deploy-<operator>
 	hack/e2e-kind.sh
 
-images: ## build the operators' container images (needs Docker)
+images: ## the operators' images (trustplane/<operator>:IMAGE_TAG) as tarballs in IMAGES_DIR (bin/images), assembled in Go without Docker; IMAGES_WITH=docker runs docker-images
+	@case "$(IMAGES_WITH)" in \
+		go) go run ./e2e/cmd/images -tag '$(IMAGE_TAG)' -out '$(IMAGES_DIR)' $(OPERATORS) ;; \
+		docker) $(MAKE) --no-print-directory docker-images ;; \
+		*) echo "IMAGES_WITH=$(IMAGES_WITH): want go or docker" >&2; exit 2 ;; \
+	esac
+
+docker-images: ## the same images built with the operators' Dockerfiles into the local Docker engine (needs Docker)
 	@for o in $(OPERATORS); do docker build -t trustplane/$$o:$(IMAGE_TAG) -f $$o/Dockerfile . ; done
 
 define deploy_rules

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # e2e-kind.sh runs the end-to-end specs on a kind cluster: it creates the
-# cluster (sigs.k8s.io/kind v0.33.0), builds and loads the operator images,
+# cluster (sigs.k8s.io/kind v0.33.0), builds the operator images as tarballs
+# (make images) and loads them,
 # installs SPIRE from its public images (hack/kind/spire.yaml), registers the
 # operators as SPIRE admins, runs `make deploy-<operator>` for each, then the
 # same Ginkgo specs as `make e2e` with E2E_CLUSTER=kind. Needs Docker.
@@ -15,13 +16,13 @@ cleanup() { [ "${KEEP_CLUSTER:-}" = 1 ] || kind delete cluster --name "$cluster"
 trap cleanup EXIT
 
 kind create cluster --name "$cluster" --config hack/kind/cluster.yaml --kubeconfig "$KUBECONFIG"
-make images IMAGE_TAG=e2e
+images_dir=$(mktemp -d /tmp/trustplane-images-XXXXXX)
+make images IMAGE_TAG=e2e IMAGES_DIR="$images_dir"
 for o in spiffe-operator identity-operator bundle-operator; do
-	kind load docker-image "trustplane/$o:e2e" --name "$cluster"
+	kind load image-archive "$images_dir/$o.tar" --name "$cluster"
 done
-probe_dir=$(mktemp -d /tmp/trustplane-probe-XXXXXX)
-kind load image-archive "$(go run ./e2e/cmd/probe-image "$probe_dir")" --name "$cluster"
-rm -rf "$probe_dir"
+kind load image-archive "$(go run ./e2e/cmd/probe-image "$images_dir")" --name "$cluster"
+rm -rf "$images_dir"
 
 $kubectl apply --server-side -f hack/kind/spire.yaml
 $kubectl -n spire-system rollout status statefulset/spire-server --timeout=180s
