@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/trustplane/trustplane/common/image"
 )
 
@@ -76,6 +78,11 @@ func (o Operator) Spec(tag, bin string) image.Spec {
 // returns. The binary is compiled into a temporary directory under dir and
 // removed afterwards.
 func (o Operator) Build(ctx context.Context, root, dir, tag string) (string, error) {
+	if ref, err := name.NewTag(o.Ref(tag)); err != nil {
+		return "", fmt.Errorf("%s: image tag %q: %w", o.Name, tag, err)
+	} else if ref.TagStr() != tag {
+		return "", fmt.Errorf("%s: image tag %q is not a valid tag (the reference reads it as %q)", o.Name, tag, ref.TagStr())
+	}
 	work, err := os.MkdirTemp(dir, "."+o.Name+"-")
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", o.Name, err)

@@ -146,3 +146,14 @@ func TestLookupRejectsUnknownOperators(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildRejectsABadTagBeforeCompiling: the module does not exist, so an
+// error about the tag shows the tag was checked first.
+func TestBuildRejectsABadTagBeforeCompiling(t *testing.T) {
+	for _, tag := range []string{"", "a b", "UPPER:case", "x/y"} {
+		_, err := operatorimage.Operator{Name: "spiffe-operator"}.Build(context.Background(), t.TempDir(), t.TempDir(), tag)
+		if err == nil || !strings.Contains(err.Error(), "image tag") {
+			t.Errorf("tag %q: err = %v, want one about the image tag", tag, err)
+		}
+	}
+}
