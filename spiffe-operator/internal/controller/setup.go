@@ -117,7 +117,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	return nil
 }
 
-// IndexPods registers the pod index the Syncer's Options.Pods (pods.Labels
+// IndexPods registers the pod index the Syncer's Options.Pods (pods.Lister
 // on the cache) reads; call it before the manager starts.
 func IndexPods(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, pods.ServiceAccountIndex, pods.IndexServiceAccount); err != nil {

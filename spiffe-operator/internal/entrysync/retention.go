@@ -3,15 +3,24 @@ package entrysync
 import (
 	"context"
 	"strings"
+	"time"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 )
 
-// PodLabels returns the labels of every existing pod in namespace that runs
-// as serviceAccount. It reads a cache and must not block.
-type PodLabels func(ctx context.Context, namespace, serviceAccount string) ([]map[string]string, error)
+// Pod is what retention reads of an existing pod.
+type Pod struct {
+	// Labels are the pod's labels.
+	Labels map[string]string
+	// Created is the pod's creation time (the API server's, in seconds).
+	Created time.Time
+}
+
+// PodLister returns every running pod in namespace that runs as
+// serviceAccount. It reads a cache and must not block.
+type PodLister func(ctx context.Context, namespace, serviceAccount string) ([]Pod, error)
 
 // podShape is what an entry's selectors ask of a pod, when they are all
 // k8s:ns, k8s:sa and k8s:pod-label selectors (the ones the operator can
@@ -91,6 +100,9 @@ func (r *retainer) drop(parent, id string, o *ours, out *Outcome) {
 }
 
 // keep reports whether the stale entry o (ID id) must stay, and records it.
+// Only pods that existed when this process first found the entry no longer
+// wanted count: a pod started later, by anyone who may create pods in the
+// namespace, must not keep an identity the owner withdrew alive for ever.
 func (r *retainer) keep(id string, o *ours) bool {
 	if r.s.opts.Pods == nil {
 		return false
@@ -99,6 +111,11 @@ func (r *retainer) keep(id string, o *ours) bool {
 	if !ok {
 		return false
 	}
+	since, ok := r.s.unwantedSince[id]
+	if !ok {
+		since = r.s.opts.Now()
+		r.s.unwantedSince[id] = since
+	}
 	pods, err := r.s.opts.Pods(r.ctx, sh.namespace, sh.serviceAccount)
 	if err != nil {
 		// Not knowing which pods run, keep the entry: the next pass decides.
@@ -106,8 +123,12 @@ func (r *retainer) keep(id string, o *ours) bool {
 		r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
 		return true
 	}
-	for _, labels := range pods {
-		if sh.matches(labels) && !r.covered(sh.namespace, sh.serviceAccount, labels) {
+	for _, pod := range pods {
+		// Creation times have whole seconds: a pod of the same second counts.
+		if pod.Created.After(since) || !sh.matches(pod.Labels) {
+			continue
+		}
+		if !r.covered(sh.namespace, sh.serviceAccount, pod.Labels) {
 			r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
 			return true
 		}

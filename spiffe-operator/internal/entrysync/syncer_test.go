@@ -360,16 +360,22 @@ func TestAKnownYoungerHolderIsTakenOverOnceItsOwnerIsSeen(t *testing.T) {
 	}
 }
 
-// podSet is a fake pod cache: labels of pods by "namespace/serviceAccount".
+// podSet is a fake pod cache: labels of pods by "namespace/serviceAccount",
+// all created at the zero time unless created names another.
 type podSet struct {
-	mu   sync.Mutex
-	pods map[string][]map[string]string
+	mu      sync.Mutex
+	pods    map[string][]map[string]string
+	created map[string]time.Time
 }
 
-func (p *podSet) labels(_ context.Context, ns, sa string) ([]map[string]string, error) {
+func (p *podSet) labels(_ context.Context, ns, sa string) ([]Pod, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pods[ns+"/"+sa], nil
+	out := make([]Pod, 0, len(p.pods[ns+"/"+sa]))
+	for _, l := range p.pods[ns+"/"+sa] {
+		out = append(out, Pod{Labels: l, Created: p.created[ns+"/"+sa]})
+	}
+	return out, nil
 }
 
 func saEntry(ns, sa string, podLabels ...string) entries.Entry {
@@ -607,5 +613,56 @@ func TestAnEntryTheHolderStopsWantingGoesToTheNextOwnerInTheSamePass(t *testing.
 	youngID := s.opts.IDs.EntryID(young.Tag(), e.Key())
 	if w := api.Writes()[before:]; len(w) != 2 || !strings.HasPrefix(w[0], "delete ") || w[1] != "create "+youngID {
 		t.Fatalf("the holder's pass wrote %v, want its delete then the next owner's create", w)
+	}
+}
+
+func TestOnlyPodsThatExistedWhenAnEntryWentUnwantedKeepIt(t *testing.T) {
+	api := fake.New()
+	now := t0
+	pods := &podSet{pods: map[string][]map[string]string{}, created: map[string]time.Time{}}
+	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Pods: pods.labels,
+		Now: func() time.Time { return now }})
+	ctx := context.Background()
+	o := owner("a", 0)
+	web := saEntry("a", "web")
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The pod ran before the entry stopped being wanted: it keeps it, pass
+	// after pass, however late they come.
+	pods.pods["a/web"] = []map[string]string{{"app": "web"}}
+	pods.created["a/web"] = t0.Add(-time.Hour)
+	for range 3 {
+		now = now.Add(time.Minute)
+		if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 1 || len(api.All()) != 1 {
+			t.Fatalf("pod from before: %v, retained %d, %v", err, out.Retained, api.All())
+		}
+	}
+	// Only a pod created after that (the first pass without it, at t0+1m)
+	// is left: it keeps nothing.
+	pods.created["a/web"] = t0.Add(time.Minute + time.Second)
+	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 0 || len(api.All()) != 0 {
+		t.Fatalf("pod from after: %v, retained %d, %v", err, out.Retained, api.All())
+	}
+	// Wanted again and then unwanted again, the clock starts afresh: the
+	// pod now predates it.
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 1 || len(api.All()) != 1 {
+		t.Fatalf("unwanted again: %v, retained %d, %v", err, out.Retained, api.All())
+	}
+	// So does an entry deleted and created again in between.
+	pods.created["a/web"] = now.Add(time.Second)
+	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 0 || len(api.All()) != 0 {
+		t.Fatalf("pod from after, again: %v, retained %d, %v", err, out.Retained, api.All())
+	}
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 1 || len(api.All()) != 1 {
+		t.Fatalf("created again and unwanted: %v, retained %d, %v", err, out.Retained, api.All())
 	}
 }

@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 		_ = closer.Close()
 		return nil, err
 	}
-	syncOpts.Pods = pods.Labels(mgr.GetCache())
+	syncOpts.Pods = pods.Lister(mgr.GetCache())
 	if o.CollectOrphans {
 		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
 	}

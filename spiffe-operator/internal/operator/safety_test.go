@@ -349,6 +349,29 @@ var _ = Describe("Entries follow the pods that run", func() {
 		deletePod(running)
 		Eventually(paths(parentOf("renderfail"))).Should(BeEmpty())
 	})
+
+	It("does not let a pod created after its namespace left the policy keep the entry alive", func() {
+		ns := namespace("revoke-a", map[string]string{"test": "revoke"})
+		createSA("revoke-a", "web")
+		deployment("revoke-a", "web", "web", nil)
+		before := pod("revoke-a", "web-1", "web", map[string]string{"app": "web"})
+		Expect(k8s.Create(ctx, policyFor("revoke", nil))).To(Succeed())
+		Eventually(paths(parentOf("revoke"))).Should(Equal([]string{"/ns/revoke-a/sa/web"}))
+
+		// The namespace loses the label the policy selects: its identity is
+		// revoked, kept only for the pod that ran when that happened.
+		patch := client.MergeFrom(ns.DeepCopy())
+		ns.Labels = nil
+		Expect(k8s.Patch(ctx, ns, patch)).To(Succeed())
+		Consistently(paths(parentOf("revoke")), resync).Should(Equal([]string{"/ns/revoke-a/sa/web"}))
+
+		// A tenant of the namespace starts pods of the same shape, one after
+		// the other, to keep the entry alive once the old pod is gone.
+		after := pod("revoke-a", "web-2", "web", map[string]string{"app": "web"})
+		deletePod(before)
+		Eventually(paths(parentOf("revoke")), 2*resync).Should(BeEmpty())
+		deletePod(after)
+	})
 })
 
 var _ = Describe("Large replies", func() {

@@ -7,14 +7,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 )
 
 // ServiceAccountIndex is the cache index of pods by service account.
 const ServiceAccountIndex = "spec.serviceAccountName"
 
 // Transform is a cache transform (cache.TransformFunc) that keeps of a pod
-// only its name, namespace, UID, resourceVersion, labels, owner references,
-// deletion timestamp, service account, node name and phase.
+// only its name, namespace, UID, resourceVersion, creation time, labels,
+// owner references, deletion timestamp, service account, node name and phase.
 func Transform(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -23,7 +25,7 @@ func Transform(obj any) (any, error) {
 	return &corev1.Pod{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, CreationTimestamp: p.CreationTimestamp,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Spec:   corev1.PodSpec{ServiceAccountName: serviceAccount(p), NodeName: p.Spec.NodeName},
@@ -55,20 +57,20 @@ func Running(p *corev1.Pod) bool {
 	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// Labels returns an entrysync.PodLabels reading r, a cache with
-// ServiceAccountIndex: the labels of the running pods of one service
-// account in one namespace.
-func Labels(r client.Reader) func(ctx context.Context, namespace, serviceAccount string) ([]map[string]string, error) {
-	return func(ctx context.Context, namespace, serviceAccount string) ([]map[string]string, error) {
+// Lister returns an entrysync.PodLister reading r, a cache with
+// ServiceAccountIndex: the labels and creation times of the running pods of
+// one service account in one namespace.
+func Lister(r client.Reader) entrysync.PodLister {
+	return func(ctx context.Context, namespace, serviceAccount string) ([]entrysync.Pod, error) {
 		var l corev1.PodList
 		if err := r.List(ctx, &l, client.InNamespace(namespace), client.MatchingFields{ServiceAccountIndex: serviceAccount},
 			client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("list pods of service account %s/%s: %w", namespace, serviceAccount, err)
 		}
-		out := make([]map[string]string, 0, len(l.Items))
+		out := make([]entrysync.Pod, 0, len(l.Items))
 		for i := range l.Items {
-			if Running(&l.Items[i]) {
-				out = append(out, l.Items[i].Labels)
+			if p := &l.Items[i]; Running(p) {
+				out = append(out, entrysync.Pod{Labels: p.Labels, Created: p.CreationTimestamp.Time})
 			}
 		}
 		return out, nil
