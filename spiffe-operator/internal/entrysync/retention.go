@@ -3,7 +3,6 @@ package entrysync
 import (
 	"context"
 	"strings"
-	"time"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -12,10 +11,10 @@ import (
 
 // Pod is what retention reads of an existing pod.
 type Pod struct {
+	// UID is the pod's UID.
+	UID string
 	// Labels are the pod's labels.
 	Labels map[string]string
-	// Created is the pod's creation time (the API server's, in seconds).
-	Created time.Time
 }
 
 // PodLister returns every running pod in namespace that runs as
@@ -100,9 +99,10 @@ func (r *retainer) drop(parent, id string, o *ours, out *Outcome) {
 }
 
 // keep reports whether the stale entry o (ID id) must stay, and records it.
-// Only pods that existed when this process first found the entry no longer
-// wanted count: a pod started later, by anyone who may create pods in the
-// namespace, must not keep an identity the owner withdrew alive for ever.
+// Only the pods that needed the entry when this process first found it no
+// longer wanted count, and only while they still match it: a pod started or
+// relabelled later, by anyone who may do so in the namespace, must not keep
+// an identity the owner withdrew alive for ever.
 func (r *retainer) keep(id string, o *ours) bool {
 	if r.s.opts.Pods == nil {
 		return false
@@ -111,11 +111,6 @@ func (r *retainer) keep(id string, o *ours) bool {
 	if !ok {
 		return false
 	}
-	since, ok := r.s.unwantedSince[id]
-	if !ok {
-		since = r.s.opts.Now()
-		r.s.unwantedSince[id] = since
-	}
 	pods, err := r.s.opts.Pods(r.ctx, sh.namespace, sh.serviceAccount)
 	if err != nil {
 		// Not knowing which pods run, keep the entry: the next pass decides.
@@ -123,17 +118,28 @@ func (r *retainer) keep(id string, o *ours) bool {
 		r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
 		return true
 	}
+	needy, recorded := r.s.withdrawn[id]
+	if !recorded {
+		needy = map[string]bool{}
+	}
+	kept := false
 	for _, pod := range pods {
-		// Creation times have whole seconds: a pod of the same second counts.
-		if pod.Created.After(since) || !sh.matches(pod.Labels) {
+		if recorded && !needy[pod.UID] || !sh.matches(pod.Labels) || r.covered(sh.namespace, sh.serviceAccount, pod.Labels) {
 			continue
 		}
-		if !r.covered(sh.namespace, sh.serviceAccount, pod.Labels) {
-			r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
-			return true
+		kept = true
+		if recorded {
+			break
 		}
+		needy[pod.UID] = true
 	}
-	return false
+	if !recorded {
+		r.s.withdrawn[id] = needy
+	}
+	if kept {
+		r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
+	}
+	return kept
 }
 
 // covered reports whether an entry the owner wants selects the pod.

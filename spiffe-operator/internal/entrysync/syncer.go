@@ -47,8 +47,8 @@ type Options struct {
 	// deleted after each read of SPIRE. Nil disables this collection.
 	Alive func(ctx context.Context) (map[string]bool, error)
 	// Pods reads the existing pods, so that an entry no longer wanted stays
-	// while a pod that existed when it stopped being wanted still needs it
-	// (Outcome.Retained); call PodsChanged when pods go. Nil deletes entries as soon as they are no longer wanted.
+	// while a pod that needed it when it stopped being wanted still does
+	// (Outcome.Retained); call PodsChanged when pods go or change labels. Nil deletes entries as soon as they are no longer wanted.
 	Pods PodLister
 	// MaskRecheck is how soon an entry masked by a foreign entry is checked
 	// again (doubling up to ResyncInterval while it stays); 0 means
@@ -73,9 +73,10 @@ type Syncer struct {
 	plans uint64
 	// retained are the entries kept only for pods that still run, by ID.
 	retained map[string]retention
-	// unwantedSince is when this process first found each of its entries
-	// no longer wanted, by ID; pods created later do not keep the entry.
-	unwantedSince map[string]time.Time
+	// withdrawn holds, for each of the entries this process found no longer
+	// wanted, by ID, the UIDs of the pods that needed it then: only they
+	// may keep it.
+	withdrawn map[string]map[string]bool
 	// masks are the scheduled checks of foreign entries that mask ours, by ID.
 	masks map[string]*maskCheck
 }
@@ -89,7 +90,7 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 		opts.Notify = func(Owner) {}
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
-		retained: map[string]retention{}, unwantedSince: map[string]time.Time{}, masks: map[string]*maskCheck{}}
+		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{}}
 }
 
 // Masked is a wanted entry that another holder has.
@@ -504,9 +505,9 @@ func (s *Syncer) plan(ctx context.Context, owner Owner, want []*entries.Entry, k
 // reports it masked and is told to pass again when the holder turns out
 // younger. So a restart never deletes and re-creates a shared entry.
 func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string, mark uint64, e *entries.Entry, k entries.Key, out *Outcome) {
-	if len(s.unwantedSince) > 0 {
-		// Wanted again: a later retention starts afresh.
-		delete(s.unwantedSince, s.opts.IDs.EntryIDFor(tag, e))
+	if len(s.withdrawn) > 0 {
+		// Wanted again: a later withdrawal starts afresh.
+		delete(s.withdrawn, s.opts.IDs.EntryIDFor(tag, e))
 	}
 	v := s.views[e.ParentID.String()]
 	if w, ok := s.claims.winnerOf(k); ok && w.UID != owner.UID {
@@ -762,7 +763,7 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 				v.remove(del[i].id)
 			}
 			delete(s.retained, del[i].id)
-			delete(s.unwantedSince, del[i].id)
+			delete(s.withdrawn, del[i].id)
 		case isTransient(r.Code):
 			if v != nil {
 				v.valid = false

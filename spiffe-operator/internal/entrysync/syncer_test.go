@@ -3,6 +3,7 @@ package entrysync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -360,20 +361,25 @@ func TestAKnownYoungerHolderIsTakenOverOnceItsOwnerIsSeen(t *testing.T) {
 	}
 }
 
-// podSet is a fake pod cache: labels of pods by "namespace/serviceAccount",
-// all created at the zero time unless created names another.
+// podSet is a fake pod cache: labels of pods by "namespace/serviceAccount".
+// A pod's UID is uids[key][i] when set, else "<key>/<i>".
 type podSet struct {
-	mu      sync.Mutex
-	pods    map[string][]map[string]string
-	created map[string]time.Time
+	mu   sync.Mutex
+	pods map[string][]map[string]string
+	uids map[string][]string
 }
 
 func (p *podSet) labels(_ context.Context, ns, sa string) ([]Pod, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]Pod, 0, len(p.pods[ns+"/"+sa]))
-	for _, l := range p.pods[ns+"/"+sa] {
-		out = append(out, Pod{Labels: l, Created: p.created[ns+"/"+sa]})
+	key := ns + "/" + sa
+	out := make([]Pod, 0, len(p.pods[key]))
+	for i, l := range p.pods[key] {
+		uid := fmt.Sprintf("%s/%d", key, i)
+		if i < len(p.uids[key]) {
+			uid = p.uids[key][i]
+		}
+		out = append(out, Pod{UID: uid, Labels: l})
 	}
 	return out, nil
 }
@@ -616,53 +622,46 @@ func TestAnEntryTheHolderStopsWantingGoesToTheNextOwnerInTheSamePass(t *testing.
 	}
 }
 
-func TestOnlyPodsThatExistedWhenAnEntryWentUnwantedKeepIt(t *testing.T) {
+func TestOnlyPodsThatNeededAnEntryWhenItWentUnwantedKeepIt(t *testing.T) {
 	api := fake.New()
-	now := t0
-	pods := &podSet{pods: map[string][]map[string]string{}, created: map[string]time.Time{}}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Pods: pods.labels,
-		Now: func() time.Time { return now }})
+	pods := &podSet{pods: map[string][]map[string]string{}, uids: map[string][]string{}}
+	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Pods: pods.labels})
 	ctx := context.Background()
 	o := owner("a", 0)
-	web := saEntry("a", "web")
-	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
-		t.Fatal(err)
-	}
-	// The pod ran before the entry stopped being wanted: it keeps it, pass
-	// after pass, however late they come.
-	pods.pods["a/web"] = []map[string]string{{"app": "web"}}
-	pods.created["a/web"] = t0.Add(-time.Hour)
-	for range 3 {
-		now = now.Add(time.Minute)
-		if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 1 || len(api.All()) != 1 {
-			t.Fatalf("pod from before: %v, retained %d, %v", err, out.Retained, api.All())
+	web := saEntry("a", "sa", "app", "web")
+	set := func(uidLabels ...string) {
+		pods.pods["a/sa"], pods.uids["a/sa"] = nil, nil
+		for i := 0; i+1 < len(uidLabels); i += 2 {
+			pods.uids["a/sa"] = append(pods.uids["a/sa"], uidLabels[i])
+			pods.pods["a/sa"] = append(pods.pods["a/sa"], map[string]string{"app": uidLabels[i+1]})
 		}
 	}
-	// Only a pod created after that (the first pass without it, at t0+1m)
-	// is left: it keeps nothing.
-	pods.created["a/web"] = t0.Add(time.Minute + time.Second)
-	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 0 || len(api.All()) != 0 {
-		t.Fatalf("pod from after: %v, retained %d, %v", err, out.Retained, api.All())
-	}
-	// Wanted again and then unwanted again, the clock starts afresh: the
-	// pod now predates it.
-	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(time.Minute)
-	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 1 || len(api.All()) != 1 {
-		t.Fatalf("unwanted again: %v, retained %d, %v", err, out.Retained, api.All())
-	}
-	// So does an entry deleted and created again in between.
-	pods.created["a/web"] = now.Add(time.Second)
-	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 0 || len(api.All()) != 0 {
-		t.Fatalf("pod from after, again: %v, retained %d, %v", err, out.Retained, api.All())
+	retained := func(what string, want int) {
+		t.Helper()
+		out, err := s.Sync(ctx, o, nil, nil)
+		if err != nil || out.Retained != want || len(api.All()) != want {
+			t.Fatalf("%s: %v, retained %d, %v; want %d", what, err, out.Retained, api.All(), want)
+		}
 	}
 	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Minute)
-	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 1 || len(api.All()) != 1 {
-		t.Fatalf("created again and unwanted: %v, retained %d, %v", err, out.Retained, api.All())
+	// When the entry stops being wanted, pod 1 needs it; pod 2 does not.
+	set("1", "web", "2", "other")
+	retained("pod 1 runs", 1)
+	retained("pod 1 still runs", 1)
+	// Pod 2 is relabelled into the entry's shape and pod 3 starts; then
+	// pod 1 goes. Neither keeps the entry.
+	set("2", "web", "3", "web")
+	retained("only later pods", 0)
+
+	// Wanted again and then unwanted again, the record starts afresh: the
+	// pods that need it now keep it.
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
+		t.Fatal(err)
 	}
+	retained("unwanted again", 1)
+	// Relabelled out of the shape, a recorded pod no longer keeps it.
+	set("2", "other", "3", "other")
+	retained("relabelled out", 0)
 }

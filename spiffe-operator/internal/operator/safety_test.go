@@ -372,6 +372,33 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Eventually(paths(parentOf("revoke")), 2*resync).Should(BeEmpty())
 		deletePod(after)
 	})
+
+	It("does not let a pod relabelled after a workload's removal keep the removed workload's entry alive", func() {
+		namespace("relabel-a", map[string]string{"test": "relabel"})
+		createSA("relabel-a", "shared")
+		canary := deployment("relabel-a", "canary", "shared", nil)
+		canaryPod := pod("relabel-a", "canary-1", "shared", map[string]string{"app": "canary"})
+		// A long-lived pod of the same service account that no selected
+		// workload owns.
+		other := pod("relabel-a", "other-1", "shared", map[string]string{"app": "other"})
+		Expect(k8s.Create(ctx, policyFor("relabel", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.SpiffeIDTemplate = "ns/{namespace}/{name}"
+		}))).To(Succeed())
+		Eventually(paths(parentOf("relabel"))).Should(Equal([]string{"/ns/relabel-a/canary"}))
+
+		// The canary is removed; its pod still runs and keeps the entry.
+		Expect(k8s.Delete(ctx, canary)).To(Succeed())
+		Consistently(paths(parentOf("relabel")), resync).Should(Equal([]string{"/ns/relabel-a/canary"}))
+
+		// A tenant relabels the other pod into the canary's shape, then the
+		// canary's pod goes.
+		patch := client.MergeFrom(other.DeepCopy())
+		other.Labels = map[string]string{"app": "canary"}
+		Expect(k8s.Patch(ctx, other, patch)).To(Succeed())
+		deletePod(canaryPod)
+		Eventually(paths(parentOf("relabel")), 2*resync).Should(BeEmpty())
+		deletePod(other)
+	})
 })
 
 var _ = Describe("Large replies", func() {

@@ -15,8 +15,8 @@ import (
 const ServiceAccountIndex = "spec.serviceAccountName"
 
 // Transform is a cache transform (cache.TransformFunc) that keeps of a pod
-// only its name, namespace, UID, resourceVersion, creation time, labels,
-// owner references, deletion timestamp, service account, node name and phase.
+// only its name, namespace, UID, resourceVersion, labels, owner references,
+// deletion timestamp, service account, node name and phase.
 func Transform(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -25,7 +25,7 @@ func Transform(obj any) (any, error) {
 	return &corev1.Pod{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, CreationTimestamp: p.CreationTimestamp,
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Spec:   corev1.PodSpec{ServiceAccountName: serviceAccount(p), NodeName: p.Spec.NodeName},
@@ -58,8 +58,8 @@ func Running(p *corev1.Pod) bool {
 }
 
 // Lister returns an entrysync.PodLister reading r, a cache with
-// ServiceAccountIndex: the labels and creation times of the running pods of
-// one service account in one namespace.
+// ServiceAccountIndex: the UIDs and labels of the running pods of one
+// service account in one namespace.
 func Lister(r client.Reader) entrysync.PodLister {
 	return func(ctx context.Context, namespace, serviceAccount string) ([]entrysync.Pod, error) {
 		var l corev1.PodList
@@ -70,7 +70,7 @@ func Lister(r client.Reader) entrysync.PodLister {
 		out := make([]entrysync.Pod, 0, len(l.Items))
 		for i := range l.Items {
 			if p := &l.Items[i]; Running(p) {
-				out = append(out, entrysync.Pod{Labels: p.Labels, Created: p.CreationTimestamp.Time})
+				out = append(out, entrysync.Pod{UID: string(p.UID), Labels: p.Labels})
 			}
 		}
 		return out, nil
