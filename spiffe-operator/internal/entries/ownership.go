@@ -39,8 +39,10 @@ type IDScheme struct {
 // default prefix starts with it), or a prefix whose last segment has the
 // shape of an owner tag (it would start the IDs another instance writes
 // under a shorter prefix). IDs are parsed strictly (see Owner), so no entry
-// ID ever parses under two prefixes; this check also protects instances
-// that read IDs less strictly.
+// ID ever parses under two different prefixes: these refusals are a margin
+// for configuration mistakes, not what keeps instances apart. They do not
+// protect an instance that reads IDs loosely (any <prefix><tag>.<rest>) from
+// taking the entries of a prefix nested under its own.
 func (s IDScheme) Validate() error {
 	if s.Prefix == "" || !strings.HasSuffix(s.Prefix, ".") {
 		return fmt.Errorf("entry ID prefix %q must be non-empty and end with '.'", s.Prefix)

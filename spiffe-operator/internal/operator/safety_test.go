@@ -585,3 +585,49 @@ var _ = Describe("Orphans", func() {
 		Eventually(paths(parentOf("orphan-only")), 2*resync).Should(BeEmpty())
 	})
 })
+
+var _ = Describe("The entry ID space", func() {
+	It("is the ownership claim: a hand-made entry with an ID of the operator's exact shape is treated as its own, any other is left alone", func() {
+		namespace("idspace-a", map[string]string{"test": "idspace"})
+		deployment("idspace-a", "web", "web", nil)
+		p := policyFor("idspace", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("idspace"))).Should(Equal([]string{"/ns/idspace-a/sa/web"}))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+
+		handMade := func(path, id string) *types.Entry {
+			e := entries.Entry{
+				SpiffeID:  spiffeid.RequireFromString("spiffe://" + trustDomain + path),
+				ParentID:  spiffeid.RequireFromString(parentOf("idspace")),
+				Selectors: []entries.Selector{{Type: "k8s", Value: "ns:idspace-hand"}, {Type: "k8s", Value: "sa:" + strings.TrimPrefix(path, "/hand/")}},
+			}
+			e.Normalize()
+			return e.Proto(id)
+		}
+		hash := "0123456789abcdef0123"
+		in := []*types.Entry{
+			// Exact shape, an owner tag no object has: an orphan.
+			handMade("/hand/orphan", op.EntryIDPrefix+"0123456789ab."+hash),
+			// Exact shape, the policy's tag: an entry the policy does not want.
+			handMade("/hand/claimed", op.EntryIDPrefix+entries.OwnerTag(p.UID)+"."+hash),
+			// Not the exact shape (upper-case hex, a longer hash, another
+			// prefix): foreign.
+			handMade("/hand/upper", op.EntryIDPrefix+"0123456789AB."+hash),
+			handMade("/hand/long", op.EntryIDPrefix+"0123456789ab."+hash+"0"),
+			handMade("/hand/other", "other."+"0123456789ab."+hash),
+		}
+		res, err := spireAPI.Create(ctx, in)
+		Expect(err).NotTo(HaveOccurred())
+		for _, r := range res {
+			Expect(r.Code.String()).To(Equal("OK"), r.Message)
+		}
+		DeferCleanup(func() {
+			_, err := spireAPI.Delete(ctx, []string{in[2].Id, in[3].Id, in[4].Id})
+			Expect(err).NotTo(HaveOccurred())
+		})
+
+		want := []string{"/hand/long", "/hand/other", "/hand/upper", "/ns/idspace-a/sa/web"}
+		Eventually(paths(parentOf("idspace")), 2*resync).Should(Equal(want))
+		Consistently(paths(parentOf("idspace")), resync).Should(Equal(want))
+	})
+})
