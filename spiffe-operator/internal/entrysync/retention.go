@@ -30,28 +30,45 @@ type podShape struct {
 }
 
 // shapeOf returns the pod shape of e, and false when e has a selector of
-// another kind or lacks the namespace or service account.
+// another kind, lacks the namespace or service account, or can match no pod
+// at all (two namespaces, two service accounts or two values of one label:
+// SPIRE requires every selector to match), so that no pod needs it.
 func shapeOf(e *entries.Entry) (podShape, bool) {
 	var sh podShape
+	// set records v in *field, and fails when another value is there.
+	set := func(field *string, v string) bool {
+		if *field != "" && *field != v {
+			return false
+		}
+		*field = v
+		return true
+	}
 	for _, sel := range e.Selectors {
 		if sel.Type != "k8s" {
 			return podShape{}, false
 		}
+		ok := true
 		switch {
 		case strings.HasPrefix(sel.Value, "ns:"):
-			sh.namespace = strings.TrimPrefix(sel.Value, "ns:")
+			ok = set(&sh.namespace, strings.TrimPrefix(sel.Value, "ns:"))
 		case strings.HasPrefix(sel.Value, "sa:"):
-			sh.serviceAccount = strings.TrimPrefix(sel.Value, "sa:")
+			ok = set(&sh.serviceAccount, strings.TrimPrefix(sel.Value, "sa:"))
 		case strings.HasPrefix(sel.Value, "pod-label:"):
-			k, v, ok := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
-			if !ok {
+			k, v, cut := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
+			if !cut {
 				return podShape{}, false
 			}
 			if sh.labels == nil {
 				sh.labels = map[string]string{}
 			}
+			if have, dup := sh.labels[k]; dup && have != v {
+				return podShape{}, false
+			}
 			sh.labels[k] = v
 		default:
+			ok = false
+		}
+		if !ok {
 			return podShape{}, false
 		}
 	}

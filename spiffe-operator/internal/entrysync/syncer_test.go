@@ -665,3 +665,27 @@ func TestOnlyPodsThatNeededAnEntryWhenItWentUnwantedKeepIt(t *testing.T) {
 	set("2", "other", "3", "other")
 	retained("relabelled out", 0)
 }
+
+func TestNoPodShapeForSelectorsNoPodCanMatch(t *testing.T) {
+	for _, tc := range []struct {
+		selectors []string
+		judged    bool
+	}{
+		{[]string{"ns:a", "sa:x"}, true},
+		{[]string{"ns:a", "ns:a", "sa:x"}, true},
+		{[]string{"ns:a", "sa:x", "pod-label:app:web", "pod-label:app:web"}, true},
+		{[]string{"ns:a", "ns:b", "sa:x"}, false},
+		{[]string{"ns:a", "sa:x", "sa:y"}, false},
+		{[]string{"ns:a", "sa:x", "pod-label:app:web", "pod-label:app:api"}, false},
+		{[]string{"ns:a", "sa:x", "pod-name:p"}, false},
+		{[]string{"ns:a"}, false},
+	} {
+		e := entries.Entry{}
+		for _, v := range tc.selectors {
+			e.Selectors = append(e.Selectors, entries.Selector{Type: "k8s", Value: v})
+		}
+		if _, ok := shapeOf(&e); ok != tc.judged {
+			t.Errorf("%v: judged by pods %v, want %v", tc.selectors, ok, tc.judged)
+		}
+	}
+}

@@ -401,6 +401,29 @@ var _ = Describe("Entries follow the pods that run", func() {
 	})
 })
 
+var _ = Describe("Entries no pod can match", func() {
+	It("are not kept for pods: an entry whose selectors name two namespaces goes as soon as it is no longer wanted", func() {
+		namespace("conflict-b", nil)
+		createSA("conflict-b", "x")
+		running := pod("conflict-b", "x-1", "x", nil)
+		e := spiffeEntry("conflict", func(s *v1alpha1.SpiffeEntrySpec) {
+			s.ParentID = parentOf("conflict")
+			s.Selectors = []string{"k8s:ns:conflict-a", "k8s:ns:conflict-b", "k8s:sa:x"}
+		})
+		Expect(k8s.Create(ctx, e)).To(Succeed())
+		Eventually(paths(parentOf("conflict"))).Should(Equal([]string{"/vm/conflict"}))
+
+		// SPIRE selectors all have to match, so no pod matches both
+		// namespaces: the running pod in one of them needs nothing.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
+		e.Spec.SpiffeID = "spiffe://" + trustDomain + "/vm/conflict-2"
+		e.Spec.Selectors = []string{"k8s:ns:conflict-c", "k8s:sa:y"}
+		Expect(k8s.Update(ctx, e)).To(Succeed())
+		Eventually(paths(parentOf("conflict")), 2*resync).Should(Equal([]string{"/vm/conflict-2"}))
+		deletePod(running)
+	})
+})
+
 var _ = Describe("Large replies", func() {
 	It("reads a parent whose entries exceed gRPC's default 4 MiB at the default page size, "+
 		"and halves the page size when a page exceeds the receive limit", func() {
