@@ -350,6 +350,32 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Eventually(paths(parentOf("renderfail"))).Should(BeEmpty())
 	})
 
+	It("keeps the last good entry of a workload whose render fails only while it is selected; deselected, only while its pods run", func() {
+		namespace("lastgood-a", map[string]string{"test": "lastgood"})
+		createSA("lastgood-a", "web")
+		deployment("lastgood-a", "web", "web", nil)
+		p := policyFor("lastgood", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("lastgood"))).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
+		running := pod("lastgood-a", "web-1", "web", map[string]string{"app": "web"})
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
+		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Eventually(policyReady(p)).Should(Equal("False/InvalidSpiffeIDTemplate"))
+		Consistently(paths(parentOf("lastgood")), resync).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
+
+		// The policy no longer selects the namespace: the last good render
+		// goes, and only the running pod keeps the entry.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"test": "lastgood-none"}}
+		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Consistently(paths(parentOf("lastgood")), resync).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
+		deletePod(running)
+		Eventually(paths(parentOf("lastgood"))).Should(BeEmpty())
+	})
+
 	It("does not let a pod created after its namespace left the policy keep the entry alive", func() {
 		ns := namespace("revoke-a", map[string]string{"test": "revoke"})
 		createSA("revoke-a", "web")
