@@ -689,3 +689,45 @@ func TestNoPodShapeForSelectorsNoPodCanMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestEqualCreationTimesPickTheSameHolderInEveryProcessAndOrder(t *testing.T) {
+	ctx := context.Background()
+	e := entry("/ns/a/sa/x", 0)
+	// Creation times have whole seconds, so equal ones are common.
+	a, b := owner("bbbb", 0), owner("aaaa", 0)
+	lower := b // the oracle: the smaller UID
+	if string(a.UID) < string(b.UID) {
+		lower = a
+	}
+	orders := [][]Owner{{a, b}, {b, a}}
+	for _, first := range orders {
+		for _, second := range orders {
+			api := fake.New()
+			p1, _, _ := newSyncer(api)
+			for range 2 {
+				for _, o := range first {
+					if _, err := p1.Sync(ctx, o, ptrs([]entries.Entry{e}), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			held := api.All()
+			if len(held) != 1 || !strings.Contains(held[0].Id, lower.Tag()) {
+				t.Fatalf("order %v: held %v, want %s's", first, held, lower)
+			}
+			writes := len(api.Writes())
+			// Another process (a restart or a new leader) in another order.
+			p2, _, _ := newSyncer(api)
+			for range 2 {
+				for _, o := range second {
+					if _, err := p2.Sync(ctx, o, ptrs([]entries.Entry{e}), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if all := api.All(); len(all) != 1 || all[0].Id != held[0].Id || len(api.Writes()) != writes {
+				t.Fatalf("orders %v then %v: %v, writes %v", first, second, all, api.Writes()[writes:])
+			}
+		}
+	}
+}
