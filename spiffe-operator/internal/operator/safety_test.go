@@ -134,6 +134,31 @@ var _ = Describe("Entry ID prefixes", func() {
 		Expect(err).To(MatchError(ContainSubstring("starts the default prefix of every cluster")))
 	})
 
+	It("writes IDs SPIRE keeps with every character and the greatest length a prefix may have", func() {
+		prefix := "Az09_-." + strings.Repeat("x", 56) + "."
+		ids := entries.IDScheme{Prefix: prefix}
+		Expect(ids.Validate()).To(Succeed())
+		Expect(entries.IDScheme{Prefix: prefix[1:] + "y."}.Validate()).To(MatchError(ContainSubstring("longer than 64")))
+		e := entries.Entry{
+			SpiffeID:  spiffeid.RequireFromString("spiffe://" + trustDomain + "/prefix/chars"),
+			ParentID:  spiffeid.RequireFromString(parentOf("prefixchars")),
+			Selectors: []entries.Selector{{Type: "k8s", Value: "ns:prefixchars"}},
+		}
+		e.Normalize()
+		id := ids.EntryID("0123456789ab", e.Key())
+		res, err := spireAPI.Create(ctx, []*types.Entry{e.Proto(id)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res[0].Code.String()).To(Equal("OK"), res[0].Message)
+		DeferCleanup(func() {
+			_, err := spireAPI.Delete(ctx, []string{id})
+			Expect(err).NotTo(HaveOccurred())
+		})
+		Expect(res[0].Entry.GetId()).To(Equal(id))
+		tag, ours := ids.Owner(entryAt(parentOf("prefixchars"), "/prefix/chars").Id)
+		Expect(ours).To(BeTrue())
+		Expect(tag).To(Equal("0123456789ab"))
+	})
+
 	It("lets operators of two clusters share SPIRE and a parent ID, one with the default prefix and one with a prefix "+
 		"nested under it, without either ever deleting the other's entries, orphan collection included", func() {
 		scheme, err := operator.Scheme()
