@@ -401,6 +401,28 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Eventually(paths(parentOf("lastgood"))).Should(BeEmpty())
 	})
 
+	It("judges an entry only by the pods of its own namespace and service account", func() {
+		ns := namespace("crossns-a", map[string]string{"test": "crossns"})
+		namespace("crossns-b", nil)
+		createSA("crossns-a", "web")
+		createSA("crossns-b", "web")
+		createSA("crossns-a", "other")
+		deployment("crossns-a", "web", "web", nil)
+		// Pods of the same service account name and labels in another
+		// namespace, and of another service account in the same namespace.
+		elsewhere := pod("crossns-b", "web-1", "web", map[string]string{"app": "web"})
+		otherSA := pod("crossns-a", "other-1", "other", map[string]string{"app": "web"})
+		Expect(k8s.Create(ctx, policyFor("crossns", nil))).To(Succeed())
+		Eventually(paths(parentOf("crossns"))).Should(Equal([]string{"/ns/crossns-a/sa/web"}))
+
+		patch := client.MergeFrom(ns.DeepCopy())
+		ns.Labels = nil
+		Expect(k8s.Patch(ctx, ns, patch)).To(Succeed())
+		Eventually(paths(parentOf("crossns"))).Should(BeEmpty())
+		deletePod(elsewhere)
+		deletePod(otherSA)
+	})
+
 	It("does not let a pod created after its namespace left the policy keep the entry alive", func() {
 		ns := namespace("revoke-a", map[string]string{"test": "revoke"})
 		createSA("revoke-a", "web")
