@@ -497,6 +497,33 @@ var _ = Describe("Entries no pod can match", func() {
 	})
 })
 
+var _ = Describe("Templates without {namespace}", func() {
+	It("render the same SPIFFE ID for workloads of two namespaces when their labels say so", func() {
+		namespace("tplns-a", map[string]string{"test": "tplns"})
+		namespace("tplns-b", map[string]string{"test": "tplns"})
+		deployment("tplns-a", "payments", "api", map[string]string{"app": "payments", "team": "payments"})
+		Expect(k8s.Create(ctx, policyFor("tplns", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
+		}))).To(Succeed())
+		Eventually(paths(parentOf("tplns"))).Should(Equal([]string{"/team/payments/api"}))
+
+		// Whoever may create Deployments in the other namespace gets the
+		// same identity, with selectors of their own namespace.
+		deployment("tplns-b", "copy", "api", map[string]string{"app": "copy", "team": "payments"})
+		Eventually(func() [][]string {
+			var out [][]string
+			for _, e := range entriesUnder(parentOf("tplns")) {
+				out = append(out, append([]string{e.SpiffeId.Path}, selectorsOf(e)...))
+			}
+			sort.Slice(out, func(i, j int) bool { return strings.Join(out[i], " ") < strings.Join(out[j], " ") })
+			return out
+		}).Should(Equal([][]string{
+			{"/team/payments/api", "k8s:ns:tplns-a", "k8s:pod-label:app:payments", "k8s:pod-label:team:payments", "k8s:sa:api"},
+			{"/team/payments/api", "k8s:ns:tplns-b", "k8s:pod-label:app:copy", "k8s:pod-label:team:payments", "k8s:sa:api"},
+		}))
+	})
+})
+
 var _ = Describe("Large replies", func() {
 	It("reads a parent whose entries exceed gRPC's default 4 MiB at the default page size, "+
 		"and halves the page size when a page exceeds the receive limit", func() {
