@@ -188,8 +188,9 @@ func equalLabels(a, b map[string]string) bool {
 }
 
 // AliveOwners returns an entrysync.Options.Alive that reads every
-// SpiffeRegistration and SpiffeEntry from r (the cache), so entries of
-// objects removed while the operator was down are collected.
+// SpiffeRegistration and SpiffeEntry from r, so entries of objects removed
+// while the operator was down are collected: the cache for Alive, the API
+// server for AliveNow.
 func AliveOwners(r client.Reader) func(ctx context.Context) (map[string]bool, error) {
 	return func(ctx context.Context) (map[string]bool, error) {
 		alive := map[string]bool{}

@@ -46,6 +46,11 @@ type Options struct {
 	// other owners (an object removed while the operator was down) are
 	// deleted after each read of SPIRE. Nil disables this collection.
 	Alive func(ctx context.Context) (map[string]bool, error)
+	// AliveNow is Alive read from the source rather than a cache: before
+	// entries are deleted as orphans, their owners are looked up again with
+	// it, so an object too new for the cache keeps its entries. Nil trusts
+	// Alive.
+	AliveNow func(ctx context.Context) (map[string]bool, error)
 	// Pods reads the existing pods, so that an entry no longer wanted stays
 	// while a pod that needed it when it stopped being wanted still does
 	// (Outcome.Retained); call PodsChanged when pods go or change labels. Nil deletes entries as soon as they are no longer wanted.
@@ -410,6 +415,9 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 		}
 	}
 	s.mu.Unlock()
+	if del, err = s.confirmOrphans(ctx, del); err != nil {
+		return err
+	}
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist", "parentID", parent, "entries", len(del))
 	}
@@ -441,10 +449,34 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 		}
 		del = append(del, deletion{parent: parentOf(e), id: e.GetId()})
 	}
+	if del, err = s.confirmOrphans(ctx, del); err != nil {
+		return 0, err
+	}
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist, under every parent", "entries", len(del))
 	}
 	return len(del), s.deleteAll(ctx, del)
+}
+
+// confirmOrphans returns the entries of del whose owner AliveNow does not
+// find either: a cache may not have caught up with an object whose entries
+// another process (the previous leader) already created, and SPIRE was read
+// before this lookup, so every owner of a listed entry exists in it.
+func (s *Syncer) confirmOrphans(ctx context.Context, del []deletion) ([]deletion, error) {
+	if len(del) == 0 || s.opts.AliveNow == nil {
+		return del, nil
+	}
+	alive, err := s.opts.AliveNow(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("confirm orphans: %w", err)
+	}
+	out := del[:0]
+	for _, d := range del {
+		if tag, _ := s.opts.IDs.Owner(d.id); !alive[tag] {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 type deletion struct {

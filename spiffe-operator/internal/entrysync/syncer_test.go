@@ -731,3 +731,37 @@ func TestEqualCreationTimesPickTheSameHolderInEveryProcessAndOrder(t *testing.T)
 		}
 	}
 }
+
+func TestOrphansAreConfirmedWithALiveReadBeforeDeletion(t *testing.T) {
+	api := fake.New()
+	e := entry("/ns/a/sa/x", 0)
+	f := entry("/ns/b/sa/y", 0)
+	ids := entries.IDScheme{Prefix: "trustplane."}
+	// fresh was just created (by a previous leader, say) and is not in the
+	// cache yet; gone no longer exists anywhere.
+	fresh, gone := owner("fresh", 0), owner("gone", 0)
+	freshID := api.Put(e.Proto(ids.EntryID(fresh.Tag(), e.Key())))
+	goneID := api.Put(f.Proto(ids.EntryID(gone.Tag(), f.Key())))
+	var live int
+	s := New(api, Options{IDs: ids, ResyncInterval: time.Minute,
+		Alive: func(context.Context) (map[string]bool, error) { return map[string]bool{}, nil },
+		AliveNow: func(context.Context) (map[string]bool, error) {
+			live++
+			return map[string]bool{fresh.Tag(): true}, nil
+		}})
+	ctx := context.Background()
+	if n, err := s.CollectEverywhere(ctx); err != nil || n != 1 || live != 1 {
+		t.Fatalf("collected %d, %d live reads: %v", n, live, err)
+	}
+	if api.Get(freshID) == nil || api.Get(goneID) != nil {
+		t.Fatalf("after collection everywhere: %v", api.All())
+	}
+	// The same holds for the collection after reading a parent.
+	goneID = api.Put(f.Proto(ids.EntryID(gone.Tag(), f.Key())))
+	if _, err := s.Sync(ctx, owner("other", 0), nil, []spiffeid.ID{parent}); err != nil {
+		t.Fatal(err)
+	}
+	if api.Get(freshID) == nil || api.Get(goneID) != nil || live != 2 {
+		t.Fatalf("after collection under a parent (%d live reads): %v", live, api.All())
+	}
+}

@@ -129,6 +129,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 	syncOpts.Pods = pods.Lister(mgr.GetCache())
 	if o.CollectOrphans {
 		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
+		syncOpts.AliveNow = opcontroller.AliveOwners(mgr.GetAPIReader())
 	}
 	syncer := entrysync.New(api, syncOpts)
 	if o.CollectOrphans {
