@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -60,6 +61,9 @@ func (s IDScheme) Validate() error {
 			"leave the prefix unset for the default, or choose one that does not start another instance's", s.Prefix, DefaultIDPrefix)
 	}
 	segs := strings.Split(strings.TrimSuffix(s.Prefix, "."), ".")
+	if slices.Contains(segs, "") {
+		return fmt.Errorf("entry ID prefix %q has an empty segment (a leading dot or two dots in a row); use segments like team.prod.", s.Prefix)
+	}
 	if last := segs[len(segs)-1]; isHex(last, tagLen) {
 		return fmt.Errorf("entry ID prefix %q ends in %q, which has the shape of an owner tag, so it starts IDs "+
 			"another instance writes under %q; choose another last segment", s.Prefix, last, strings.TrimSuffix(s.Prefix, last+"."))
