@@ -53,7 +53,8 @@ type Options struct {
 	AliveNow func(ctx context.Context) (map[string]bool, error)
 	// Pods reads the existing pods, so that an entry no longer wanted stays
 	// while a pod that needed it when it stopped being wanted still does
-	// (Outcome.Retained); call PodsChanged when pods go or change labels. Nil deletes entries as soon as they are no longer wanted.
+	// (Outcome.Retained); call PodsChanged when pods go or change labels.
+	// Nil deletes entries as soon as they are no longer wanted.
 	Pods PodLister
 	// MaskRecheck is how soon an entry masked by a foreign entry is checked
 	// again (doubling up to ResyncInterval while it stays); 0 means
