@@ -117,7 +117,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	return nil
 }
 
-// IndexPods registers the pod index the Syncer's Options.Pods (pods.Labels
+// IndexPods registers the pod index the Syncer's Options.Pods (pods.Lister
 // on the cache) reads; call it before the manager starts.
 func IndexPods(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, pods.ServiceAccountIndex, pods.IndexServiceAccount); err != nil {
@@ -188,8 +188,9 @@ func equalLabels(a, b map[string]string) bool {
 }
 
 // AliveOwners returns an entrysync.Options.Alive that reads every
-// SpiffeRegistration and SpiffeEntry from r (the cache), so entries of
-// objects removed while the operator was down are collected.
+// SpiffeRegistration and SpiffeEntry from r, so entries of objects removed
+// while the operator was down are collected: the cache for Alive, the API
+// server for AliveNow.
 func AliveOwners(r client.Reader) func(ctx context.Context) (map[string]bool, error) {
 	return func(ctx context.Context) (map[string]bool, error) {
 		alive := map[string]bool{}

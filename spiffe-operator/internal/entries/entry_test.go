@@ -147,6 +147,10 @@ func TestValidateRefusesPrefixesThatStartAnotherInstances(t *testing.T) {
 		"no-dot":               false,
 		"":                     false,
 		"sp ace.":              false,
+		".":                    false, // empty segments
+		".team.":               false,
+		"team..":               false,
+		"team..prod.":          false,
 	} {
 		if err := (IDScheme{Prefix: p}).Validate(); (err == nil) != ok {
 			t.Errorf("Validate(%q) = %v, want ok=%v", p, err, ok)

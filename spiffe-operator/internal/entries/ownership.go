@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -39,8 +40,10 @@ type IDScheme struct {
 // default prefix starts with it), or a prefix whose last segment has the
 // shape of an owner tag (it would start the IDs another instance writes
 // under a shorter prefix). IDs are parsed strictly (see Owner), so no entry
-// ID ever parses under two prefixes; this check also protects instances
-// that read IDs less strictly.
+// ID ever parses under two different prefixes: these refusals are a margin
+// for configuration mistakes, not what keeps instances apart. They do not
+// protect an instance that reads IDs loosely (any <prefix><tag>.<rest>) from
+// taking the entries of a prefix nested under its own.
 func (s IDScheme) Validate() error {
 	if s.Prefix == "" || !strings.HasSuffix(s.Prefix, ".") {
 		return fmt.Errorf("entry ID prefix %q must be non-empty and end with '.'", s.Prefix)
@@ -58,6 +61,9 @@ func (s IDScheme) Validate() error {
 			"leave the prefix unset for the default, or choose one that does not start another instance's", s.Prefix, DefaultIDPrefix)
 	}
 	segs := strings.Split(strings.TrimSuffix(s.Prefix, "."), ".")
+	if slices.Contains(segs, "") {
+		return fmt.Errorf("entry ID prefix %q has an empty segment (a leading dot or two dots in a row); use segments like team.prod.", s.Prefix)
+	}
 	if last := segs[len(segs)-1]; isHex(last, tagLen) {
 		return fmt.Errorf("entry ID prefix %q ends in %q, which has the shape of an owner tag, so it starts IDs "+
 			"another instance writes under %q; choose another last segment", s.Prefix, last, strings.TrimSuffix(s.Prefix, last+"."))

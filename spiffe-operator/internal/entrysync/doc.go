@@ -20,5 +20,6 @@
 // Writes go in make-before-break order: creates before the deletes of
 // entries that are no longer wanted, so a change of SPIFFE ID or selectors
 // never leaves a workload without an entry. An entry no longer wanted stays
-// while a running pod still needs it (retention.go).
+// while a running pod that needed it when it stopped being wanted still
+// does (retention.go).
 package entrysync

@@ -9,9 +9,17 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 )
 
-// PodLabels returns the labels of every existing pod in namespace that runs
-// as serviceAccount. It reads a cache and must not block.
-type PodLabels func(ctx context.Context, namespace, serviceAccount string) ([]map[string]string, error)
+// Pod is what retention reads of an existing pod.
+type Pod struct {
+	// UID is the pod's UID.
+	UID string
+	// Labels are the pod's labels.
+	Labels map[string]string
+}
+
+// PodLister returns every running pod in namespace that runs as
+// serviceAccount. It reads a cache and must not block.
+type PodLister func(ctx context.Context, namespace, serviceAccount string) ([]Pod, error)
 
 // podShape is what an entry's selectors ask of a pod, when they are all
 // k8s:ns, k8s:sa and k8s:pod-label selectors (the ones the operator can
@@ -22,28 +30,45 @@ type podShape struct {
 }
 
 // shapeOf returns the pod shape of e, and false when e has a selector of
-// another kind or lacks the namespace or service account.
+// another kind, lacks the namespace or service account, or can match no pod
+// at all (two namespaces, two service accounts or two values of one label:
+// SPIRE requires every selector to match), so that no pod needs it.
 func shapeOf(e *entries.Entry) (podShape, bool) {
 	var sh podShape
+	// set records v in *field, and fails when another value is there.
+	set := func(field *string, v string) bool {
+		if *field != "" && *field != v {
+			return false
+		}
+		*field = v
+		return true
+	}
 	for _, sel := range e.Selectors {
 		if sel.Type != "k8s" {
 			return podShape{}, false
 		}
+		ok := true
 		switch {
 		case strings.HasPrefix(sel.Value, "ns:"):
-			sh.namespace = strings.TrimPrefix(sel.Value, "ns:")
+			ok = set(&sh.namespace, strings.TrimPrefix(sel.Value, "ns:"))
 		case strings.HasPrefix(sel.Value, "sa:"):
-			sh.serviceAccount = strings.TrimPrefix(sel.Value, "sa:")
+			ok = set(&sh.serviceAccount, strings.TrimPrefix(sel.Value, "sa:"))
 		case strings.HasPrefix(sel.Value, "pod-label:"):
-			k, v, ok := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
-			if !ok {
+			k, v, cut := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
+			if !cut {
 				return podShape{}, false
 			}
 			if sh.labels == nil {
 				sh.labels = map[string]string{}
 			}
+			if have, dup := sh.labels[k]; dup && have != v {
+				return podShape{}, false
+			}
 			sh.labels[k] = v
 		default:
+			ok = false
+		}
+		if !ok {
 			return podShape{}, false
 		}
 	}
@@ -91,6 +116,10 @@ func (r *retainer) drop(parent, id string, o *ours, out *Outcome) {
 }
 
 // keep reports whether the stale entry o (ID id) must stay, and records it.
+// Only the pods that needed the entry when this process first found it no
+// longer wanted count, and only while they still match it: a pod started or
+// relabelled later, by anyone who may do so in the namespace, must not keep
+// an identity the owner withdrew alive for ever.
 func (r *retainer) keep(id string, o *ours) bool {
 	if r.s.opts.Pods == nil {
 		return false
@@ -106,13 +135,28 @@ func (r *retainer) keep(id string, o *ours) bool {
 		r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
 		return true
 	}
-	for _, labels := range pods {
-		if sh.matches(labels) && !r.covered(sh.namespace, sh.serviceAccount, labels) {
-			r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
-			return true
-		}
+	needy, recorded := r.s.withdrawn[id]
+	if !recorded {
+		needy = map[string]bool{}
 	}
-	return false
+	kept := false
+	for _, pod := range pods {
+		if recorded && !needy[pod.UID] || !sh.matches(pod.Labels) || r.covered(sh.namespace, sh.serviceAccount, pod.Labels) {
+			continue
+		}
+		kept = true
+		if recorded {
+			break
+		}
+		needy[pod.UID] = true
+	}
+	if !recorded {
+		r.s.withdrawn[id] = needy
+	}
+	if kept {
+		r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
+	}
+	return kept
 }
 
 // covered reports whether an entry the owner wants selects the pod.

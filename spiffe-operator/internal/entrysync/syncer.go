@@ -46,10 +46,16 @@ type Options struct {
 	// other owners (an object removed while the operator was down) are
 	// deleted after each read of SPIRE. Nil disables this collection.
 	Alive func(ctx context.Context) (map[string]bool, error)
+	// AliveNow is Alive read from the source rather than a cache: before
+	// entries are deleted as orphans, their owners are looked up again with
+	// it, so an object too new for the cache keeps its entries. Nil trusts
+	// Alive.
+	AliveNow func(ctx context.Context) (map[string]bool, error)
 	// Pods reads the existing pods, so that an entry no longer wanted stays
-	// while a pod still needs it (Outcome.Retained); call PodsChanged when
-	// pods go. Nil deletes entries as soon as they are no longer wanted.
-	Pods PodLabels
+	// while a pod that needed it when it stopped being wanted still does
+	// (Outcome.Retained); call PodsChanged when pods go or change labels.
+	// Nil deletes entries as soon as they are no longer wanted.
+	Pods PodLister
 	// MaskRecheck is how soon an entry masked by a foreign entry is checked
 	// again (doubling up to ResyncInterval while it stays); 0 means
 	// DefaultMaskRecheck, a negative value leaves it to the resync.
@@ -73,6 +79,10 @@ type Syncer struct {
 	plans uint64
 	// retained are the entries kept only for pods that still run, by ID.
 	retained map[string]retention
+	// withdrawn holds, for each of the entries this process found no longer
+	// wanted, by ID, the UIDs of the pods that needed it then: only they
+	// may keep it.
+	withdrawn map[string]map[string]bool
 	// masks are the scheduled checks of foreign entries that mask ours, by ID.
 	masks map[string]*maskCheck
 }
@@ -86,7 +96,7 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 		opts.Notify = func(Owner) {}
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
-		retained: map[string]retention{}, masks: map[string]*maskCheck{}}
+		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{}}
 }
 
 // Masked is a wanted entry that another holder has.
@@ -406,6 +416,9 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 		}
 	}
 	s.mu.Unlock()
+	if del, err = s.confirmOrphans(ctx, del); err != nil {
+		return err
+	}
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist", "parentID", parent, "entries", len(del))
 	}
@@ -437,10 +450,34 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 		}
 		del = append(del, deletion{parent: parentOf(e), id: e.GetId()})
 	}
+	if del, err = s.confirmOrphans(ctx, del); err != nil {
+		return 0, err
+	}
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist, under every parent", "entries", len(del))
 	}
 	return len(del), s.deleteAll(ctx, del)
+}
+
+// confirmOrphans returns the entries of del whose owner AliveNow does not
+// find either: a cache may not have caught up with an object whose entries
+// another process (the previous leader) already created, and SPIRE was read
+// before this lookup, so every owner of a listed entry exists in it.
+func (s *Syncer) confirmOrphans(ctx context.Context, del []deletion) ([]deletion, error) {
+	if len(del) == 0 || s.opts.AliveNow == nil {
+		return del, nil
+	}
+	alive, err := s.opts.AliveNow(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("confirm orphans: %w", err)
+	}
+	out := del[:0]
+	for _, d := range del {
+		if tag, _ := s.opts.IDs.Owner(d.id); !alive[tag] {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 type deletion struct {
@@ -501,6 +538,10 @@ func (s *Syncer) plan(ctx context.Context, owner Owner, want []*entries.Entry, k
 // reports it masked and is told to pass again when the holder turns out
 // younger. So a restart never deletes and re-creates a shared entry.
 func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string, mark uint64, e *entries.Entry, k entries.Key, out *Outcome) {
+	if len(s.withdrawn) > 0 {
+		// Wanted again: a later withdrawal starts afresh.
+		delete(s.withdrawn, s.opts.IDs.EntryIDFor(tag, e))
+	}
 	v := s.views[e.ParentID.String()]
 	if w, ok := s.claims.winnerOf(k); ok && w.UID != owner.UID {
 		out.Masked = append(out.Masked, Masked{Entry: *e, By: w.String()})
@@ -755,6 +796,7 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 				v.remove(del[i].id)
 			}
 			delete(s.retained, del[i].id)
+			delete(s.withdrawn, del[i].id)
 		case isTransient(r.Code):
 			if v != nil {
 				v.valid = false

@@ -3,6 +3,7 @@ package entrysync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -361,15 +362,26 @@ func TestAKnownYoungerHolderIsTakenOverOnceItsOwnerIsSeen(t *testing.T) {
 }
 
 // podSet is a fake pod cache: labels of pods by "namespace/serviceAccount".
+// A pod's UID is uids[key][i] when set, else "<key>/<i>".
 type podSet struct {
 	mu   sync.Mutex
 	pods map[string][]map[string]string
+	uids map[string][]string
 }
 
-func (p *podSet) labels(_ context.Context, ns, sa string) ([]map[string]string, error) {
+func (p *podSet) labels(_ context.Context, ns, sa string) ([]Pod, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pods[ns+"/"+sa], nil
+	key := ns + "/" + sa
+	out := make([]Pod, 0, len(p.pods[key]))
+	for i, l := range p.pods[key] {
+		uid := fmt.Sprintf("%s/%d", key, i)
+		if i < len(p.uids[key]) {
+			uid = p.uids[key][i]
+		}
+		out = append(out, Pod{UID: uid, Labels: l})
+	}
+	return out, nil
 }
 
 func saEntry(ns, sa string, podLabels ...string) entries.Entry {
@@ -607,5 +619,149 @@ func TestAnEntryTheHolderStopsWantingGoesToTheNextOwnerInTheSamePass(t *testing.
 	youngID := s.opts.IDs.EntryID(young.Tag(), e.Key())
 	if w := api.Writes()[before:]; len(w) != 2 || !strings.HasPrefix(w[0], "delete ") || w[1] != "create "+youngID {
 		t.Fatalf("the holder's pass wrote %v, want its delete then the next owner's create", w)
+	}
+}
+
+func TestOnlyPodsThatNeededAnEntryWhenItWentUnwantedKeepIt(t *testing.T) {
+	api := fake.New()
+	pods := &podSet{pods: map[string][]map[string]string{}, uids: map[string][]string{}}
+	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Pods: pods.labels})
+	ctx := context.Background()
+	o := owner("a", 0)
+	web := saEntry("a", "sa", "app", "web")
+	set := func(uidLabels ...string) {
+		pods.pods["a/sa"], pods.uids["a/sa"] = nil, nil
+		for i := 0; i+1 < len(uidLabels); i += 2 {
+			pods.uids["a/sa"] = append(pods.uids["a/sa"], uidLabels[i])
+			pods.pods["a/sa"] = append(pods.pods["a/sa"], map[string]string{"app": uidLabels[i+1]})
+		}
+	}
+	retained := func(what string, want int) {
+		t.Helper()
+		out, err := s.Sync(ctx, o, nil, nil)
+		if err != nil || out.Retained != want || len(api.All()) != want {
+			t.Fatalf("%s: %v, retained %d, %v; want %d", what, err, out.Retained, api.All(), want)
+		}
+	}
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
+		t.Fatal(err)
+	}
+	// When the entry stops being wanted, pod 1 needs it; pod 2 does not.
+	set("1", "web", "2", "other")
+	retained("pod 1 runs", 1)
+	retained("pod 1 still runs", 1)
+	// Pod 2 is relabelled into the entry's shape and pod 3 starts; then
+	// pod 1 goes. Neither keeps the entry.
+	set("2", "web", "3", "web")
+	retained("only later pods", 0)
+
+	// Wanted again and then unwanted again, the record starts afresh: the
+	// pods that need it now keep it.
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{web}), nil); err != nil {
+		t.Fatal(err)
+	}
+	retained("unwanted again", 1)
+	// Relabelled out of the shape, a recorded pod no longer keeps it.
+	set("2", "other", "3", "other")
+	retained("relabelled out", 0)
+}
+
+func TestNoPodShapeForSelectorsNoPodCanMatch(t *testing.T) {
+	for _, tc := range []struct {
+		selectors []string
+		judged    bool
+	}{
+		{[]string{"ns:a", "sa:x"}, true},
+		{[]string{"ns:a", "ns:a", "sa:x"}, true},
+		{[]string{"ns:a", "sa:x", "pod-label:app:web", "pod-label:app:web"}, true},
+		{[]string{"ns:a", "ns:b", "sa:x"}, false},
+		{[]string{"ns:a", "sa:x", "sa:y"}, false},
+		{[]string{"ns:a", "sa:x", "pod-label:app:web", "pod-label:app:api"}, false},
+		{[]string{"ns:a", "sa:x", "pod-name:p"}, false},
+		{[]string{"ns:a"}, false},
+	} {
+		e := entries.Entry{}
+		for _, v := range tc.selectors {
+			e.Selectors = append(e.Selectors, entries.Selector{Type: "k8s", Value: v})
+		}
+		if _, ok := shapeOf(&e); ok != tc.judged {
+			t.Errorf("%v: judged by pods %v, want %v", tc.selectors, ok, tc.judged)
+		}
+	}
+}
+
+func TestEqualCreationTimesPickTheSameHolderInEveryProcessAndOrder(t *testing.T) {
+	ctx := context.Background()
+	e := entry("/ns/a/sa/x", 0)
+	// Creation times have whole seconds, so equal ones are common.
+	a, b := owner("bbbb", 0), owner("aaaa", 0)
+	lower := b // the oracle: the smaller UID
+	if string(a.UID) < string(b.UID) {
+		lower = a
+	}
+	orders := [][]Owner{{a, b}, {b, a}}
+	for _, first := range orders {
+		for _, second := range orders {
+			api := fake.New()
+			p1, _, _ := newSyncer(api)
+			for range 2 {
+				for _, o := range first {
+					if _, err := p1.Sync(ctx, o, ptrs([]entries.Entry{e}), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			held := api.All()
+			if len(held) != 1 || !strings.Contains(held[0].Id, lower.Tag()) {
+				t.Fatalf("order %v: held %v, want %s's", first, held, lower)
+			}
+			writes := len(api.Writes())
+			// Another process (a restart or a new leader) in another order.
+			p2, _, _ := newSyncer(api)
+			for range 2 {
+				for _, o := range second {
+					if _, err := p2.Sync(ctx, o, ptrs([]entries.Entry{e}), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if all := api.All(); len(all) != 1 || all[0].Id != held[0].Id || len(api.Writes()) != writes {
+				t.Fatalf("orders %v then %v: %v, writes %v", first, second, all, api.Writes()[writes:])
+			}
+		}
+	}
+}
+
+func TestOrphansAreConfirmedWithALiveReadBeforeDeletion(t *testing.T) {
+	api := fake.New()
+	e := entry("/ns/a/sa/x", 0)
+	f := entry("/ns/b/sa/y", 0)
+	ids := entries.IDScheme{Prefix: "trustplane."}
+	// fresh was just created (by a previous leader, say) and is not in the
+	// cache yet; gone no longer exists anywhere.
+	fresh, gone := owner("fresh", 0), owner("gone", 0)
+	freshID := api.Put(e.Proto(ids.EntryID(fresh.Tag(), e.Key())))
+	goneID := api.Put(f.Proto(ids.EntryID(gone.Tag(), f.Key())))
+	var live int
+	s := New(api, Options{IDs: ids, ResyncInterval: time.Minute,
+		Alive: func(context.Context) (map[string]bool, error) { return map[string]bool{}, nil },
+		AliveNow: func(context.Context) (map[string]bool, error) {
+			live++
+			return map[string]bool{fresh.Tag(): true}, nil
+		}})
+	ctx := context.Background()
+	if n, err := s.CollectEverywhere(ctx); err != nil || n != 1 || live != 1 {
+		t.Fatalf("collected %d, %d live reads: %v", n, live, err)
+	}
+	if api.Get(freshID) == nil || api.Get(goneID) != nil {
+		t.Fatalf("after collection everywhere: %v", api.All())
+	}
+	// The same holds for the collection after reading a parent.
+	goneID = api.Put(f.Proto(ids.EntryID(gone.Tag(), f.Key())))
+	if _, err := s.Sync(ctx, owner("other", 0), nil, []spiffeid.ID{parent}); err != nil {
+		t.Fatal(err)
+	}
+	if api.Get(freshID) == nil || api.Get(goneID) != nil || live != 2 {
+		t.Fatalf("after collection under a parent (%d live reads): %v", live, api.All())
 	}
 }

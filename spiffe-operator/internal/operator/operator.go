@@ -126,9 +126,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 		_ = closer.Close()
 		return nil, err
 	}
-	syncOpts.Pods = pods.Labels(mgr.GetCache())
+	syncOpts.Pods = pods.Lister(mgr.GetCache())
 	if o.CollectOrphans {
 		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
+		syncOpts.AliveNow = opcontroller.AliveOwners(mgr.GetAPIReader())
 	}
 	syncer := entrysync.New(api, syncOpts)
 	if o.CollectOrphans {

@@ -55,7 +55,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	config.AddFlags(fs)
 	spireconn.AddFlags(fs)
 	fs.String(KeyTrustDomain, "", "the SPIRE server's trust domain; objects of other trust domains are refused")
-	fs.String(KeyEntryIDPrefix, "", "prefix of the IDs of entries this operator creates (it owns exactly those); empty means trustplane.<cluster tag>., from the kube-system namespace's UID. Give each instance in one cluster sharing a SPIRE server its own")
+	fs.String(KeyEntryIDPrefix, "", "prefix of the IDs of entries this operator creates (it owns exactly those); empty means trustplane.<cluster tag>., from the kube-system namespace's UID. Instances in different clusters sharing a SPIRE server must not share a prefix")
 	fs.Int32(KeyPageSize, 1000, "ListEntries page size")
 	fs.Int(KeyWriteConcurrency, 1, "SPIRE batch calls in flight at once per pass; 1 suits a sqlite datastore, raise it for PostgreSQL or MySQL")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")

@@ -67,6 +67,16 @@ var _ = Describe("Options", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = operator.Load(v)
 		Expect(err).To(MatchError(ContainSubstring("entry-id-prefix")))
+
+		for _, prefix := range []string{"trustplane.", "team.0f1e2d3c4b5a."} {
+			fs := pflag.NewFlagSet("spiffe-operator", pflag.ContinueOnError)
+			operator.AddFlags(fs)
+			Expect(fs.Parse([]string{"--spire-socket=/run/spire/api.sock", "--entry-id-prefix=" + prefix})).To(Succeed())
+			v, err := config.NewViper(fs)
+			Expect(err).NotTo(HaveOccurred())
+			_, err = operator.Load(v)
+			Expect(err).To(MatchError(ContainSubstring("entry-id-prefix")), prefix)
+		}
 	})
 
 	It("derives the default entry ID prefix from the kube-system namespace's UID", func() {

@@ -134,6 +134,31 @@ var _ = Describe("Entry ID prefixes", func() {
 		Expect(err).To(MatchError(ContainSubstring("starts the default prefix of every cluster")))
 	})
 
+	It("writes IDs SPIRE keeps with every character and the greatest length a prefix may have", func() {
+		prefix := "Az09_-." + strings.Repeat("x", 56) + "."
+		ids := entries.IDScheme{Prefix: prefix}
+		Expect(ids.Validate()).To(Succeed())
+		Expect(entries.IDScheme{Prefix: prefix[1:] + "y."}.Validate()).To(MatchError(ContainSubstring("longer than 64")))
+		e := entries.Entry{
+			SpiffeID:  spiffeid.RequireFromString("spiffe://" + trustDomain + "/prefix/chars"),
+			ParentID:  spiffeid.RequireFromString(parentOf("prefixchars")),
+			Selectors: []entries.Selector{{Type: "k8s", Value: "ns:prefixchars"}},
+		}
+		e.Normalize()
+		id := ids.EntryID("0123456789ab", e.Key())
+		res, err := spireAPI.Create(ctx, []*types.Entry{e.Proto(id)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res[0].Code.String()).To(Equal("OK"), res[0].Message)
+		DeferCleanup(func() {
+			_, err := spireAPI.Delete(ctx, []string{id})
+			Expect(err).NotTo(HaveOccurred())
+		})
+		Expect(res[0].Entry.GetId()).To(Equal(id))
+		tag, ours := ids.Owner(entryAt(parentOf("prefixchars"), "/prefix/chars").Id)
+		Expect(ours).To(BeTrue())
+		Expect(tag).To(Equal("0123456789ab"))
+	})
+
 	It("lets operators of two clusters share SPIRE and a parent ID, one with the default prefix and one with a prefix "+
 		"nested under it, without either ever deleting the other's entries, orphan collection included", func() {
 		scheme, err := operator.Scheme()
@@ -349,6 +374,154 @@ var _ = Describe("Entries follow the pods that run", func() {
 		deletePod(running)
 		Eventually(paths(parentOf("renderfail"))).Should(BeEmpty())
 	})
+
+	It("keeps the last good entry of a workload whose render fails only while it is selected; deselected, only while its pods run", func() {
+		namespace("lastgood-a", map[string]string{"test": "lastgood"})
+		createSA("lastgood-a", "web")
+		deployment("lastgood-a", "web", "web", nil)
+		p := policyFor("lastgood", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("lastgood"))).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
+		running := pod("lastgood-a", "web-1", "web", map[string]string{"app": "web"})
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
+		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Eventually(policyReady(p)).Should(Equal("False/InvalidSpiffeIDTemplate"))
+		Consistently(paths(parentOf("lastgood")), resync).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
+
+		// The policy no longer selects the namespace: the last good render
+		// goes, and only the running pod keeps the entry.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"test": "lastgood-none"}}
+		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Consistently(paths(parentOf("lastgood")), resync).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
+		deletePod(running)
+		Eventually(paths(parentOf("lastgood"))).Should(BeEmpty())
+	})
+
+	It("judges an entry only by the pods of its own namespace and service account", func() {
+		ns := namespace("crossns-a", map[string]string{"test": "crossns"})
+		namespace("crossns-b", nil)
+		createSA("crossns-a", "web")
+		createSA("crossns-b", "web")
+		createSA("crossns-a", "other")
+		deployment("crossns-a", "web", "web", nil)
+		// Pods of the same service account name and labels in another
+		// namespace, and of another service account in the same namespace.
+		elsewhere := pod("crossns-b", "web-1", "web", map[string]string{"app": "web"})
+		otherSA := pod("crossns-a", "other-1", "other", map[string]string{"app": "web"})
+		Expect(k8s.Create(ctx, policyFor("crossns", nil))).To(Succeed())
+		Eventually(paths(parentOf("crossns"))).Should(Equal([]string{"/ns/crossns-a/sa/web"}))
+
+		patch := client.MergeFrom(ns.DeepCopy())
+		ns.Labels = nil
+		Expect(k8s.Patch(ctx, ns, patch)).To(Succeed())
+		Eventually(paths(parentOf("crossns"))).Should(BeEmpty())
+		deletePod(elsewhere)
+		deletePod(otherSA)
+	})
+
+	It("does not let a pod created after its namespace left the policy keep the entry alive", func() {
+		ns := namespace("revoke-a", map[string]string{"test": "revoke"})
+		createSA("revoke-a", "web")
+		deployment("revoke-a", "web", "web", nil)
+		before := pod("revoke-a", "web-1", "web", map[string]string{"app": "web"})
+		Expect(k8s.Create(ctx, policyFor("revoke", nil))).To(Succeed())
+		Eventually(paths(parentOf("revoke"))).Should(Equal([]string{"/ns/revoke-a/sa/web"}))
+
+		// The namespace loses the label the policy selects: its identity is
+		// revoked, kept only for the pod that ran when that happened.
+		patch := client.MergeFrom(ns.DeepCopy())
+		ns.Labels = nil
+		Expect(k8s.Patch(ctx, ns, patch)).To(Succeed())
+		Consistently(paths(parentOf("revoke")), resync).Should(Equal([]string{"/ns/revoke-a/sa/web"}))
+
+		// A tenant of the namespace starts pods of the same shape, one after
+		// the other, to keep the entry alive once the old pod is gone.
+		after := pod("revoke-a", "web-2", "web", map[string]string{"app": "web"})
+		deletePod(before)
+		Eventually(paths(parentOf("revoke")), 2*resync).Should(BeEmpty())
+		deletePod(after)
+	})
+
+	It("does not let a pod relabelled after a workload's removal keep the removed workload's entry alive", func() {
+		namespace("relabel-a", map[string]string{"test": "relabel"})
+		createSA("relabel-a", "shared")
+		canary := deployment("relabel-a", "canary", "shared", nil)
+		canaryPod := pod("relabel-a", "canary-1", "shared", map[string]string{"app": "canary"})
+		// A long-lived pod of the same service account that no selected
+		// workload owns.
+		other := pod("relabel-a", "other-1", "shared", map[string]string{"app": "other"})
+		Expect(k8s.Create(ctx, policyFor("relabel", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.SpiffeIDTemplate = "ns/{namespace}/{name}"
+		}))).To(Succeed())
+		Eventually(paths(parentOf("relabel"))).Should(Equal([]string{"/ns/relabel-a/canary"}))
+
+		// The canary is removed; its pod still runs and keeps the entry.
+		Expect(k8s.Delete(ctx, canary)).To(Succeed())
+		Consistently(paths(parentOf("relabel")), resync).Should(Equal([]string{"/ns/relabel-a/canary"}))
+
+		// A tenant relabels the other pod into the canary's shape, then the
+		// canary's pod goes.
+		patch := client.MergeFrom(other.DeepCopy())
+		other.Labels = map[string]string{"app": "canary"}
+		Expect(k8s.Patch(ctx, other, patch)).To(Succeed())
+		deletePod(canaryPod)
+		Eventually(paths(parentOf("relabel")), 2*resync).Should(BeEmpty())
+		deletePod(other)
+	})
+})
+
+var _ = Describe("Entries no pod can match", func() {
+	It("are not kept for pods: an entry whose selectors name two namespaces goes as soon as it is no longer wanted", func() {
+		namespace("conflict-b", nil)
+		createSA("conflict-b", "x")
+		running := pod("conflict-b", "x-1", "x", nil)
+		e := spiffeEntry("conflict", func(s *v1alpha1.SpiffeEntrySpec) {
+			s.ParentID = parentOf("conflict")
+			s.Selectors = []string{"k8s:ns:conflict-a", "k8s:ns:conflict-b", "k8s:sa:x"}
+		})
+		Expect(k8s.Create(ctx, e)).To(Succeed())
+		Eventually(paths(parentOf("conflict"))).Should(Equal([]string{"/vm/conflict"}))
+
+		// SPIRE selectors all have to match, so no pod matches both
+		// namespaces: the running pod in one of them needs nothing.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
+		e.Spec.SpiffeID = "spiffe://" + trustDomain + "/vm/conflict-2"
+		e.Spec.Selectors = []string{"k8s:ns:conflict-c", "k8s:sa:y"}
+		Expect(k8s.Update(ctx, e)).To(Succeed())
+		Eventually(paths(parentOf("conflict")), 2*resync).Should(Equal([]string{"/vm/conflict-2"}))
+		deletePod(running)
+	})
+})
+
+var _ = Describe("Templates without {namespace}", func() {
+	It("render the same SPIFFE ID for workloads of two namespaces when their labels say so", func() {
+		namespace("tplns-a", map[string]string{"test": "tplns"})
+		namespace("tplns-b", map[string]string{"test": "tplns"})
+		deployment("tplns-a", "payments", "api", map[string]string{"app": "payments", "team": "payments"})
+		Expect(k8s.Create(ctx, policyFor("tplns", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
+		}))).To(Succeed())
+		Eventually(paths(parentOf("tplns"))).Should(Equal([]string{"/team/payments/api"}))
+
+		// Whoever may create Deployments in the other namespace gets the
+		// same identity, with selectors of their own namespace.
+		deployment("tplns-b", "copy", "api", map[string]string{"app": "copy", "team": "payments"})
+		Eventually(func() [][]string {
+			var out [][]string
+			for _, e := range entriesUnder(parentOf("tplns")) {
+				out = append(out, append([]string{e.SpiffeId.Path}, selectorsOf(e)...))
+			}
+			sort.Slice(out, func(i, j int) bool { return strings.Join(out[i], " ") < strings.Join(out[j], " ") })
+			return out
+		}).Should(Equal([][]string{
+			{"/team/payments/api", "k8s:ns:tplns-a", "k8s:pod-label:app:payments", "k8s:pod-label:team:payments", "k8s:sa:api"},
+			{"/team/payments/api", "k8s:ns:tplns-b", "k8s:pod-label:app:copy", "k8s:pod-label:team:payments", "k8s:sa:api"},
+		}))
+	})
 })
 
 var _ = Describe("Large replies", func() {
@@ -533,5 +706,51 @@ var _ = Describe("Orphans", func() {
 			Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)) }).Should(BeTrue())
 		})
 		Eventually(paths(parentOf("orphan-only")), 2*resync).Should(BeEmpty())
+	})
+})
+
+var _ = Describe("The entry ID space", func() {
+	It("is the ownership claim: a hand-made entry with an ID of the operator's exact shape is treated as its own, any other is left alone", func() {
+		namespace("idspace-a", map[string]string{"test": "idspace"})
+		deployment("idspace-a", "web", "web", nil)
+		p := policyFor("idspace", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("idspace"))).Should(Equal([]string{"/ns/idspace-a/sa/web"}))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+
+		handMade := func(path, id string) *types.Entry {
+			e := entries.Entry{
+				SpiffeID:  spiffeid.RequireFromString("spiffe://" + trustDomain + path),
+				ParentID:  spiffeid.RequireFromString(parentOf("idspace")),
+				Selectors: []entries.Selector{{Type: "k8s", Value: "ns:idspace-hand"}, {Type: "k8s", Value: "sa:" + strings.TrimPrefix(path, "/hand/")}},
+			}
+			e.Normalize()
+			return e.Proto(id)
+		}
+		hash := "0123456789abcdef0123"
+		in := []*types.Entry{
+			// Exact shape, an owner tag no object has: an orphan.
+			handMade("/hand/orphan", op.EntryIDPrefix+"0123456789ab."+hash),
+			// Exact shape, the policy's tag: an entry the policy does not want.
+			handMade("/hand/claimed", op.EntryIDPrefix+entries.OwnerTag(p.UID)+"."+hash),
+			// Not the exact shape (upper-case hex, a longer hash, another
+			// prefix): foreign.
+			handMade("/hand/upper", op.EntryIDPrefix+"0123456789AB."+hash),
+			handMade("/hand/long", op.EntryIDPrefix+"0123456789ab."+hash+"0"),
+			handMade("/hand/other", "other."+"0123456789ab."+hash),
+		}
+		res, err := spireAPI.Create(ctx, in)
+		Expect(err).NotTo(HaveOccurred())
+		for _, r := range res {
+			Expect(r.Code.String()).To(Equal("OK"), r.Message)
+		}
+		DeferCleanup(func() {
+			_, err := spireAPI.Delete(ctx, []string{in[2].Id, in[3].Id, in[4].Id})
+			Expect(err).NotTo(HaveOccurred())
+		})
+
+		want := []string{"/hand/long", "/hand/other", "/hand/upper", "/ns/idspace-a/sa/web"}
+		Eventually(paths(parentOf("idspace")), 2*resync).Should(Equal(want))
+		Consistently(paths(parentOf("idspace")), resync).Should(Equal(want))
 	})
 })

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 )
 
 // ServiceAccountIndex is the cache index of pods by service account.
@@ -55,20 +57,20 @@ func Running(p *corev1.Pod) bool {
 	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// Labels returns an entrysync.PodLabels reading r, a cache with
-// ServiceAccountIndex: the labels of the running pods of one service
-// account in one namespace.
-func Labels(r client.Reader) func(ctx context.Context, namespace, serviceAccount string) ([]map[string]string, error) {
-	return func(ctx context.Context, namespace, serviceAccount string) ([]map[string]string, error) {
+// Lister returns an entrysync.PodLister reading r, a cache with
+// ServiceAccountIndex: the UIDs and labels of the running pods of one
+// service account in one namespace.
+func Lister(r client.Reader) entrysync.PodLister {
+	return func(ctx context.Context, namespace, serviceAccount string) ([]entrysync.Pod, error) {
 		var l corev1.PodList
 		if err := r.List(ctx, &l, client.InNamespace(namespace), client.MatchingFields{ServiceAccountIndex: serviceAccount},
 			client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("list pods of service account %s/%s: %w", namespace, serviceAccount, err)
 		}
-		out := make([]map[string]string, 0, len(l.Items))
+		out := make([]entrysync.Pod, 0, len(l.Items))
 		for i := range l.Items {
-			if Running(&l.Items[i]) {
-				out = append(out, l.Items[i].Labels)
+			if p := &l.Items[i]; Running(p) {
+				out = append(out, entrysync.Pod{UID: string(p.UID), Labels: p.Labels})
 			}
 		}
 		return out, nil
