@@ -208,8 +208,8 @@ type Options struct {
 	DropExpired bool `json:"dropExpired,omitempty"`
 
 	// DropNonCA drops certificates that are not CAs (basic constraints
-	// absent or CA:FALSE). Without it a source holding one is refused
-	// (reason NotACA).
+	// absent or CA:FALSE, or a key usage without keyCertSign). Without it
+	// a source holding one is refused (reason NotACA).
 	// +optional
 	DropNonCA bool `json:"dropNonCA,omitempty"`
 

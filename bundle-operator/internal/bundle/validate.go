@@ -11,8 +11,13 @@ func ValidNow(cert *x509.Certificate, now time.Time) bool {
 	return !now.Before(cert.NotBefore) && !now.After(cert.NotAfter)
 }
 
-// isCA reports whether cert may sign certificates.
+// isCA reports whether cert may sign certificates: basic constraints with
+// CA:TRUE and, when it has a key usage extension, keyCertSign in it (RFC
+// 5280 4.2.1.3; OpenSSL refuses such a certificate as an issuer).
 func isCA(cert *x509.Certificate) bool {
+	if cert.KeyUsage != 0 && cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return false
+	}
 	return cert.BasicConstraintsValid && cert.IsCA
 }
 
@@ -32,12 +37,13 @@ func RequireValidCA(certs []*x509.Certificate, now time.Time) error {
 }
 
 // RequireCAs returns an error naming the first certificate that is not a CA
-// (basic constraints absent or CA:FALSE): a leaf in a trust bundle is either
+// (basic constraints absent or CA:FALSE, or a key usage without
+// keyCertSign): a leaf in a trust bundle is either
 // a mistake or an attempt to pin one peer, and it is never an authority.
 func RequireCAs(certs []*x509.Certificate) error {
 	for i, c := range certs {
 		if !isCA(c) {
-			return reject(ReasonNotCA, "certificate %d (%s) is not a CA: basic constraints are absent or CA:FALSE", i+1, c.Subject)
+			return reject(ReasonNotCA, "certificate %d (%s) is not a CA: basic constraints are absent or CA:FALSE, or its key usage leaves out keyCertSign", i+1, c.Subject)
 		}
 	}
 	return nil

@@ -6,10 +6,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
 	"github.com/trustplane/trustplane/bundle-operator/internal/target"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
 )
@@ -58,5 +61,31 @@ var _ = Describe("A ClusterTrustBundle target", func() {
 		By("deleting the TrustBundle")
 		Expect(cp.Client.Delete(ctx, tb)).To(Succeed())
 		Eventually(func() string { return clusterTrustBundle(ctx, second) }).Should(Equal("<absent>"))
+	})
+})
+
+var _ = Describe("A ClusterTrustBundle target while the sources fail", func() {
+	It("is created again with the last good bundle when deleted", func(ctx context.Context) {
+		good := testpki.ValidCA("ctb-lastgood")
+		src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: unique("ctb-src"), Namespace: sourceNamespace}, Data: map[string]string{"pem": good.PEM()}}
+		Expect(cp.Client.Create(ctx, src)).To(Succeed())
+		name := unique("trustplane-ctb-lastgood")
+		tb := newTrustBundle(unique("ctb-lastgood"), v1alpha1.Source{ConfigMap: &v1alpha1.KeySelector{Namespace: sourceNamespace, Name: src.Name, Key: "pem"}})
+		tb.Spec.Target = v1alpha1.Target{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleTarget{Name: name}}
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		want := pemOf(good.PEM())
+		Eventually(func() string { return clusterTrustBundle(ctx, name) }).Should(Equal(want))
+
+		By("breaking the source")
+		src.Data["pem"] = "not a certificate\n" + good.PEM()
+		Expect(cp.Client.Update(ctx, src)).To(Succeed())
+		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal(bundle.ReasonUnparseable))
+
+		By("deleting the ClusterTrustBundle by hand")
+		Expect(cp.Client.Delete(ctx, &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+		Eventually(func() string { return clusterTrustBundle(ctx, name) }).Should(Equal(want))
+		ctb := &certificatesv1.ClusterTrustBundle{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Name: name}, ctb)).To(Succeed())
+		Expect(ctb.Labels).To(HaveKeyWithValue(target.LabelTrustBundle, tb.Name))
 	})
 })

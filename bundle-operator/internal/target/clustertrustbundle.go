@@ -91,6 +91,12 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, 
 			return rep
 		}
 	}
+	if err == nil {
+		if err := heldByOther(m.Labels, bundle); err != nil {
+			rep.Fail(what, err)
+			return rep
+		}
+	}
 	if ours && m.Annotations[AnnotationHash] == hash && ownsTrustBundle(m.ManagedFields) && m.DeletionTimestamp == nil {
 		rep.InSync++
 		return rep

@@ -241,6 +241,12 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 		rep.InSync++
 		return rep
 	}
+	if err == nil {
+		if err := heldByOther(m.Labels, d.Bundle); err != nil {
+			rep.Fail(what, err)
+			return rep
+		}
+	}
 	// Only a target labelled as ours is force-applied, to
 	// repair a hand edit of our keys. An object of that name we did not
 	// create is applied without force: where its writer owns one of our

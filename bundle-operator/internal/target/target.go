@@ -74,6 +74,18 @@ func Hash(data map[string][]byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// heldByOther returns an error when an object's labels name another
+// TrustBundle than bundle. Every TrustBundle writes with the same field
+// manager, so server-side apply sees no conflict between two of them: the
+// label is what tells whose target an object is, and one TrustBundle never
+// writes over another's.
+func heldByOther(labels map[string]string, bundle string) error {
+	if holder, ok := labels[LabelTrustBundle]; ok && holder != bundle {
+		return fmt.Errorf("held by TrustBundle %q, left alone", holder)
+	}
+	return nil
+}
+
 // applyOurs server-side applies obj with our field manager. With force it
 // takes over fields other writers own (only for an object labelled as
 // ours, to repair a hand edit); without, an object whose writers own one

@@ -1,0 +1,60 @@
+package controller_test
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/bundle-operator/internal/target"
+	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+)
+
+// Every TrustBundle writes with the same field manager, so server-side
+// apply alone sees no conflict between two of them: the label naming the
+// TrustBundle decides whose target an object is.
+var _ = Describe("A target name held by another TrustBundle", func() {
+	It("is left to the first: the second reports it and never overwrites or deletes it", func(ctx context.Context) {
+		group := unique("contest")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		first := newTrustBundle(group, inline(testpki.ValidCA("first").PEM()))
+		Expect(cp.Client.Create(ctx, first)).To(Succeed())
+		want := pemOf(first.Spec.Sources[0].Inline)
+		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(want))
+
+		second := newTrustBundle(group, inline(testpki.ValidCA("second").PEM()))
+		Expect(cp.Client.Create(ctx, second)).To(Succeed())
+		Eventually(func() []string { return get(ctx, second).Status.FailedTargets }).Should(
+			ContainElement(And(ContainSubstring("ConfigMap %s/ca", ns), ContainSubstring(first.Name))))
+		Consistently(func() string { return caData(ctx, ns) }).Should(Equal(want))
+		Expect(configMap(ctx, ns, "ca").Labels).To(HaveKeyWithValue(target.LabelTrustBundle, first.Name))
+
+		By("the second TrustBundle deleted")
+		Expect(cp.Client.Delete(ctx, second)).To(Succeed())
+		Eventually(func() error { return cp.Client.Get(ctx, client.ObjectKeyFromObject(second), &v1alpha1.TrustBundle{}) }).ShouldNot(Succeed())
+		Consistently(func() string { return caData(ctx, ns) }).Should(Equal(want))
+	})
+
+	It("as a ClusterTrustBundle is left to the first as well", func(ctx context.Context) {
+		name := unique("trustplane-contest")
+		first := newTrustBundle(unique("ctb-contest"), inline(testpki.ValidCA("first").PEM()))
+		first.Spec.Target = v1alpha1.Target{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleTarget{Name: name}}
+		Expect(cp.Client.Create(ctx, first)).To(Succeed())
+		want := pemOf(first.Spec.Sources[0].Inline)
+		Eventually(func() string { return clusterTrustBundle(ctx, name) }).Should(Equal(want))
+
+		second := newTrustBundle(unique("ctb-contest"), inline(testpki.ValidCA("second").PEM()))
+		second.Spec.Target = first.Spec.Target
+		Expect(cp.Client.Create(ctx, second)).To(Succeed())
+		Eventually(func() []string { return get(ctx, second).Status.FailedTargets }).Should(
+			ContainElement(And(ContainSubstring("ClusterTrustBundle %s", name), ContainSubstring(first.Name))))
+		Consistently(func() string { return clusterTrustBundle(ctx, name) }).Should(Equal(want))
+
+		By("the second TrustBundle deleted")
+		Expect(cp.Client.Delete(ctx, second)).To(Succeed())
+		Eventually(func() error { return cp.Client.Get(ctx, client.ObjectKeyFromObject(second), &v1alpha1.TrustBundle{}) }).ShouldNot(Succeed())
+		Consistently(func() string { return clusterTrustBundle(ctx, name) }).Should(Equal(want))
+	})
+})
