@@ -174,6 +174,26 @@ var _ = Describe("A target name held by an object someone else created", func() 
 		Eventually(func() error { return cp.Client.Get(ctx, client.ObjectKeyFromObject(tb), &v1alpha1.TrustBundle{}) }).ShouldNot(Succeed())
 		Expect(configMap(ctx, ns, "ca").Data).To(Equal(theirs))
 	})
+	It("is left alone even when it holds nothing any writer owns: an empty ConfigMap is neither written nor deleted", func(ctx context.Context) {
+		group := unique("empty")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: ns},
+		}, client.FieldOwner("tenant"))).To(Succeed())
+		theirs := configMap(ctx, ns, "ca")
+		Expect(theirs.ManagedFields).To(BeEmpty(), "an empty ConfigMap records no field manager")
+		tb := newTrustBundle(group, inline(testpki.ValidCA("empty").PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+
+		Eventually(func() []string { return get(ctx, tb).Status.FailedTargets }).Should(ContainElement(ContainSubstring("ConfigMap %s/ca", ns)))
+		Consistently(func() string { return configMap(ctx, ns, "ca").ResourceVersion }).Should(Equal(theirs.ResourceVersion))
+
+		By("the namespace leaving the selector")
+		setNamespaceLabels(ctx, ns, map[string]string{"group": "elsewhere"})
+		Eventually(func() []string { return get(ctx, tb).Status.FailedTargets }).ShouldNot(ContainElement(ContainSubstring("ConfigMap %s/ca", ns)))
+		Consistently(func() *corev1.ConfigMap { return configMap(ctx, ns, "ca") }).Should(
+			And(Not(BeNil()), WithTransform(func(cm *corev1.ConfigMap) string { return cm.ResourceVersion }, Equal(theirs.ResourceVersion))))
+	})
 })
 
 var _ = Describe("Namespaces entering and leaving the selector", func() {

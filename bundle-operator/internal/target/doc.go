@@ -18,6 +18,10 @@
 //
 // Every write is a server-side apply with the field manager FieldManager
 // that names only our keys, so keys of others in a shared object survive.
-// Ownership is forced only on objects labelled as ours: an object of a
-// target's name that someone else created is never taken over.
+// Ownership is forced only on objects labelled as ours. A ConfigMap or
+// Secret target the cache does not hold as ours is written by an apply
+// that creates it only where no object of its name exists; an object
+// someone else created is never taken over: it is written beside its
+// writers' fields without force when some writer owns a field of it, and
+// left alone and reported when none does (it would be deleted on release).
 package target

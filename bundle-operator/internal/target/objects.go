@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -33,7 +34,9 @@ type Objects struct {
 	// Client applies and deletes.
 	Client client.Client
 	// Live reads object metadata from the API server, uncached. Fill needs
-	// it to create a target only where no object of its name exists.
+	// it to create a target only where no object of its name exists, and a
+	// write that finds an object of the target's name someone else created
+	// needs it to see whether any writer owns a field of that object.
 	Live client.Reader
 	// Workers bounds concurrent writes; 0 means 16.
 	Workers int
@@ -41,6 +44,11 @@ type Objects struct {
 	// has not yet seen our last write. Feed them from the target watch.
 	Expectations *Expectations
 }
+
+// createOnly is the resourceVersion that makes a server-side apply create
+// its object and fail with a conflict where one exists: no object holds it,
+// since the first write to etcd is its revision 2.
+const createOnly = "1"
 
 // Desired is the content every target of one kind should hold.
 type Desired struct {
@@ -169,7 +177,7 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 		rep.Fail(what, err)
 		return rep
 	}
-	return o.apply(ctx, d, ns, hash, what, false)
+	return o.claim(ctx, d, ns, hash, what)
 }
 
 // ReleaseAll releases every target of kind that belongs to bundle: when the
@@ -247,11 +255,51 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 			return rep
 		}
 	}
-	// Only a target labelled as ours is force-applied, to
-	// repair a hand edit of our keys. An object of that name we did not
-	// create is applied without force: where its writer owns one of our
-	// keys the apply fails as a conflict and the object is left as it is.
-	return o.apply(ctx, d, ns, hash, what, err == nil && m.Labels[LabelTrustBundle] == d.Bundle)
+	if err == nil {
+		// In the cache and not another TrustBundle's: labelled as ours.
+		// Forced, to repair a hand edit of our keys.
+		return o.apply(ctx, d, ns, hash, what, true)
+	}
+	return o.claim(ctx, d, ns, hash, what)
+}
+
+// claim writes the target of d in ns, which the cache does not hold as
+// ours. The write creates it only where no object of its name exists, so
+// it costs no more requests than an apply. Where one exists, someone else
+// created it: it is written beside its writers' fields, without force,
+// only when some writer owns a field of it, since then our release can
+// tell it is shared and drop only our fields. One no writer owns a field
+// of (an empty ConfigMap) would be ours alone after our write and deleted
+// on release, so it is left as it is and reported.
+func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string) Report {
+	obj := applyObject(d, ns, hash)
+	obj.SetResourceVersion(createOnly)
+	rep, err := o.write(ctx, d, ns, obj, false)
+	if !apierrors.IsConflict(err) {
+		if err != nil {
+			rep.Fail(what, err)
+		}
+		return rep
+	}
+	if o.Live == nil {
+		rep.Fail(what, fmt.Errorf("an object of that name exists and there is no live reader to inspect it: %w", err))
+		return rep
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(d.Kind)))
+	switch err := o.Live.Get(ctx, client.ObjectKey{Namespace: ns, Name: d.Name}, m); {
+	case apierrors.IsNotFound(err):
+		// Deleted since: the next pass creates it.
+		rep.Fail(what, errors.New("an object of that name was deleted while being written"))
+		return rep
+	case err != nil:
+		rep.Fail(what, err)
+		return rep
+	case len(m.ManagedFields) == 0:
+		rep.Fail(what, errors.New("held by an object another writer created holding no field any writer owns, left alone"))
+		return rep
+	}
+	return o.apply(ctx, d, ns, hash, what, false)
 }
 
 // apply writes target d in namespace ns (what names it in failures) and
@@ -259,16 +307,24 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 // over fields other writers own; without, it leaves an object whose
 // writers own one of our fields untouched and reports the conflict.
 func (o *Objects) apply(ctx context.Context, d Desired, ns, hash, what string, force bool) Report {
-	var rep Report
-	obj := applyObject(d, ns, hash)
-	if err := applyOurs(ctx, o.Client, obj, force); err != nil {
+	rep, err := o.write(ctx, d, ns, applyObject(d, ns, hash), force)
+	if err != nil {
 		rep.Fail(what, err)
-		return rep
+	}
+	return rep
+}
+
+// write applies obj, the target of d in ns, and remembers the write until
+// the cache has seen it.
+func (o *Objects) write(ctx context.Context, d Desired, ns string, obj *unstructured.Unstructured, force bool) (Report, error) {
+	var rep Report
+	if err := applyOurs(ctx, o.Client, obj, force); err != nil {
+		return rep, err
 	}
 	o.expect(d.Kind, ns, d.Name, obj.GetResourceVersion())
 	rep.InSync++
 	rep.Written++
-	return rep
+	return rep, nil
 }
 
 func applyObject(d Desired, ns, hash string) *unstructured.Unstructured {
