@@ -174,6 +174,25 @@ var _ = Describe("A target name held by an object someone else created", func() 
 		Eventually(func() error { return cp.Client.Get(ctx, client.ObjectKeyFromObject(tb), &v1alpha1.TrustBundle{}) }).ShouldNot(Succeed())
 		Expect(configMap(ctx, ns, "ca").Data).To(Equal(theirs))
 	})
+})
+
+var _ = Describe("Our target with its label removed by hand", func() {
+	It("is labelled again: it is not mistaken for an object someone else created", func(ctx context.Context) {
+		group := unique("unlabelled")
+		ns := newNamespace(ctx, map[string]string{"group": group})
+		tb := newTrustBundle(group, inline(testpki.ValidCA("unlabelled").PEM()))
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func() string { return caData(ctx, ns) }).ShouldNot(BeEmpty())
+
+		cm := configMap(ctx, ns, "ca")
+		delete(cm.Labels, target.LabelTrustBundle)
+		Expect(cp.Client.Update(ctx, cm, client.FieldOwner("kubectl-edit"))).To(Succeed())
+		Eventually(func() map[string]string { return configMap(ctx, ns, "ca").Labels }).Should(HaveKeyWithValue(target.LabelTrustBundle, tb.Name))
+		Expect(get(ctx, tb).Status.FailedTargets).To(BeEmpty())
+	})
+})
+
+var _ = Describe("A target name held by an object someone else created, holding nothing", func() {
 	It("is left alone even when it holds nothing any writer owns: an empty ConfigMap is neither written nor deleted", func(ctx context.Context) {
 		group := unique("empty")
 		ns := newNamespace(ctx, map[string]string{"group": group})
