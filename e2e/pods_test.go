@@ -276,3 +276,83 @@ spec:
 		AddReportEntry("client log", log)
 	})
 })
+
+var _ = Describe("identity-operator's conflicting bindings on a real node", func() {
+	It("gives neither variant's pods the identity two bindings claim, and takes it from a pod that had it", func(ctx context.Context) {
+		const variantLabel = "identity.trustplane.dev/variant"
+		w := requireWorkloads()
+		ns := fmt.Sprintf("e2e-conflict-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		// The pool selects app=model only, so that each variant's binding can
+		// add its own boundary label; it runs no pod itself.
+		create(ctx, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: model, namespace: %s}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: model}}
+  template:
+    metadata: {labels: {app: model}}
+    spec:
+      serviceAccountName: model-sa
+      containers: [{name: probe, image: %s, imagePullPolicy: Never}]
+`, ns, w.ProbeImage)
+		binding := func(variant string) *unstructured.Unstructured {
+			// Both render the same SPIFFE ID: the path leaves the variant out.
+			return create(ctx, `
+apiVersion: identity.trustplane.dev/v1alpha1
+kind: IdentityBinding
+metadata:
+  name: %s
+  namespace: %s
+  labels: {trustplane.dev/environment: %s}
+spec:
+  poolRef: {group: apps, kind: Deployment, name: model}
+  serviceAccountName: model-sa
+  identityBoundary: {variant: %s}
+  spiffeIDPathTemplate: ns/{namespace}/sa/{serviceAccount}/pool/{pool}
+`, variant, ns, environment, variant)
+		}
+		id := fmt.Sprintf("spiffe://%s/ns/%s/sa/model-sa/pool/model", cluster.TrustDomain(), ns)
+		for _, variant := range []string{"stable", "canary"} {
+			Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "model-" + variant, ServiceAccount: "model-sa",
+				Labels: map[string]string{"app": "model", variantLabel: variant}})).To(Succeed())
+		}
+
+		By("with one binding, the stable pod gets the identity: the setup can give it")
+		stable := binding("stable")
+		Eventually(probeLog(ctx, ns, "model-stable"), podTimeout, time.Second).Should(ContainSubstring("x509-svid id=" + id + " "))
+
+		By("a binding of the canary variant claiming the same ID conflicts with it")
+		canary := binding("canary")
+		for _, b := range []*unstructured.Unstructured{stable, canary} {
+			Eventually(readyStatus(ctx, b), timeout).Should(Equal("False/DuplicateSPIFFEID"), b.GetName())
+		}
+		lastLine := func(name string) func() (string, error) {
+			return func() (string, error) {
+				log, err := probeLog(ctx, ns, name)()
+				lines := strings.Split(strings.TrimSpace(log), "\n")
+				return lines[len(lines)-1], err
+			}
+		}
+		Eventually(lastLine("model-stable"), podTimeout, time.Second).Should(HavePrefix("no-identity "),
+			"the stable pod's next fetches get nothing")
+		Eventually(probeLog(ctx, ns, "model-canary"), podTimeout, time.Second).Should(ContainSubstring("no-identity "),
+			"the canary pod ran and asked the agent")
+
+		Consistently(func(g Gomega) {
+			last, err := lastLine("model-stable")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(last).To(HavePrefix("no-identity "), "the stable pod got an identity again")
+			log, err := probeLog(ctx, ns, "model-canary")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(framework.X509SVIDs(log)).To(BeEmpty(), "the canary pod got an identity")
+		}, "20s", time.Second).Should(Succeed(), "longer than the agent's sync period")
+		Expect(entryCount(ctx, id)()).To(BeZero())
+		for _, name := range []string{"model-stable", "model-canary"} {
+			log, _ := probeLog(ctx, ns, name)()
+			AddReportEntry(name+" log", log)
+		}
+	})
+})
