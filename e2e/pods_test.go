@@ -2,9 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -354,5 +359,111 @@ spec:
 			log, _ := probeLog(ctx, ns, name)()
 			AddReportEntry(name+" log", log)
 		}
+	})
+})
+
+// rotationBound is how soon after `localauthority x509 prepare` the
+// ConfigMap of a TrustBundle holds the new CA (docs/bundle-operator.md,
+// Rotation): one poll of the Bundle API (2s here) and a pass, with room for
+// a loaded machine.
+const rotationBound = 30 * time.Second
+
+// localAuthority runs `spire-server localauthority x509 <args>` and returns
+// the authority IDs of its answer by slot (active, prepared_authority, ...).
+func localAuthority(ctx context.Context, args ...string) map[string]string {
+	out, err := cluster.SpireCLI(ctx, append([]string{"localauthority", "x509"}, append(args, "-output", "json")...)...)
+	Expect(err).NotTo(HaveOccurred(), out)
+	var doc map[string]struct {
+		AuthorityID string `json:"authority_id"`
+	}
+	Expect(json.Unmarshal([]byte(out), &doc)).To(Succeed(), out)
+	ids := map[string]string{}
+	for slot, a := range doc {
+		ids[slot] = a.AuthorityID
+	}
+	return ids
+}
+
+// caKeyIDs returns the subject key IDs (hex) of the CAs in a PEM bundle.
+func caKeyIDs(bundle string) ([]string, error) {
+	var ids []string
+	for rest := []byte(bundle); ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return ids, nil
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse CA: %w", err)
+		}
+		ids = append(ids, hex.EncodeToString(cert.SubjectKeyId))
+	}
+}
+
+var _ = Describe("bundle-operator's bundle across a SPIRE CA rotation on a real node", func() {
+	It("brings the prepared CA to the namespace's ConfigMap in time, so that a new server pod's SVID from the activated CA verifies for a client pod", func(ctx context.Context) {
+		w := requireWorkloads()
+		const label = "e2e.trustplane.dev/rotation"
+		ns := fmt.Sprintf("e2e-rotation-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "true"}}})).To(Succeed())
+		create(ctx, `
+apiVersion: spiffe.trustplane.dev/v1alpha1
+kind: SpiffeRegistration
+metadata:
+  name: e2e-rotation
+  labels: {trustplane.dev/environment: %s}
+spec:
+  trustDomain: %s
+  parentID: %s
+  namespaceSelector: {matchLabels: {%s: "true"}}
+`, environment, cluster.TrustDomain(), cluster.AgentParentID(), label)
+		create(ctx, `
+apiVersion: bundle.trustplane.dev/v1alpha1
+kind: TrustBundle
+metadata:
+  name: e2e-rotation
+  labels: {trustplane.dev/environment: %s}
+spec:
+  sources: [{spire: {}}]
+  target:
+    configMap: {name: rotation-bundle, keys: {pem: ca.crt}}
+    namespaceSelector: {matchLabels: {%s: "true"}}
+`, environment, label)
+		bundleCAs := func() ([]string, error) {
+			cm := &corev1.ConfigMap{}
+			if err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "rotation-bundle"}, cm); err != nil {
+				return nil, err
+			}
+			return caKeyIDs(cm.Data["ca.crt"])
+		}
+		oldID := localAuthority(ctx, "show")["active"]
+		Expect(oldID).NotTo(BeEmpty())
+		Eventually(bundleCAs, timeout).Should(ContainElement(oldID))
+
+		By("preparing a new CA: the ConfigMap holds it within the documented time")
+		newID := localAuthority(ctx, "prepare")["prepared_authority"]
+		Expect(newID).NotTo(BeEmpty())
+		prepared := time.Now()
+		Eventually(bundleCAs, rotationBound, 500*time.Millisecond).Should(ContainElements(oldID, newID))
+		AddReportEntry("from prepare to the ConfigMap holding the new CA", time.Since(prepared).String())
+
+		By("activating it: a new server pod's SVID is signed by the new CA and verifies for a client pod")
+		localAuthority(ctx, "activate", "-authorityID", newID)
+		activated := time.Now()
+		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
+			ConfigMap: "rotation-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(MatchRegexp(
+			`(?m)^x509-svid id=` + regexp.QuoteMeta(serverID) + ` .* authority=` + newID + `$`))
+		server, err := framework.ProbePod(ctx, cluster, ns, "server")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
+			ConfigMap: "rotation-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + server.Status.PodIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(ContainSubstring(
+			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
+		AddReportEntry("from activate to the client's first verified call (two pods started)", time.Since(activated).String())
+		Expect(probeLog(ctx, ns, "server")()).To(ContainSubstring("mtls-served peer=" + clientID + "\n"))
+		log, _ := probeLog(ctx, ns, "client")()
+		AddReportEntry("client log", log)
 	})
 })
