@@ -401,41 +401,48 @@ func caKeyIDs(bundle string) ([]string, error) {
 }
 
 var _ = Describe("bundle-operator's bundle across a SPIRE CA rotation on a real node", func() {
-	It("brings the prepared CA to the namespace's ConfigMap in time, so that a new server pod's SVID from the activated CA verifies for a client pod", func(ctx context.Context) {
-		w := requireWorkloads()
+	// rotationNamespace creates a namespace that a SpiffeRegistration and a
+	// TrustBundle (ConfigMap rotation-bundle, key ca.crt) of its own select,
+	// and returns it with a reader of the key IDs of its ConfigMap's CAs.
+	rotationNamespace := func(ctx context.Context) (string, func() ([]string, error)) {
 		const label = "e2e.trustplane.dev/rotation"
 		ns := fmt.Sprintf("e2e-rotation-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
-		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "true"}}})).To(Succeed())
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: ns}}})).To(Succeed())
 		create(ctx, `
 apiVersion: spiffe.trustplane.dev/v1alpha1
 kind: SpiffeRegistration
 metadata:
-  name: e2e-rotation
+  name: %s
   labels: {trustplane.dev/environment: %s}
 spec:
   trustDomain: %s
   parentID: %s
-  namespaceSelector: {matchLabels: {%s: "true"}}
-`, environment, cluster.TrustDomain(), cluster.AgentParentID(), label)
+  namespaceSelector: {matchLabels: {%s: %s}}
+`, ns, environment, cluster.TrustDomain(), cluster.AgentParentID(), label, ns)
 		create(ctx, `
 apiVersion: bundle.trustplane.dev/v1alpha1
 kind: TrustBundle
 metadata:
-  name: e2e-rotation
+  name: %s
   labels: {trustplane.dev/environment: %s}
 spec:
   sources: [{spire: {}}]
   target:
     configMap: {name: rotation-bundle, keys: {pem: ca.crt}}
-    namespaceSelector: {matchLabels: {%s: "true"}}
-`, environment, label)
-		bundleCAs := func() ([]string, error) {
+    namespaceSelector: {matchLabels: {%s: %s}}
+`, ns, environment, label, ns)
+		return ns, func() ([]string, error) {
 			cm := &corev1.ConfigMap{}
 			if err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "rotation-bundle"}, cm); err != nil {
 				return nil, err
 			}
 			return caKeyIDs(cm.Data["ca.crt"])
 		}
+	}
+
+	It("brings the prepared CA to the namespace's ConfigMap in time, so that a new server pod's SVID from the activated CA verifies for a client pod", func(ctx context.Context) {
+		w := requireWorkloads()
+		ns, bundleCAs := rotationNamespace(ctx)
 		oldID := localAuthority(ctx, "show")["active"]
 		Expect(oldID).NotTo(BeEmpty())
 		Eventually(bundleCAs, timeout).Should(ContainElement(oldID))
@@ -465,5 +472,41 @@ spec:
 		Expect(probeLog(ctx, ns, "server")()).To(ContainSubstring("mtls-served peer=" + clientID + "\n"))
 		log, _ := probeLog(ctx, ns, "client")()
 		AddReportEntry("client log", log)
+	})
+
+	It("lets a server pod that ran before the rotation verify a new client pod's SVID from the activated CA, once the kubelet refreshes its mounted bundle", func(ctx context.Context) {
+		w := requireWorkloads()
+		ns, bundleCAs := rotationNamespace(ctx)
+		oldID := localAuthority(ctx, "show")["active"]
+		Expect(oldID).NotTo(BeEmpty())
+		Eventually(bundleCAs, timeout).Should(ContainElement(oldID))
+		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
+			ConfigMap: "rotation-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(MatchRegexp(
+			`(?m)^x509-svid id=` + regexp.QuoteMeta(serverID) + ` .* authority=` + oldID + `$`))
+		server, err := framework.ProbePod(ctx, cluster, ns, "server")
+		Expect(err).NotTo(HaveOccurred())
+
+		By("rotating: prepare, the ConfigMap holds the new CA, activate")
+		newID := localAuthority(ctx, "prepare")["prepared_authority"]
+		Expect(newID).NotTo(BeEmpty())
+		prepared := time.Now()
+		Eventually(bundleCAs, rotationBound, 500*time.Millisecond).Should(ContainElements(oldID, newID))
+		localAuthority(ctx, "activate", "-authorityID", newID)
+
+		By("a new client pod, its SVID from the new CA, calls the server that mounted the bundle before the rotation")
+		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
+			ConfigMap: "rotation-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + server.Status.PodIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(MatchRegexp(
+			`(?m)^x509-svid id=` + regexp.QuoteMeta(clientID) + ` .* authority=` + newID + `$`))
+		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(ContainSubstring("mtls-served peer=" + clientID + "\n"))
+		AddReportEntry("from prepare to the running server's first verified call from the new client", time.Since(prepared).String())
+		Eventually(probeLog(ctx, ns, "client"), timeout, time.Second).Should(ContainSubstring(
+			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
+		for _, name := range []string{"server", "client"} {
+			log, _ := probeLog(ctx, ns, name)()
+			AddReportEntry(name+" log", log)
+		}
 	})
 })
