@@ -47,6 +47,22 @@ func probeDeployment(ctx context.Context, w framework.Workloads, ns, name, sa st
 	Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: name, ServiceAccount: sa})).To(Succeed())
 }
 
+// mtlsServer runs the probe Deployment "server" (service account server),
+// serving mTLS on :8443 to clients that the PEM bundle in key ca.crt of
+// the namespace's ConfigMap configMap verifies.
+func mtlsServer(ctx context.Context, w framework.Workloads, ns, configMap string) {
+	Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
+		ConfigMap: configMap, Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+}
+
+// mtlsClient runs the probe Deployment "client" (service account client),
+// calling the mTLS server at serverIP:8443 that must be serverID, verified
+// with the same ConfigMap's bundle.
+func mtlsClient(ctx context.Context, w framework.Workloads, ns, configMap, serverIP, serverID string) {
+	Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
+		ConfigMap: configMap, Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + serverIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+}
+
 // probeLog returns the log of the probe Deployment's running pod.
 func probeLog(ctx context.Context, ns, name string) func() (string, error) {
 	return func() (string, error) { return framework.ProbeLog(ctx, cluster, ns, name) }
@@ -264,15 +280,13 @@ spec:
 		}, timeout).Should(Succeed())
 
 		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
-		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
-			ConfigMap: "mtls-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+		mtlsServer(ctx, w, ns, "mtls-bundle")
 		var server *corev1.Pod
 		Eventually(func() (err error) {
 			server, err = framework.ProbePod(ctx, cluster, ns, "server")
 			return err
 		}, podTimeout, time.Second).Should(Succeed())
-		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
-			ConfigMap: "mtls-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + server.Status.PodIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+		mtlsClient(ctx, w, ns, "mtls-bundle", server.Status.PodIP, serverID)
 
 		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(ContainSubstring(
 			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
@@ -458,14 +472,12 @@ spec:
 		localAuthority(ctx, "activate", "-authorityID", newID)
 		activated := time.Now()
 		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
-		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
-			ConfigMap: "rotation-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+		mtlsServer(ctx, w, ns, "rotation-bundle")
 		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(MatchRegexp(
 			`(?m)^x509-svid id=` + regexp.QuoteMeta(serverID) + ` .* authority=` + newID + `$`))
 		server, err := framework.ProbePod(ctx, cluster, ns, "server")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
-			ConfigMap: "rotation-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + server.Status.PodIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+		mtlsClient(ctx, w, ns, "rotation-bundle", server.Status.PodIP, serverID)
 		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(ContainSubstring(
 			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
 		AddReportEntry("from activate to the client's first verified call (two pods started)", time.Since(activated).String())
@@ -481,8 +493,7 @@ spec:
 		Expect(oldID).NotTo(BeEmpty())
 		Eventually(bundleCAs, timeout).Should(ContainElement(oldID))
 		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
-		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
-			ConfigMap: "rotation-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+		mtlsServer(ctx, w, ns, "rotation-bundle")
 		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(MatchRegexp(
 			`(?m)^x509-svid id=` + regexp.QuoteMeta(serverID) + ` .* authority=` + oldID + `$`))
 		server, err := framework.ProbePod(ctx, cluster, ns, "server")
@@ -496,8 +507,7 @@ spec:
 		localAuthority(ctx, "activate", "-authorityID", newID)
 
 		By("a new client pod, its SVID from the new CA, calls the server that mounted the bundle before the rotation")
-		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
-			ConfigMap: "rotation-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + server.Status.PodIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+		mtlsClient(ctx, w, ns, "rotation-bundle", server.Status.PodIP, serverID)
 		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(MatchRegexp(
 			`(?m)^x509-svid id=` + regexp.QuoteMeta(clientID) + ` .* authority=` + newID + `$`))
 		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(ContainSubstring("mtls-served peer=" + clientID + "\n"))
