@@ -2,9 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -40,6 +45,22 @@ func requireWorkloads() framework.Workloads {
 // probeDeployment runs the svid-probe (framework.DeployProbe).
 func probeDeployment(ctx context.Context, w framework.Workloads, ns, name, sa string) {
 	Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: name, ServiceAccount: sa})).To(Succeed())
+}
+
+// mtlsServer runs the probe Deployment "server" (service account server),
+// serving mTLS on :8443 to clients that the PEM bundle in key ca.crt of
+// the namespace's ConfigMap configMap verifies.
+func mtlsServer(ctx context.Context, w framework.Workloads, ns, configMap string) {
+	Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
+		ConfigMap: configMap, Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+}
+
+// mtlsClient runs the probe Deployment "client" (service account client),
+// calling the mTLS server at serverIP:8443 that must be serverID, verified
+// with the same ConfigMap's bundle.
+func mtlsClient(ctx context.Context, w framework.Workloads, ns, configMap, serverIP, serverID string) {
+	Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
+		ConfigMap: configMap, Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + serverIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
 }
 
 // probeLog returns the log of the probe Deployment's running pod.
@@ -259,20 +280,243 @@ spec:
 		}, timeout).Should(Succeed())
 
 		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
-		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "server", ServiceAccount: "server",
-			ConfigMap: "mtls-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--serve=:8443"}})).To(Succeed())
+		mtlsServer(ctx, w, ns, "mtls-bundle")
 		var server *corev1.Pod
 		Eventually(func() (err error) {
 			server, err = framework.ProbePod(ctx, cluster, ns, "server")
 			return err
 		}, podTimeout, time.Second).Should(Succeed())
-		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "client", ServiceAccount: "client",
-			ConfigMap: "mtls-bundle", Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + server.Status.PodIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
+		mtlsClient(ctx, w, ns, "mtls-bundle", server.Status.PodIP, serverID)
 
 		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(ContainSubstring(
 			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
 		Expect(probeLog(ctx, ns, "server")()).To(ContainSubstring("mtls-served peer=" + clientID + "\n"))
 		log, _ := probeLog(ctx, ns, "client")()
 		AddReportEntry("client log", log)
+	})
+})
+
+var _ = Describe("identity-operator's conflicting bindings on a real node", func() {
+	It("gives neither variant's pods the identity two bindings claim, and takes it from a pod that had it", func(ctx context.Context) {
+		const variantLabel = "identity.trustplane.dev/variant"
+		w := requireWorkloads()
+		ns := fmt.Sprintf("e2e-conflict-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		// The pool selects app=model only, so that each variant's binding can
+		// add its own boundary label; it runs no pod itself.
+		create(ctx, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: model, namespace: %s}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: model}}
+  template:
+    metadata: {labels: {app: model}}
+    spec:
+      serviceAccountName: model-sa
+      containers: [{name: probe, image: %s, imagePullPolicy: Never}]
+`, ns, w.ProbeImage)
+		binding := func(variant string) *unstructured.Unstructured {
+			// Both render the same SPIFFE ID: the path leaves the variant out.
+			return create(ctx, `
+apiVersion: identity.trustplane.dev/v1alpha1
+kind: IdentityBinding
+metadata:
+  name: %s
+  namespace: %s
+  labels: {trustplane.dev/environment: %s}
+spec:
+  poolRef: {group: apps, kind: Deployment, name: model}
+  serviceAccountName: model-sa
+  identityBoundary: {variant: %s}
+  spiffeIDPathTemplate: ns/{namespace}/sa/{serviceAccount}/pool/{pool}
+`, variant, ns, environment, variant)
+		}
+		id := fmt.Sprintf("spiffe://%s/ns/%s/sa/model-sa/pool/model", cluster.TrustDomain(), ns)
+		for _, variant := range []string{"stable", "canary"} {
+			Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "model-" + variant, ServiceAccount: "model-sa",
+				Labels: map[string]string{"app": "model", variantLabel: variant}})).To(Succeed())
+		}
+
+		By("with one binding, the stable pod gets the identity: the setup can give it")
+		stable := binding("stable")
+		Eventually(probeLog(ctx, ns, "model-stable"), podTimeout, time.Second).Should(ContainSubstring("x509-svid id=" + id + " "))
+
+		By("a binding of the canary variant claiming the same ID conflicts with it")
+		canary := binding("canary")
+		for _, b := range []*unstructured.Unstructured{stable, canary} {
+			Eventually(readyStatus(ctx, b), timeout).Should(Equal("False/DuplicateSPIFFEID"), b.GetName())
+		}
+		lastLine := func(name string) func() (string, error) {
+			return func() (string, error) {
+				log, err := probeLog(ctx, ns, name)()
+				lines := strings.Split(strings.TrimSpace(log), "\n")
+				return lines[len(lines)-1], err
+			}
+		}
+		Eventually(lastLine("model-stable"), podTimeout, time.Second).Should(HavePrefix("no-identity "),
+			"the stable pod's next fetches get nothing")
+		Eventually(probeLog(ctx, ns, "model-canary"), podTimeout, time.Second).Should(ContainSubstring("no-identity "),
+			"the canary pod ran and asked the agent")
+
+		Consistently(func(g Gomega) {
+			last, err := lastLine("model-stable")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(last).To(HavePrefix("no-identity "), "the stable pod got an identity again")
+			log, err := probeLog(ctx, ns, "model-canary")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(framework.X509SVIDs(log)).To(BeEmpty(), "the canary pod got an identity")
+		}, "20s", time.Second).Should(Succeed(), "longer than the agent's sync period")
+		Expect(entryCount(ctx, id)()).To(BeZero())
+		for _, name := range []string{"model-stable", "model-canary"} {
+			log, _ := probeLog(ctx, ns, name)()
+			AddReportEntry(name+" log", log)
+		}
+	})
+})
+
+// rotationBound is how soon after `localauthority x509 prepare` the
+// ConfigMap of a TrustBundle holds the new CA (docs/bundle-operator.md,
+// Rotation): one poll of the Bundle API (2s here) and a pass, with room for
+// a loaded machine.
+const rotationBound = 30 * time.Second
+
+// localAuthority runs `spire-server localauthority x509 <args>` and returns
+// the authority IDs of its answer by slot (active, prepared_authority, ...).
+func localAuthority(ctx context.Context, args ...string) map[string]string {
+	out, err := cluster.SpireCLI(ctx, append([]string{"localauthority", "x509"}, append(args, "-output", "json")...)...)
+	Expect(err).NotTo(HaveOccurred(), out)
+	var doc map[string]struct {
+		AuthorityID string `json:"authority_id"`
+	}
+	Expect(json.Unmarshal([]byte(out), &doc)).To(Succeed(), out)
+	ids := map[string]string{}
+	for slot, a := range doc {
+		ids[slot] = a.AuthorityID
+	}
+	return ids
+}
+
+// caKeyIDs returns the subject key IDs (hex) of the CAs in a PEM bundle.
+func caKeyIDs(bundle string) ([]string, error) {
+	var ids []string
+	for rest := []byte(bundle); ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return ids, nil
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse CA: %w", err)
+		}
+		ids = append(ids, hex.EncodeToString(cert.SubjectKeyId))
+	}
+}
+
+var _ = Describe("bundle-operator's bundle across a SPIRE CA rotation on a real node", func() {
+	// rotationNamespace creates a namespace that a SpiffeRegistration and a
+	// TrustBundle (ConfigMap rotation-bundle, key ca.crt) of its own select,
+	// and returns it with a reader of the key IDs of its ConfigMap's CAs.
+	rotationNamespace := func(ctx context.Context) (string, func() ([]string, error)) {
+		const label = "e2e.trustplane.dev/rotation"
+		ns := fmt.Sprintf("e2e-rotation-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: ns}}})).To(Succeed())
+		create(ctx, `
+apiVersion: spiffe.trustplane.dev/v1alpha1
+kind: SpiffeRegistration
+metadata:
+  name: %s
+  labels: {trustplane.dev/environment: %s}
+spec:
+  trustDomain: %s
+  parentID: %s
+  namespaceSelector: {matchLabels: {%s: %s}}
+`, ns, environment, cluster.TrustDomain(), cluster.AgentParentID(), label, ns)
+		create(ctx, `
+apiVersion: bundle.trustplane.dev/v1alpha1
+kind: TrustBundle
+metadata:
+  name: %s
+  labels: {trustplane.dev/environment: %s}
+spec:
+  sources: [{spire: {}}]
+  target:
+    configMap: {name: rotation-bundle, keys: {pem: ca.crt}}
+    namespaceSelector: {matchLabels: {%s: %s}}
+`, ns, environment, label, ns)
+		return ns, func() ([]string, error) {
+			cm := &corev1.ConfigMap{}
+			if err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "rotation-bundle"}, cm); err != nil {
+				return nil, err
+			}
+			return caKeyIDs(cm.Data["ca.crt"])
+		}
+	}
+
+	It("brings the prepared CA to the namespace's ConfigMap in time, so that a new server pod's SVID from the activated CA verifies for a client pod", func(ctx context.Context) {
+		w := requireWorkloads()
+		ns, bundleCAs := rotationNamespace(ctx)
+		oldID := localAuthority(ctx, "show")["active"]
+		Expect(oldID).NotTo(BeEmpty())
+		Eventually(bundleCAs, timeout).Should(ContainElement(oldID))
+
+		By("preparing a new CA: the ConfigMap holds it within the documented time")
+		newID := localAuthority(ctx, "prepare")["prepared_authority"]
+		Expect(newID).NotTo(BeEmpty())
+		prepared := time.Now()
+		Eventually(bundleCAs, rotationBound, 500*time.Millisecond).Should(ContainElements(oldID, newID))
+		AddReportEntry("from prepare to the ConfigMap holding the new CA", time.Since(prepared).String())
+
+		By("activating it: a new server pod's SVID is signed by the new CA and verifies for a client pod")
+		localAuthority(ctx, "activate", "-authorityID", newID)
+		activated := time.Now()
+		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
+		mtlsServer(ctx, w, ns, "rotation-bundle")
+		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(MatchRegexp(
+			`(?m)^x509-svid id=` + regexp.QuoteMeta(serverID) + ` .* authority=` + newID + `$`))
+		server, err := framework.ProbePod(ctx, cluster, ns, "server")
+		Expect(err).NotTo(HaveOccurred())
+		mtlsClient(ctx, w, ns, "rotation-bundle", server.Status.PodIP, serverID)
+		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(ContainSubstring(
+			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
+		AddReportEntry("from activate to the client's first verified call (two pods started)", time.Since(activated).String())
+		Expect(probeLog(ctx, ns, "server")()).To(ContainSubstring("mtls-served peer=" + clientID + "\n"))
+		log, _ := probeLog(ctx, ns, "client")()
+		AddReportEntry("client log", log)
+	})
+
+	It("lets a server pod that ran before the rotation verify a new client pod's SVID from the activated CA, once the kubelet refreshes its mounted bundle", func(ctx context.Context) {
+		w := requireWorkloads()
+		ns, bundleCAs := rotationNamespace(ctx)
+		oldID := localAuthority(ctx, "show")["active"]
+		Expect(oldID).NotTo(BeEmpty())
+		Eventually(bundleCAs, timeout).Should(ContainElement(oldID))
+		serverID, clientID := workloadID(ns, "server"), workloadID(ns, "client")
+		mtlsServer(ctx, w, ns, "rotation-bundle")
+		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(MatchRegexp(
+			`(?m)^x509-svid id=` + regexp.QuoteMeta(serverID) + ` .* authority=` + oldID + `$`))
+		server, err := framework.ProbePod(ctx, cluster, ns, "server")
+		Expect(err).NotTo(HaveOccurred())
+
+		By("rotating: prepare, the ConfigMap holds the new CA, activate")
+		newID := localAuthority(ctx, "prepare")["prepared_authority"]
+		Expect(newID).NotTo(BeEmpty())
+		prepared := time.Now()
+		Eventually(bundleCAs, rotationBound, 500*time.Millisecond).Should(ContainElements(oldID, newID))
+		localAuthority(ctx, "activate", "-authorityID", newID)
+
+		By("a new client pod, its SVID from the new CA, calls the server that mounted the bundle before the rotation")
+		mtlsClient(ctx, w, ns, "rotation-bundle", server.Status.PodIP, serverID)
+		Eventually(probeLog(ctx, ns, "client"), podTimeout, time.Second).Should(MatchRegexp(
+			`(?m)^x509-svid id=` + regexp.QuoteMeta(clientID) + ` .* authority=` + newID + `$`))
+		Eventually(probeLog(ctx, ns, "server"), podTimeout, time.Second).Should(ContainSubstring("mtls-served peer=" + clientID + "\n"))
+		AddReportEntry("from prepare to the running server's first verified call from the new client", time.Since(prepared).String())
+		Eventually(probeLog(ctx, ns, "client"), timeout, time.Second).Should(ContainSubstring(
+			fmt.Sprintf("mtls-ok peer=%s reply=%q\n", serverID, "hello "+clientID)))
+		for _, name := range []string{"server", "client"} {
+			log, _ := probeLog(ctx, ns, name)()
+			AddReportEntry(name+" log", log)
+		}
 	})
 })

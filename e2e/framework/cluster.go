@@ -25,6 +25,10 @@ type Cluster interface {
 	KubeconfigPath() string
 	// SpireConn returns a connection to the SPIRE server API.
 	SpireConn(ctx context.Context) (*grpc.ClientConn, error)
+	// SpireCLI runs the spire-server command with args against the
+	// cluster's server (e.g. localauthority x509 prepare) and returns its
+	// output.
+	SpireCLI(ctx context.Context, args ...string) (string, error)
 	// TrustDomain is SPIRE's trust domain.
 	TrustDomain() string
 	// AgentParentID is the SPIFFE ID entries of workloads in the cluster use as parent.

@@ -187,6 +187,13 @@ func (k *Kind) SpireConn(context.Context) (*grpc.ClientConn, error) {
 	return grpc.NewClient(k.address, grpc.WithTransportCredentials(credentials.NewTLS(k.tlsConfig)))
 }
 
+// SpireCLI implements Cluster: the CLI inside the server pod.
+func (k *Kind) SpireCLI(ctx context.Context, args ...string) (string, error) {
+	out, err := k.kubectl(ctx, append([]string{"exec", "-n", "spire-system", "spire-server-0", "-c", "spire-server", "--",
+		"/opt/spire/bin/spire-server"}, args...)...)
+	return string(out), err
+}
+
 // TrustDomain implements Cluster.
 func (k *Kind) TrustDomain() string { return k.opts.TrustDomain }
 

@@ -226,6 +226,11 @@ func (l *Local) KubeconfigPath() string { return l.cp.KubeconfigPath }
 // SpireConn implements Cluster: the admin API over the server's Unix socket.
 func (l *Local) SpireConn(ctx context.Context) (*grpc.ClientConn, error) { return l.spire.Dial(ctx) }
 
+// SpireCLI implements Cluster: the local server's CLI on its admin socket.
+func (l *Local) SpireCLI(ctx context.Context, args ...string) (string, error) {
+	return l.spire.CLI(ctx, args...)
+}
+
 // TrustDomain implements Cluster.
 func (l *Local) TrustDomain() string { return l.td }
 

@@ -3,7 +3,7 @@
 // what it got, one line per change, so that a spec can read from the pod's
 // log exactly which identity the pod received, or that it received none:
 //
-//	x509-svid id=<SPIFFE ID> dns=<names,...> expires=<RFC 3339>
+//	x509-svid id=<SPIFFE ID> dns=<names,...> expires=<RFC 3339> authority=<hex key ID of the signing CA>
 //	jwt-svid id=<SPIFFE ID> audience=<audience>
 //	no-identity error=<why>
 //
@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -90,7 +91,8 @@ func (p *probe) report(ctx context.Context) string {
 		return fmt.Sprintf("no-identity error=%q\n", err.Error())
 	}
 	leaf := x.Certificates[0]
-	report := fmt.Sprintf("x509-svid id=%s dns=%s expires=%s\n", x.ID, strings.Join(leaf.DNSNames, ","), leaf.NotAfter.UTC().Format(time.RFC3339))
+	report := fmt.Sprintf("x509-svid id=%s dns=%s expires=%s authority=%s\n", x.ID, strings.Join(leaf.DNSNames, ","),
+		leaf.NotAfter.UTC().Format(time.RFC3339), hex.EncodeToString(leaf.AuthorityKeyId))
 	j, err := workloadapi.FetchJWTSVID(ctx, jwtsvid.Params{Audience: p.audience}, workloadapi.WithAddr(p.addr))
 	if err != nil {
 		return report + fmt.Sprintf("no-jwt-svid error=%q\n", err.Error())
