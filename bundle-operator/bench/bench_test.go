@@ -66,7 +66,7 @@ func runScenario(b *testing.B) {
 		b.Fatalf("start control plane: %v", err)
 	}
 	defer func() { _ = cp.Stop() }()
-	sp, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: "example.org"})
+	sp, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: "example.org", LogLevel: "INFO"})
 	if err != nil {
 		b.Fatalf("start spire: %v", err)
 	}

@@ -29,6 +29,20 @@ var _ = Describe("harness failure reporting", func() {
 		Expect(err.Error()).To(ContainSubstring("--- spire-server log ---"))
 	})
 
+	It("runs the server at the log level asked for (DEBUG by default, INFO for benchmarks)", func() {
+		for level, wantDebug := range map[string]bool{"": true, "INFO": false} {
+			spire, err := testenv.StartSpire(testenv.SpireOptions{LogLevel: level})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(spire.Logs()).To(ContainSubstring("Starting Server APIs"))
+			if wantDebug {
+				Expect(spire.Logs()).To(ContainSubstring("level=debug"), "log level %q", level)
+			} else {
+				Expect(spire.Logs()).NotTo(ContainSubstring("level=debug"), "log level %q", level)
+			}
+			Expect(spire.Cleanup()).To(Succeed())
+		}
+	})
+
 	It("stops, reports and cleans up a running server and agent", func(ctx context.Context) {
 		spire, err := testenv.StartSpire(testenv.SpireOptions{})
 		Expect(err).NotTo(HaveOccurred())

@@ -27,6 +27,10 @@ type SpireOptions struct {
 	// an agent presents a projected service-account token, which the
 	// server reviews with the cluster's apiserver (TokenReview).
 	PSATClusters []PSATCluster
+	// LogLevel is the server's log level, "DEBUG" by default (its log is
+	// what a failed test prints). Benchmarks set "INFO": DEBUG logging
+	// slows the server several times.
+	LogLevel string
 }
 
 // PSATCluster is a cluster whose agents attest with k8s_psat.
@@ -73,6 +77,9 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 	if opts.DefaultX509SVIDTTL == 0 {
 		opts.DefaultX509SVIDTTL = time.Hour
 	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "DEBUG"
+	}
 	// A socket path over 108 bytes makes spire-server hang: keep it short.
 	dir, err := os.MkdirTemp("/tmp", "tps")
 	if err != nil {
@@ -101,7 +108,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
     socket_path = %q
     trust_domain = %q
     data_dir = %q
-    log_level = "DEBUG"
+    log_level = %q
     default_x509_svid_ttl = %q
     admin_ids = [%s]
 }
@@ -121,7 +128,7 @@ plugins {
         }
     }
 }
-`, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.DefaultX509SVIDTTL.String(),
+`, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.LogLevel, opts.DefaultX509SVIDTTL.String(),
 		strings.Join(admins, ", "), filepath.Join(dir, "datastore.sqlite3"), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
 	if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write spire-server config: %w", err)

@@ -316,7 +316,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 // policy selecting namespace ns and times it from the policy's creation to
 // its status reporting all n entries registered, which SPIRE must hold.
 func converge1(ctx context.Context, k8s client.WithWatch, kubeconfig, bin, ns, name string, n int) (*testenv.Spire, *process, *v1alpha1.SpiffeRegistration, time.Duration, error) {
-	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain})
+	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain, LogLevel: "INFO"})
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
@@ -455,7 +455,7 @@ func pct(sorted []time.Duration, p int) time.Duration {
 
 // measureFloor times n creates in batches of 50, one call at a time, on a fresh server.
 func measureFloor(ctx context.Context, n int) (time.Duration, error) {
-	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain})
+	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain, LogLevel: "INFO"})
 	if err != nil {
 		return 0, err
 	}
