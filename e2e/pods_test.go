@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/e2e/framework"
 )
 
@@ -385,16 +385,10 @@ const rotationBound = 30 * time.Second
 // localAuthority runs `spire-server localauthority x509 <args>` and returns
 // the authority IDs of its answer by slot (active, prepared_authority, ...).
 func localAuthority(ctx context.Context, args ...string) map[string]string {
-	out, err := cluster.SpireCLI(ctx, append([]string{"localauthority", "x509"}, append(args, "-output", "json")...)...)
+	out, err := cluster.SpireCLI(ctx, testenv.LocalAuthorityArgs(args...)...)
 	Expect(err).NotTo(HaveOccurred(), out)
-	var doc map[string]struct {
-		AuthorityID string `json:"authority_id"`
-	}
-	Expect(json.Unmarshal([]byte(out), &doc)).To(Succeed(), out)
-	ids := map[string]string{}
-	for slot, a := range doc {
-		ids[slot] = a.AuthorityID
-	}
+	ids, err := testenv.ParseLocalAuthorities(out)
+	Expect(err).NotTo(HaveOccurred())
 	return ids
 }
 

@@ -43,6 +43,19 @@ var _ = Describe("harness failure reporting", func() {
 		}
 	})
 
+	It("reads the server's local X.509 authorities, and names an answer it cannot read", func(ctx context.Context) {
+		spire, err := testenv.StartSpire(testenv.SpireOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(spire.Cleanup)
+		out, err := spire.CLI(ctx, testenv.LocalAuthorityArgs("show")...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		ids, err := testenv.ParseLocalAuthorities(out)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ids["active"]).To(MatchRegexp("^[0-9a-f]{40}$"))
+		_, err = testenv.ParseLocalAuthorities("not json")
+		Expect(err).To(MatchError(ContainSubstring(`parse localauthority answer "not json"`)))
+	})
+
 	It("stops, reports and cleans up a running server and agent", func(ctx context.Context) {
 		spire, err := testenv.StartSpire(testenv.SpireOptions{})
 		Expect(err).NotTo(HaveOccurred())

@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -12,22 +11,17 @@ import (
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 // localAuthority runs `spire-server localauthority x509 <args> -output json`
 // and returns the authority IDs of the answer by slot (active, prepared, old,
 // prepared_authority, ...).
 func localAuthority(ctx context.Context, args ...string) map[string]string {
-	out, err := spireSrv.CLI(ctx, append([]string{"localauthority", "x509"}, append(args, "-output", "json")...)...)
+	out, err := spireSrv.CLI(ctx, testenv.LocalAuthorityArgs(args...)...)
 	Expect(err).NotTo(HaveOccurred(), out)
-	var doc map[string]struct {
-		AuthorityID string `json:"authority_id"`
-	}
-	Expect(json.Unmarshal([]byte(out), &doc)).To(Succeed(), out)
-	ids := map[string]string{}
-	for slot, a := range doc {
-		ids[slot] = a.AuthorityID
-	}
+	ids, err := testenv.ParseLocalAuthorities(out)
+	Expect(err).NotTo(HaveOccurred())
 	return ids
 }
 
