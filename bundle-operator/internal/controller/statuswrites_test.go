@@ -3,12 +3,16 @@ package controller_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
@@ -54,8 +58,36 @@ func (s *statusWrites) all() []string {
 	return append([]string(nil), s.statuses...)
 }
 
+// statusRequests counts the requests that write a TrustBundle's status,
+// whether the API server accepts them or not.
+type statusRequests struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (s *statusRequests) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/trustbundles/") && strings.HasSuffix(req.URL.Path, "/status") {
+		s.n.Add(1)
+	}
+	return s.next.RoundTrip(req)
+}
+
 var _ = Describe("The first sync", func() {
-	DescribeTable("writes the TrustBundle's status once", func(ctx context.Context, src v1alpha1.Source) {
+	DescribeTable("writes the TrustBundle's status once, in one request", func(ctx context.Context, src v1alpha1.Source) {
+		// The operator runs with a transport that counts its status writes.
+		requests := &statusRequests{}
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			requests.next = rt
+			return requests
+		}
+		stopManager()
+		stopManager = startManagerAs(cfg)
+		DeferCleanup(func() {
+			stopManager()
+			stopManager = startManager()
+		})
+
 		group := unique("once")
 		const n = 300
 		for range n {
@@ -83,6 +115,7 @@ var _ = Describe("The first sync", func() {
 			out, _ := json.MarshalIndent(writes.all(), "", "  ")
 			return "statuses written:\n" + string(out)
 		})
+		Expect(requests.n.Load()).To(BeEquivalentTo(1), "status write requests, including refused ones")
 	},
 		Entry("from an inline source", inline(testpki.ValidCA("once").PEM())),
 		Entry("from SPIRE", v1alpha1.Source{SPIRE: &v1alpha1.SPIRESource{}}),
