@@ -58,15 +58,16 @@ func (s *statusWrites) all() []string {
 	return append([]string(nil), s.statuses...)
 }
 
-// statusRequests counts the requests that write a TrustBundle's status,
-// whether the API server accepts them or not.
+// statusRequests counts the requests that write the status of the
+// TrustBundle name, whether the API server accepts them or not.
 type statusRequests struct {
+	name string
 	next http.RoundTripper
 	n    atomic.Int64
 }
 
 func (s *statusRequests) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/trustbundles/") && strings.HasSuffix(req.URL.Path, "/status") {
+	if req.Method != http.MethodGet && strings.HasSuffix(req.URL.Path, "/trustbundles/"+s.name+"/status") {
 		s.n.Add(1)
 	}
 	return s.next.RoundTrip(req)
@@ -74,8 +75,15 @@ func (s *statusRequests) RoundTrip(req *http.Request) (*http.Response, error) {
 
 var _ = Describe("The first sync", func() {
 	DescribeTable("writes the TrustBundle's status once, in one request", func(ctx context.Context, src v1alpha1.Source) {
+		group := unique("once")
+		const n = 300
+		for range n {
+			newNamespace(ctx, map[string]string{"group": group})
+		}
+		tb := newTrustBundle(group, src)
+
 		// The operator runs with a transport that counts its status writes.
-		requests := &statusRequests{}
+		requests := &statusRequests{name: tb.Name}
 		cfg := rest.CopyConfig(cp.Config)
 		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 			requests.next = rt
@@ -87,13 +95,6 @@ var _ = Describe("The first sync", func() {
 			stopManager()
 			stopManager = startManager()
 		})
-
-		group := unique("once")
-		const n = 300
-		for range n {
-			newNamespace(ctx, map[string]string{"group": group})
-		}
-		tb := newTrustBundle(group, src)
 
 		// Watch from before the creation, so that the creation and every
 		// later write of the status are events.
