@@ -176,7 +176,7 @@ var _ = Describe("The generated RBAC", func() {
 	It("is enough for every path, and each ConfigMap right it holds is needed", func(ctx context.Context) {
 		cfg := operatorIdentity(ctx)
 		stopManager()
-		stopManager = startManagerAs(cfg)
+		stopManager = startManagerAs(cfg, spireSrv.SocketPath)
 		DeferCleanup(func() {
 			stopManager()
 			stopManager = startManager()

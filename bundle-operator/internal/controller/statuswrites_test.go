@@ -90,7 +90,7 @@ var _ = Describe("The first sync", func() {
 			return requests
 		}
 		stopManager()
-		stopManager = startManagerAs(cfg)
+		stopManager = startManagerAs(cfg, spireSrv.SocketPath)
 		DeferCleanup(func() {
 			stopManager()
 			stopManager = startManager()

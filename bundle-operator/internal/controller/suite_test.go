@@ -79,10 +79,11 @@ var _ = BeforeSuite(func() {
 
 // startManager runs the operator's controller in this process, as
 // cmd/main.go wires it, and returns a function that stops it.
-func startManager() context.CancelFunc { return startManagerAs(cp.Config) }
+func startManager() context.CancelFunc { return startManagerAs(cp.Config, spireSrv.SocketPath) }
 
-// startManagerAs is startManager with the identity and transport of cfg.
-func startManagerAs(cfg *rest.Config) context.CancelFunc {
+// startManagerAs is startManager with the identity and transport of cfg,
+// reading the spire-server of spireSocket.
+func startManagerAs(cfg *rest.Config, spireSocket string) context.CancelFunc {
 	cacheOpts, err := bundlecontroller.CacheOptions([]string{sourceNamespace}, true)
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -93,7 +94,7 @@ func startManagerAs(cfg *rest.Config) context.CancelFunc {
 		Controller:             crconfig.Controller{SkipNameValidation: ptrTo(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	sc, err := spire.Dial(context.Background(), spireconn.Options{SocketPath: spireSrv.SocketPath})
+	sc, err := spire.Dial(context.Background(), spireconn.Options{SocketPath: spireSocket})
 	Expect(err).NotTo(HaveOccurred())
 	m, err := controller.NewMetrics(prometheus.NewRegistry())
 	Expect(err).NotTo(HaveOccurred())
