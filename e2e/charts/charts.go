@@ -69,6 +69,19 @@ func copies(root string) (map[string]string, error) {
 // repository root) with the content it must have. It builds the operators
 // to read their flags.
 func Expected(ctx context.Context, root string) (map[string][]byte, error) {
+	flags := map[string][]Flag{}
+	for _, o := range operatorimage.Operators() {
+		var err error
+		if flags[o.Name], err = OperatorFlags(ctx, root, o.Name); err != nil {
+			return nil, err
+		}
+	}
+	return ExpectedWith(root, flags)
+}
+
+// ExpectedWith is Expected with the operators' flags (by operator name)
+// already read.
+func ExpectedWith(root string, flags map[string][]Flag) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	cp, err := copies(root)
 	if err != nil {
@@ -80,12 +93,6 @@ func Expected(ctx context.Context, root string) (map[string][]byte, error) {
 			return nil, fmt.Errorf("chart file source: %w", err)
 		}
 		files[dst] = b
-	}
-	flags := map[string][]Flag{}
-	for _, o := range operatorimage.Operators() {
-		if flags[o.Name], err = OperatorFlags(ctx, root, o.Name); err != nil {
-			return nil, err
-		}
 	}
 	schemaPath := path.Join(Dir, "values.schema.json")
 	raw, err := os.ReadFile(filepath.Join(root, schemaPath))
@@ -223,6 +230,9 @@ func marshal(v any) ([]byte, error) {
 // durationPattern accepts what Go's time.ParseDuration accepts (without a sign).
 const durationPattern = `^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
 
+// numberPattern is a decimal number as a string.
+const numberPattern = `^-?[0-9]+(\.[0-9]+)?$`
+
 // FlagSchema is the JSON schema of a flag's value, from its pflag type.
 func FlagSchema(f Flag) map[string]any {
 	s := map[string]any{"description": f.Usage}
@@ -237,7 +247,9 @@ func FlagSchema(f Flag) map[string]any {
 	case "int", "int32", "int64":
 		s["type"] = "integer"
 	case "float", "float32", "float64":
-		s["type"] = "number"
+		// helm --set passes 0.5 as a string: take a numeric string too.
+		s["type"] = []any{"number", "string"}
+		s["pattern"] = numberPattern
 	case "duration":
 		s["type"] = "string"
 		s["pattern"] = durationPattern
@@ -332,6 +344,9 @@ func typeOf(node map[string]any) string {
 		}
 		return t
 	case []any:
+		if p, ok := node["pattern"].(string); ok && p == numberPattern {
+			return "number"
+		}
 		parts := make([]string, len(t))
 		for i, x := range t {
 			parts[i] = fmt.Sprint(x)
