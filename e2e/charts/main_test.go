@@ -54,6 +54,9 @@ func setUp(m *testing.M) (int, error) {
 	if env.kubectl, err = testenv.Binary("kubectl"); err != nil {
 		return 0, err
 	}
+	if err := readInputs(env.root); err != nil {
+		return 0, err
+	}
 	env.flags = map[string][]charts.Flag{}
 	for _, o := range operatorimage.Operators() {
 		if env.flags[o.Name], err = charts.OperatorFlags(ctx, env.root, o.Name); err != nil {
@@ -71,6 +74,33 @@ func setUp(m *testing.M) (int, error) {
 		return code, err
 	}
 	return code, nil
+}
+
+// readInputs reads every file the tests' subprocesses (helm, kubectl, go
+// build, the installers script) read, so that go test's cache sees them: a
+// changed template, config file or operator flag reruns the tests instead of
+// replaying a cached pass.
+func readInputs(root string) error {
+	dirs := []string{charts.Dir, "hack"}
+	for _, o := range operatorimage.Operators() {
+		dirs = append(dirs, o.Name)
+	}
+	for _, d := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, d), func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			if d != charts.Dir && filepath.Ext(p) != ".go" && filepath.Ext(p) != ".yaml" && filepath.Ext(p) != ".sh" {
+				return nil
+			}
+			_, err = os.ReadFile(p)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read the tests' inputs: %w", err)
+		}
+	}
+	return nil
 }
 
 func tail(s string, n int) string {
