@@ -571,3 +571,59 @@ func toAny(m map[string]string) map[string]any {
 	}
 	return out
 }
+
+// TestSVIDFilesReplaceTheAgentSocket proves that with no agent socket
+// directory the chart mounts no socket and passes no --workload-api-socket,
+// so the SVID-file flags (which the operators refuse next to it) work.
+func TestSVIDFilesReplaceTheAgentSocket(t *testing.T) {
+	r := mustTemplate(t, "chart-default", nil, "spire.mtls.agentSocketDir=",
+		"spiffeOperator.flags.svidCertFile=/svid/cert.pem", "spiffeOperator.flags.svidKeyFile=/svid/key.pem",
+		"spiffeOperator.flags.bundleFile=/svid/bundle.pem")
+	args := r.args(t, "spiffe-operator")
+	for _, a := range []string{"--svid-cert-file=/svid/cert.pem", "--svid-key-file=/svid/key.pem", "--bundle-file=/svid/bundle.pem", "--spire-address=spire-server.spire-system.svc:8081"} {
+		if !slices.Contains(args, a) {
+			t.Errorf("no %s in %q", a, args)
+		}
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--workload-api-socket") }) {
+		t.Errorf("--workload-api-socket next to the SVID files: %q", args)
+	}
+	for _, v := range r.deployment(t, "spiffe-operator").Spec.Template.Spec.Volumes {
+		if v.Name == "spire-agent-socket" {
+			t.Errorf("the agent socket is mounted: %+v", v)
+		}
+	}
+}
+
+// TestCRDsStayOnUninstall proves every CRD the chart installs is marked to
+// stay on helm uninstall (and with it the objects of its kind), and that
+// the chart installs exactly the CRDs of the enabled operators.
+func TestCRDsStayOnUninstall(t *testing.T) {
+	r := mustTemplate(t, "chart-default", nil)
+	var total int
+	for _, o := range operatorimage.Operators() {
+		files, err := filepath.Glob(filepath.Join(env.root, o.Name, "config", "crd", "bases", "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(files)
+	}
+	crds := r.find("CustomResourceDefinition")
+	if len(crds) != total {
+		t.Errorf("%d CRDs, the operators have %d", len(crds), total)
+	}
+	for _, c := range crds {
+		if c.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s is not kept on uninstall: %v", c.GetName(), c.GetAnnotations())
+		}
+	}
+	only := mustTemplate(t, "chart-default", nil, "spiffeOperator.enabled=false", "identityOperator.enabled=false")
+	for _, c := range only.find("CustomResourceDefinition") {
+		if !strings.HasSuffix(c.GetName(), ".bundle.trustplane.dev") {
+			t.Errorf("bundle-operator alone installs CRD %s", c.GetName())
+		}
+	}
+	if n := len(only.find("Deployment")); n != 1 {
+		t.Errorf("bundle-operator alone: %d Deployments", n)
+	}
+}
