@@ -523,6 +523,14 @@ func TestInstallersApplyCleanly(t *testing.T) {
 			if strings.Contains(again, "configured") || strings.Contains(again, "created") {
 				t.Errorf("a second apply changed objects:\n%s", again)
 			}
+			// The CRDs go again, so that a Helm release can own them later
+			// (the namespaced objects live in the installers' namespace,
+			// which the chart tests do not use).
+			for _, obj := range objs {
+				if obj.GetKind() == "CustomResourceDefinition" {
+					deleteAndWait(t, obj)
+				}
+			}
 		})
 	}
 }
