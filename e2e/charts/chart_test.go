@@ -411,6 +411,30 @@ func TestEveryFlagIsAValue(t *testing.T) {
 	}
 }
 
+// TestFlagValuesCannotAddArguments proves a flag value stays one argument
+// of its flag, whatever it holds: quotes, newlines and what looks like
+// further flags or YAML do not reach the manager as arguments of their own.
+func TestFlagValuesCannotAddArguments(t *testing.T) {
+	evil := "prod\"\n        - --leader-elect=false\n- --spire-socket=/tmp/x --trust-domain=evil.org"
+	raw, err := yaml.Marshal(map[string]any{"spiffeOperator": map[string]any{"flags": map[string]any{"defaultEnvironment": evil}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := mustTemplate(t, "chart-default", []string{file}).args(t, "spiffe-operator")
+	if !slices.Contains(args, "--default-environment="+evil) {
+		t.Errorf("the value is not one argument: %q", args)
+	}
+	for _, a := range args {
+		if a == "--leader-elect=false" || strings.HasPrefix(a, "--spire-socket") || a == "--trust-domain=evil.org" {
+			t.Errorf("a flag value added the argument %q", a)
+		}
+	}
+}
+
 // sample is a value for a flag of its type: as --set gives it, and as the
 // argument must carry it.
 func sample(f charts.Flag) (set, arg string) {
@@ -462,6 +486,8 @@ func TestWrongValuesFailWithAClearMessage(t *testing.T) {
 		{"bundleOperator.podSecurityContext.runAsUser=0", "at '/bundleOperator/podSecurityContext/runAsUser': minimum: got 0, want 1"},
 		{"trustDomain=", "at '/trustDomain'"},
 		{"spiffeOperator.replica=2", "at '/spiffeOperator': additional properties 'replica' not allowed"},
+		{"spiffeOperator.podSecurityContext.runAsNonRoot=false", "at '/spiffeOperator/podSecurityContext': additional properties 'runAsNonRoot' not allowed"},
+		{"bundleOperator.podSecurityContext.privileged=true", "at '/bundleOperator/podSecurityContext': additional properties 'privileged' not allowed"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := template(t, "chart-default", nil, tc.set)

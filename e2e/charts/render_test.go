@@ -20,13 +20,16 @@ type rendering struct {
 	objects []unstructured.Unstructured
 }
 
-// template runs helm template on the chart with the values files (relative
-// to the chart) and --set values, for a release tp in namespace.
+// template runs helm template on the chart with the values files (absolute
+// or relative to the chart) and --set values, for a release tp in namespace.
 func template(t *testing.T, namespace string, files []string, sets ...string) (rendering, error) {
 	t.Helper()
 	args := []string{"template", "tp", chartDir(), "--namespace", namespace}
 	for _, f := range files {
-		args = append(args, "--values", filepath.Join(chartDir(), f))
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(chartDir(), f)
+		}
+		args = append(args, "--values", f)
 	}
 	for _, s := range sets {
 		args = append(args, "--set", s)
