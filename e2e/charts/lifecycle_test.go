@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -140,4 +141,48 @@ func toStrings(containers []any) []string {
 		}
 	}
 	return slices.Clip(out)
+}
+
+// TestHelmAdoptsCRDsOfAnInstaller proves the documented move from the
+// one-file installer (or make deploy) to the chart: helm install refuses
+// CRDs it does not own, naming the ownership it misses, and takes them
+// over once they carry the release's label and annotations.
+func TestHelmAdoptsCRDsOfAnInstaller(t *testing.T) {
+	const release, ns = "adopt", "chart-adopt"
+	crdDir := filepath.Join(env.root, "spiffe-operator", "config", "crd", "bases")
+	mustRun(t, nil, env.kubectl, "apply", "--server-side", "--field-manager=installer", "-f", crdDir)
+	raw := mustRun(t, nil, env.kubectl, "get", "-f", crdDir, "-o", "yaml")
+	list, err := decode(raw)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("the applied CRDs: %v, %d lists", err, len(list))
+	}
+	items, _, _ := unstructured.NestedSlice(list[0].Object, "items")
+	var crds []unstructured.Unstructured
+	for _, i := range items {
+		crds = append(crds, unstructured.Unstructured{Object: i.(map[string]any)})
+	}
+	defer func() {
+		for _, c := range crds {
+			deleteAndWait(t, c)
+		}
+	}()
+	install := []string{"install", release, chartDir(), "--namespace", ns, "--create-namespace",
+		"--set", "identityOperator.enabled=false", "--set", "bundleOperator.enabled=false"}
+	_, err = run(t, nil, env.helm, install...)
+	if err == nil || !strings.Contains(err.Error(), "exists and cannot be imported into the current release: invalid ownership metadata") {
+		t.Fatalf("helm install over the installer's CRDs: %v", err)
+	}
+	// The commands of the chart's README.
+	for _, c := range crds {
+		mustRun(t, nil, env.kubectl, "label", "crd", c.GetName(), "app.kubernetes.io/managed-by=Helm")
+		mustRun(t, nil, env.kubectl, "annotate", "crd", c.GetName(), "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+ns)
+	}
+	mustRun(t, nil, env.helm, install...)
+	for _, c := range crds {
+		got := get(t, c)
+		if got == nil || got.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s after helm install: %v", c.GetName(), got)
+		}
+	}
+	mustRun(t, nil, env.helm, "uninstall", release, "--namespace", ns, "--wait")
 }
