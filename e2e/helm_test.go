@@ -218,6 +218,14 @@ spec:
 		crds.SetAPIVersion("apiextensions.k8s.io/v1")
 		crds.SetKind("CustomResourceDefinitionList")
 		Expect(cluster.Client().List(ctx, crds, release)).To(Succeed())
-		Expect(crds.Items).To(HaveLen(4), "the CRDs stay (helm.sh/resource-policy: keep)")
+		root, err := framework.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		var want int
+		for _, o := range operatorimage.Operators() {
+			files, err := filepath.Glob(filepath.Join(root, o.Name, "config", "crd", "bases", "*.yaml"))
+			Expect(err).NotTo(HaveOccurred())
+			want += len(files)
+		}
+		Expect(crds.Items).To(HaveLen(want), "the CRDs stay (helm.sh/resource-policy: keep)")
 	}, NodeTimeout(helmTimeout+2*time.Minute))
 })
