@@ -62,9 +62,18 @@ spire() {
 	build spire-agent "$SPIRE_VERSION" spire github.com/spiffe/spire/cmd/spire-agent 1
 }
 
-# helm builds the Helm command line the chart tests lint and render with.
+# helm builds the Helm command line the chart tests lint and render with,
+# stamped as Helm's release build stamps it: its version, and the Kubernetes
+# version of its client-go as the default of helm template and helm lint.
 helm() {
-	build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm 0 "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+	local kv minor ld p
+	kv=$(cd "$root/hack/tools/helm" && GOWORK=off go list -m -f '{{.Version}}' k8s.io/client-go)
+	minor=${kv#v0.}; minor=${minor%%.*}
+	ld="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+	for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+		ld="$ld -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$minor"
+	done
+	build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm 0 "$ld"
 }
 
 # node builds what a real node runs. runc links its nsenter C code (cgo, so gcc is

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/e2e/charts"
 	"github.com/trustplane/trustplane/e2e/operatorimage"
 )
@@ -499,6 +500,17 @@ func TestWrongValuesFailWithAClearMessage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOlderKubernetesIsRefused proves the chart refuses a cluster that
+// serves no ValidatingAdmissionPolicy v1 (before 1.30) instead of failing
+// halfway through an install, and takes the version the tests run.
+func TestOlderKubernetesIsRefused(t *testing.T) {
+	_, err := run(t, nil, env.helm, "template", "tp", chartDir(), "--kube-version", "1.29.5")
+	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.29.5") {
+		t.Errorf("helm template for Kubernetes 1.29: %v", err)
+	}
+	mustRun(t, nil, env.helm, "template", "tp", chartDir(), "--kube-version", testenv.KubernetesVersion)
 }
 
 // TestInstallersApplyCleanly runs the script behind make installers and
