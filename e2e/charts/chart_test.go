@@ -250,6 +250,10 @@ func TestHighAvailability(t *testing.T) {
 			t.Errorf("%s: anti-affinity term %+v does not spread the operator's pods across nodes", o.Name, term)
 		}
 	}
+	_, err := template(t, "chart-ha", modes["ha"], "bundleOperator.podDisruptionBudget.minAvailable=3")
+	if err == nil || !strings.Contains(err.Error(), "bundleOperator.podDisruptionBudget.minAvailable (3) must be below replicas (3)") {
+		t.Errorf("a budget no drain could meet: %v", err)
+	}
 	single := mustTemplate(t, "chart-default", nil, "spiffeOperator.replicas=1")
 	if pdbs := single.find("PodDisruptionBudget"); len(pdbs) != 0 {
 		t.Errorf("one replica each, yet %d PodDisruptionBudgets", len(pdbs))
