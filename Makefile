@@ -29,7 +29,7 @@ FUZZ_TARGETS := \
 	identity-operator/internal/conflict:FuzzClassifyIsSymmetric:100000x
 FUZZ_TIME ?=
 
-.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind images docker-images fuzz \
+.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind images docker-images fuzz installers \
 	$(foreach o,$(OPERATORS),deploy-$(o) undeploy-$(o))
 
 all: test
@@ -61,7 +61,7 @@ cover: tools ## per-package coverage (a package counts as covered by every test 
 bench: tools ## benchmarks of every operator; figures go to bench-results/
 	hack/bench.sh
 
-generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers
+generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers, and the chart's copies of them, its flag values and values table
 	@for m in $(OPERATORS); do \
 		echo "generate $$m"; \
 		(cd $$m && $(CONTROLLER_GEN) object paths=./api/... && \
@@ -70,6 +70,8 @@ generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers
 	done
 	cd common && $(CONTROLLER_GEN) object paths=./internal/testapi/... && \
 		$(CONTROLLER_GEN) crd paths=./internal/testapi/... output:crd:artifacts:config=testdata/crd
+	@echo "generate charts/trustplane (CRDs, RBAC and policies from config/, flag values from each operator's --help, values table)"
+	go run ./e2e/cmd/chartgen
 
 fmt: ## gofmt every module
 	gofmt -w $(MODULES)
@@ -92,6 +94,9 @@ images: ## the operators' images (trustplane/<operator>:IMAGE_TAG) as tarballs i
 
 docker-images: ## the same images built with the operators' Dockerfiles into the local Docker engine (needs Docker)
 	@for o in $(OPERATORS); do docker build -t trustplane/$$o:$(IMAGE_TAG) -f $$o/Dockerfile . ; done
+
+installers: ## dist/<operator>.yaml: each operator's config/default in one file for kubectl apply, images trustplane/<operator>:IMAGE_TAG
+	IMAGE_TAG='$(IMAGE_TAG)' hack/installers.sh dist
 
 define deploy_rules
 deploy-$(1): ## apply $(1)'s config/default (CRDs, RBAC, manager) to the cluster of $$KUBECONFIG
