@@ -93,9 +93,14 @@ images: ## the operators' images (trustplane/<operator>:IMAGE_TAG) as tarballs i
 docker-images: ## the same images built with the operators' Dockerfiles into the local Docker engine (needs Docker)
 	@for o in $(OPERATORS); do docker build -t trustplane/$$o:$(IMAGE_TAG) -f $$o/Dockerfile . ; done
 
+# make deploy-<operator> applies <operator>/config/default, or, with
+# DEPLOY_OVERLAYS=<dir>, the kustomization <dir>/<operator>: an overlay of
+# config/default for one cluster (image, SPIRE address, agent socket).
+DEPLOY_OVERLAYS ?=
+
 define deploy_rules
-deploy-$(1): ## apply $(1)'s config/default (CRDs, RBAC, manager) to the cluster of $$KUBECONFIG
-	$(KUBECTL) kustomize $(1)/config/default | $(KUBECTL) apply --server-side --field-manager=trustplane-deploy -f -
+deploy-$(1): ## apply $(1)'s config/default (CRDs, RBAC, manager), or its overlay in DEPLOY_OVERLAYS/$(1), to the cluster of $$KUBECONFIG
+	$(KUBECTL) kustomize $$(if $$(DEPLOY_OVERLAYS),$$(DEPLOY_OVERLAYS)/$(1),$(1)/config/default) | $(KUBECTL) apply --server-side --field-manager=trustplane-deploy -f -
 
 undeploy-$(1): ## remove $(1)'s config/default from the cluster
 	$(KUBECTL) kustomize $(1)/config/default | $(KUBECTL) delete --ignore-not-found -f -

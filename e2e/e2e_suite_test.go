@@ -14,8 +14,9 @@ import (
 
 // cluster is the one the specs run against: a local control plane with the
 // operators as processes and a real node where pods run (the default,
-// `make e2e`; E2E_NODE=skip leaves the node out), or a kind cluster
-// (E2E_CLUSTER=kind, `make e2e-kind`).
+// `make e2e`; E2E_NODE=skip leaves the node out), the same with the
+// operators deployed as pods on the real node (E2E_CLUSTER=deployed), or a
+// kind cluster (E2E_CLUSTER=kind, `make e2e-kind`).
 var cluster framework.Cluster
 
 func TestE2E(t *testing.T) {
@@ -28,6 +29,8 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	switch os.Getenv("E2E_CLUSTER") {
 	case "kind":
 		cluster, err = framework.ConnectKind(ctx, framework.KindOptions{})
+	case "deployed":
+		cluster, err = framework.StartDeployed(ctx, framework.LocalOptions{Progress: GinkgoWriter})
 	default:
 		cluster, err = framework.StartLocal(ctx, framework.LocalOptions{Progress: GinkgoWriter, RealNode: os.Getenv("E2E_NODE") != "skip"})
 	}
