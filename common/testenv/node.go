@@ -263,7 +263,7 @@ func (n *Node) prepare() error {
 	}
 	files := map[string]string{
 		filepath.Join(dir, "containerd.toml"):                     n.layout.containerdConfig(PauseImage),
-		filepath.Join(n.layout.cniConf, "10-trustplane.conflist"): n.layout.cniConfig("tpn-"+id, s.Bridge),
+		filepath.Join(n.layout.cniConf, "10-trustplane.conflist"): n.layout.cniConfig("tpn-"+id, s.Bridge, n.IP),
 	}
 	for path, content := range files {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
