@@ -97,7 +97,9 @@ webhooks:
     service: {namespace: %s, name: webhook, path: /validate, port: 443}
     caBundle: %s
 `, ns, ns, label, ns, base64.StdEncoding.EncodeToString(otherCA()))
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(cluster.Client().Delete(ctx, config))).To(Succeed()) })
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(cluster.Client().Delete(ctx, config))).To(Succeed())
+		})
 
 		attempt := 0
 		createConfigMap := func() error {
