@@ -19,6 +19,11 @@ import (
 // kind cluster (E2E_CLUSTER=kind, `make e2e-kind`).
 var cluster framework.Cluster
 
+// smoke labels the specs that `make test` also runs on the deployed cluster
+// (E2E_CLUSTER=deployed): one or two of each operator, through SPIRE and
+// through pods, and a restart; `make e2e-deployed` runs every spec there.
+var smoke = Label("smoke")
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Trustplane end to end")

@@ -38,7 +38,7 @@ func otherCA() []byte {
 }
 
 var _ = Describe("a webhook served with an SVID on a real node", func() {
-	It("is called by the apiserver over TLS once bundle-operator injected its caBundle, and not while the caBundle is another CA's", func(ctx context.Context) {
+	It("is called by the apiserver over TLS once bundle-operator injected its caBundle, and not while the caBundle is another CA's", smoke, func(ctx context.Context) {
 		w := requireWorkloads()
 		const label = "e2e.trustplane.dev/webhook"
 		ns := fmt.Sprintf("e2e-webhook-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
