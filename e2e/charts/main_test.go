@@ -83,7 +83,7 @@ func setUp(m *testing.M) (int, error) {
 // the tests run (not in TestMain before m.Run), so run calls it; and it
 // rechecks only files inside the test's module, so they are read through
 // testdata/repo, a link to the repository root inside this module.
-func readInputs(string) error {
+func readInputs() error {
 	root, err := filepath.Abs(filepath.Join("testdata", "repo"))
 	if err != nil {
 		return fmt.Errorf("inputs: %w", err)
@@ -122,7 +122,7 @@ func tail(s string, n int) string {
 func run(t *testing.T, stdin []byte, name string, args ...string) ([]byte, error) {
 	t.Helper()
 	env.inputs.Do(func() {
-		if err := readInputs(env.root); err != nil {
+		if err := readInputs(); err != nil {
 			t.Fatal(err)
 		}
 	})
