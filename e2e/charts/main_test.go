@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ type suite struct {
 	cp      *testenv.ControlPlane
 	// flags are each operator's flags, read from its binary's --help.
 	flags map[string][]charts.Flag
+	// inputs reads the inputs of the subprocesses once, for go test's cache.
+	inputs sync.Once
 }
 
 // env is set once by TestMain before any test runs and only read afterwards.
@@ -54,9 +57,6 @@ func setUp(m *testing.M) (int, error) {
 	if env.kubectl, err = testenv.Binary("kubectl"); err != nil {
 		return 0, err
 	}
-	if err := readInputs(env.root); err != nil {
-		return 0, err
-	}
 	env.flags = map[string][]charts.Flag{}
 	for _, o := range operatorimage.Operators() {
 		if env.flags[o.Name], err = charts.OperatorFlags(ctx, env.root, o.Name); err != nil {
@@ -79,8 +79,15 @@ func setUp(m *testing.M) (int, error) {
 // readInputs reads every file the tests' subprocesses (helm, kubectl, go
 // build, the installers script) read, so that go test's cache sees them: a
 // changed template, config file or operator flag reruns the tests instead of
-// replaying a cached pass.
-func readInputs(root string) error {
+// replaying a cached pass. go test records the files a test opens only once
+// the tests run (not in TestMain before m.Run), so run calls it; and it
+// rechecks only files inside the test's module, so they are read through
+// testdata/repo, a link to the repository root inside this module.
+func readInputs() error {
+	root, err := filepath.Abs(filepath.Join("testdata", "repo"))
+	if err != nil {
+		return fmt.Errorf("inputs: %w", err)
+	}
 	dirs := []string{charts.Dir, "hack"}
 	for _, o := range operatorimage.Operators() {
 		dirs = append(dirs, o.Name)
@@ -114,6 +121,11 @@ func tail(s string, n int) string {
 // output; a failure carries the standard error.
 func run(t *testing.T, stdin []byte, name string, args ...string) ([]byte, error) {
 	t.Helper()
+	env.inputs.Do(func() {
+		if err := readInputs(); err != nil {
+			t.Fatal(err)
+		}
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
