@@ -8,20 +8,45 @@ import (
 // SpiffeRegistration sets none: one identity per service account.
 const DefaultSpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}"
 
+// DefaultParentIDTemplate is the parent ID path template used when a
+// SpiffeRegistration sets neither parentID nor parentIDTemplate: the ID of
+// the k8s_psat-attested SPIRE agent of the node that runs the pods.
+const DefaultParentIDTemplate = "spire/agent/k8s_psat/{clusterName}/{nodeUID}"
+
 // SpiffeRegistrationSpec is a registration policy: the workloads it selects
 // receive SPIRE entries rendered from its templates.
-// +kubebuilder:validation:XValidation:rule="self.parentID.startsWith('spiffe://' + self.trustDomain + '/')",message="parentID must be in trustDomain"
+// +kubebuilder:validation:XValidation:rule="!has(self.parentID) || self.parentID.startsWith('spiffe://' + self.trustDomain + '/')",message="parentID must be in trustDomain"
+// +kubebuilder:validation:XValidation:rule="!(has(self.parentID) && has(self.parentIDTemplate))",message="set parentID (one fixed parent) or parentIDTemplate (a parent per node), not both"
 type SpiffeRegistrationSpec struct {
 	// TrustDomain is the trust domain of the SPIFFE IDs, the SPIRE server's own.
 	// +required
 	TrustDomain TrustDomainName `json:"trustDomain"`
 
-	// ParentID is the SPIFFE ID of the agent or node alias the entries hang
-	// under, e.g. spiffe://example.org/spire/agent/k8s_psat/cluster.
+	// ParentID is one fixed SPIFFE ID, of an agent or (usually) a node
+	// alias, that every entry hangs under, e.g.
+	// spiffe://example.org/k8s-cluster/prod: every agent of the alias may
+	// then issue every selected workload's SVIDs. Unset (the default), each
+	// entry hangs under the agent of a node that runs the workload's pods,
+	// rendered from parentIDTemplate.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^spiffe://[a-z0-9._-]+(/[A-Za-z0-9._-]+)+$`
-	// +required
-	ParentID string `json:"parentID"`
+	// +optional
+	ParentID string `json:"parentID,omitempty"`
+
+	// ParentIDTemplate is the path of the parent ID of each (workload, node)
+	// entry when parentID is unset, rendered per node that runs the
+	// workload's pods: literal text plus {nodeName}, {nodeUID} (from the
+	// Node object), {clusterName} (the operator's --cluster-name) and
+	// {trustDomain}. It must name the node ({nodeName} or {nodeUID}).
+	// Unset means spire/agent/k8s_psat/{clusterName}/{nodeUID}, the ID of
+	// the node's k8s_psat-attested agent.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9._-]|/|\{(nodeName|nodeUID|clusterName|trustDomain)\})+$`
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/') && !self.contains('//')",message="parentIDTemplate must not start or end with '/' nor contain '//'"
+	// +kubebuilder:validation:XValidation:rule="self.contains('{nodeName}') || self.contains('{nodeUID}')",message="parentIDTemplate must name the node ({nodeName} or {nodeUID}); use parentID for one fixed parent"
+	// +optional
+	ParentIDTemplate string `json:"parentIDTemplate,omitempty"`
 
 	// SpiffeIDTemplate is the path of the SPIFFE ID, rendered per workload.
 	// Literal text plus the variables {namespace}, {serviceAccount}, {kind},

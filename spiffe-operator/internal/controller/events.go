@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,6 +73,29 @@ func (pe *policyEvents) forNamespaces() handler.EventHandler {
 			enqueue(ctx, q, e.Object.GetLabels())
 		},
 	}
+}
+
+// forNodeBound handles pod and node events: they concern the policies with
+// per-node parents (no spec.parentID), each of which gets a full pass.
+// Pod events concern only those whose namespaceSelector selects the pod's
+// namespace.
+func (pe *policyEvents) forNodeBound() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var sets []labels.Set
+		if ns := obj.GetNamespace(); ns != "" {
+			var nsObj corev1.Namespace
+			if err := pe.reader.Get(ctx, client.ObjectKey{Name: ns}, &nsObj); err == nil {
+				sets = []labels.Set{nsObj.Labels}
+			}
+		}
+		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool {
+			return p.Spec.ParentID == "" && (sets == nil || selectsAny(p, sets))
+		})
+		for _, r := range reqs {
+			pe.dirty.All(r.Name)
+		}
+		return reqs
+	})
 }
 
 // selectsAny reports whether p's namespaceSelector selects a namespace with

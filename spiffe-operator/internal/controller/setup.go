@@ -21,6 +21,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
@@ -31,6 +32,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -47,6 +49,7 @@ func CacheOptions() cache.Options {
 	by := map[client.Object]cache.ByObject{
 		&corev1.Namespace{}: {Transform: workload.Transform},
 		&corev1.Pod{}:       {Transform: pods.Transform},
+		&corev1.Node{}:      {Transform: nodes.Transform},
 	}
 	for _, obj := range workload.Objects() {
 		by[obj] = cache.ByObject{Transform: workload.Transform}
@@ -72,11 +75,20 @@ type Options struct {
 	// Syncer's Notify must call its All for SpiffeRegistrations. Nil makes
 	// every pass a full one.
 	Dirty *spifferegistration.Dirty
+	// ClusterName is the {clusterName} of parent ID templates.
+	ClusterName string
 }
 
 // Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
 func Setup(mgr ctrl.Manager, o Options) error {
-	regHandler := &spifferegistration.Handler{Reader: mgr.GetClient(), Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics, Dirty: o.Dirty}
+	cached := mgr.GetClient()
+	regHandler := &spifferegistration.Handler{
+		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
+		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached),
+		Pods: func(ctx context.Context, namespace, serviceAccount string) ([]pods.Scheduled, error) {
+			return pods.ScheduledPods(ctx, cached, namespace, serviceAccount)
+		},
+	}
 	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
 		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics,
 	})
@@ -92,6 +104,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				b = b.Watches(obj, events.forWorkloads(kind), builder.WithPredicates(workloadChanged))
 			}
 			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(nsChanged)).
+				Watches(&corev1.Pod{}, events.forNodeBound(), builder.WithPredicates(podPlacementChanged())).
+				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
 		})
@@ -154,6 +168,30 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 		return fmt.Errorf("watch pods: %w", err)
 	}
 	return nil
+}
+
+// podPlacementChanged passes the pod events that can change which nodes run
+// a workload's pods: a pod created on a node, bound to one, relabelled,
+// finished or deleted.
+func podPlacementChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool {
+			p, ok := e.Object.(*corev1.Pod)
+			return !ok || p.Spec.NodeName != ""
+		},
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*corev1.Pod)
+			n, okN := e.ObjectNew.(*corev1.Pod)
+			return !okO || !okN || o.Spec.NodeName != n.Spec.NodeName || !equalLabels(o.Labels, n.Labels) ||
+				pods.Running(o) != pods.Running(n)
+		},
+	}
+}
+
+// nodeCreatedOrDeleted passes Node creations and deletions: an update never
+// changes the name or UID that parent IDs are rendered from.
+func nodeCreatedOrDeleted() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
 }
 
 // ignoreOwnStatusUpdates drops update events of our own kinds that change

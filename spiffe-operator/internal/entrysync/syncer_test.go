@@ -684,7 +684,7 @@ func TestNoPodShapeForSelectorsNoPodCanMatch(t *testing.T) {
 		for _, v := range tc.selectors {
 			e.Selectors = append(e.Selectors, entries.Selector{Type: "k8s", Value: v})
 		}
-		if _, ok := shapeOf(&e); ok != tc.judged {
+		if _, ok := entries.ShapeOf(&e); ok != tc.judged {
 			t.Errorf("%v: judged by pods %v, want %v", tc.selectors, ok, tc.judged)
 		}
 	}

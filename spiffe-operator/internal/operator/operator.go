@@ -140,7 +140,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 	}
 	err = opcontroller.Setup(mgr, opcontroller.Options{
 		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
-		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty,
+		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty, ClusterName: o.ClusterName,
 	})
 	if err != nil {
 		_ = closer.Close()

@@ -23,6 +23,7 @@ const (
 	KeyWriteConcurrency = "spire-write-concurrency"
 	KeyRPCTimeout       = "spire-rpc-timeout"
 	KeyCollectOrphans   = "collect-orphans"
+	KeyClusterName      = "cluster-name"
 )
 
 // Options are the settings of one operator process.
@@ -44,6 +45,10 @@ type Options struct {
 	RPCTimeout time.Duration
 	// CollectOrphans deletes entries (with this prefix) whose object no longer exists.
 	CollectOrphans bool
+	// ClusterName is the cluster's name in the SPIRE server's k8s_psat node
+	// attestor, the {clusterName} of parent ID templates (the default one
+	// uses it).
+	ClusterName string
 	// Manager holds the process settings: metrics and probe addresses,
 	// leader election, client rate limits (50 QPS, burst 100) and the GC
 	// target (10: the operator is mostly idle, so it trades a little CPU for memory).
@@ -60,6 +65,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int(KeyWriteConcurrency, 1, "SPIRE batch calls in flight at once per pass; 1 suits a sqlite datastore, raise it for PostgreSQL or MySQL")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
+	fs.String(KeyClusterName, "", "the cluster's name in the SPIRE server's k8s_psat node attestor configuration; per-node parent IDs (the default) need it")
 	d := manager.Defaults()
 	d.GCPercent = 10
 	manager.AddFlags(fs, d)
@@ -80,6 +86,7 @@ func Load(v *viper.Viper) (Options, error) {
 		WriteConcurrency: v.GetInt(KeyWriteConcurrency),
 		RPCTimeout:       v.GetDuration(KeyRPCTimeout),
 		CollectOrphans:   v.GetBool(KeyCollectOrphans),
+		ClusterName:      v.GetString(KeyClusterName),
 	}
 	if o.Manager, err = manager.Load(v); err != nil {
 		return Options{}, err
@@ -99,6 +106,9 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", KeyEntryIDPrefix, err))
 		}
 	}
+	if o.ClusterName != "" && !validClusterName(o.ClusterName) {
+		errs = append(errs, fmt.Errorf("%s %q: want letters, digits, '.', '-' or '_' (it becomes one segment of the agents' SPIFFE IDs)", KeyClusterName, o.ClusterName))
+	}
 	if o.PageSize < 1 {
 		errs = append(errs, fmt.Errorf("%s must be positive", KeyPageSize))
 	}
@@ -106,4 +116,18 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("%s must be at least 1", KeyWriteConcurrency))
 	}
 	return errors.Join(errs...)
+}
+
+// validClusterName reports whether name can be one path segment of a SPIFFE
+// ID, as in the k8s_psat agent ID spiffe://<td>/spire/agent/k8s_psat/<cluster>/<node UID>.
+func validClusterName(name string) bool {
+	if name == "." || name == ".." {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

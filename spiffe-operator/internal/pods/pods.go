@@ -14,19 +14,29 @@ import (
 // ServiceAccountIndex is the cache index of pods by service account.
 const ServiceAccountIndex = "spec.serviceAccountName"
 
+// MirrorAnnotation marks a mirror pod: the API server's copy of a static
+// pod, created by the kubelet of the node that runs it.
+const MirrorAnnotation = "kubernetes.io/config.mirror"
+
 // Transform is a cache transform (cache.TransformFunc) that keeps of a pod
 // only its name, namespace, UID, resourceVersion, labels, owner references,
-// deletion timestamp, service account, node name and phase.
+// deletion timestamp, mirror annotation, service account, node name and
+// phase.
 func Transform(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
+	}
+	var annotations map[string]string
+	if v, mirror := p.Annotations[MirrorAnnotation]; mirror {
+		annotations = map[string]string{MirrorAnnotation: v}
 	}
 	return &corev1.Pod{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
+			Annotations: annotations,
 		},
 		Spec:   corev1.PodSpec{ServiceAccountName: serviceAccount(p), NodeName: p.Spec.NodeName},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
@@ -34,8 +44,16 @@ func Transform(obj any) (any, error) {
 }
 
 // serviceAccount returns the pod's service account; the API server sets
-// "default" when the pod names none, and so does this.
+// "default" when the pod names none, and so does this. A mirror pod has
+// none: the API server neither sets one nor lets it name one, and the
+// kubelet runs it without, so it runs as no service account (""), and no
+// entry of the operator, which always names one, matches it. Any kubelet
+// may create mirror pods in any namespace; counting them as "default"
+// would let a node attract the entries of its namespace's default account.
 func serviceAccount(p *corev1.Pod) string {
+	if _, mirror := p.Annotations[MirrorAnnotation]; mirror {
+		return ""
+	}
 	if p.Spec.ServiceAccountName == "" {
 		return "default"
 	}
@@ -55,6 +73,37 @@ func IndexServiceAccount(obj client.Object) []string {
 // it has not reached Succeeded or Failed. A terminating pod still runs.
 func Running(p *corev1.Pod) bool {
 	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// Scheduled is a running pod bound to a node, as Nodes reports it.
+type Scheduled struct {
+	// Node is the pod's spec.nodeName.
+	Node string
+	// Labels are the pod's labels.
+	Labels map[string]string
+}
+
+// ScheduledPods returns the running pods of one service account in one
+// namespace that are bound to a node, reading r, a cache with
+// ServiceAccountIndex. Pods not yet scheduled and mirror pods (which run
+// as no service account) are left out.
+func ScheduledPods(ctx context.Context, r client.Reader, namespace, account string) ([]Scheduled, error) {
+	if account == "" {
+		return nil, nil
+	}
+	var l corev1.PodList
+	if err := r.List(ctx, &l, client.InNamespace(namespace), client.MatchingFields{ServiceAccountIndex: account},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list pods of service account %s/%s: %w", namespace, account, err)
+	}
+	out := make([]Scheduled, 0, len(l.Items))
+	for i := range l.Items {
+		p := &l.Items[i]
+		if Running(p) && p.Spec.NodeName != "" && serviceAccount(p) == account {
+			out = append(out, Scheduled{Node: p.Spec.NodeName, Labels: p.Labels})
+		}
+	}
+	return out, nil
 }
 
 // Lister returns an entrysync.PodLister reading r, a cache with

@@ -15,6 +15,12 @@ const (
 	VarName           = "name"
 	// VarLabelPrefix starts a label variable: {label:app.kubernetes.io/name}.
 	VarLabelPrefix = "label:"
+
+	// Variables of parent ID templates (ParseParent), rendered per node.
+	VarNodeName    = "nodeName"
+	VarNodeUID     = "nodeUID"
+	VarClusterName = "clusterName"
+	VarTrustDomain = "trustDomain"
 )
 
 // Values are what a template is rendered with: one workload.
@@ -29,6 +35,13 @@ type Values struct {
 	Name string
 	// Labels of the workload.
 	Labels map[string]string
+
+	// NodeName and NodeUID are those of the Node object (parent templates).
+	NodeName, NodeUID string
+	// ClusterName is the operator's cluster name (parent templates).
+	ClusterName string
+	// TrustDomain is the policy's trust domain (parent templates).
+	TrustDomain string
 }
 
 // Template is a parsed template.
@@ -38,6 +51,10 @@ type Template struct {
 	// perWorkload is true when the template names something a single
 	// workload has (name, kind or a label) rather than its service account.
 	perWorkload bool
+	// parent is true for a parent ID template: node variables only.
+	parent bool
+	// uses records the variables used, by name (labels excluded).
+	uses map[string]bool
 }
 
 type part struct {
@@ -51,7 +68,27 @@ type part struct {
 // Parse parses source. It fails on an unknown variable, an unclosed brace,
 // an invalid label key or a character outside [A-Za-z0-9._-/*].
 func Parse(source string) (*Template, error) {
-	t := &Template{source: source}
+	return parse(&Template{source: source})
+}
+
+// ParseParent parses a parent ID template: literal text plus {nodeName},
+// {nodeUID}, {clusterName} and {trustDomain}. It fails as Parse does, and
+// when the template names no node ({nodeName} or {nodeUID}): a per-node
+// parent must differ between nodes.
+func ParseParent(source string) (*Template, error) {
+	t, err := parse(&Template{source: source, parent: true})
+	if err != nil {
+		return nil, err
+	}
+	if !t.Uses(VarNodeName) && !t.Uses(VarNodeUID) {
+		return nil, fmt.Errorf("names no node: use {nodeName} or {nodeUID}")
+	}
+	return t, nil
+}
+
+func parse(t *Template) (*Template, error) {
+	source := t.source
+	t.uses = map[string]bool{}
 	rest := source
 	for rest != "" {
 		open := strings.IndexByte(rest, '{')
@@ -94,6 +131,15 @@ func (t *Template) addLiteral(s string) error {
 }
 
 func (t *Template) addVariable(v string) error {
+	if t.parent {
+		switch v {
+		case VarNodeName, VarNodeUID, VarClusterName, VarTrustDomain:
+			t.uses[v] = true
+			t.parts = append(t.parts, part{variable: v})
+			return nil
+		}
+		return fmt.Errorf("unknown variable {%s}: use nodeName, nodeUID, clusterName or trustDomain", v)
+	}
 	switch v {
 	case VarNamespace, VarServiceAccount:
 	case VarKind, VarName:
@@ -110,9 +156,14 @@ func (t *Template) addVariable(v string) error {
 		t.parts = append(t.parts, part{variable: key, label: true})
 		return nil
 	}
+	t.uses[v] = true
 	t.parts = append(t.parts, part{variable: v})
 	return nil
 }
+
+// Uses reports whether the template uses variable v (one of the Var
+// constants; not a label).
+func (t *Template) Uses(v string) bool { return t.uses[v] }
 
 // String returns the source of the template.
 func (t *Template) String() string { return t.source }
@@ -148,6 +199,14 @@ func (t *Template) Render(v Values) (string, error) {
 				val = v.Kind
 			case VarName:
 				val = v.Name
+			case VarNodeName:
+				val = v.NodeName
+			case VarNodeUID:
+				val = v.NodeUID
+			case VarClusterName:
+				val = v.ClusterName
+			case VarTrustDomain:
+				val = v.TrustDomain
 			}
 		}
 		if val == "" {

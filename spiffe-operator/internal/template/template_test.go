@@ -55,3 +55,27 @@ func TestRenderFailsOnMissingOrEmptyValue(t *testing.T) {
 		t.Errorf("Render = %q, %v", got, err)
 	}
 }
+
+func TestParseParentAcceptsOnlyNodeVariablesAndNeedsTheNode(t *testing.T) {
+	for _, src := range []string{"agent/{namespace}/{nodeUID}", "agent/{label:app}/{nodeName}", "agent/{clusterName}", "agent/fixed", "{trustDomain}"} {
+		if _, err := ParseParent(src); err == nil {
+			t.Errorf("ParseParent(%q) succeeded, want an error", src)
+		}
+	}
+	for _, src := range []string{"agent/{nodeName}", "ns/{nodeUID}"} {
+		if _, err := Parse(src); err == nil {
+			t.Errorf("Parse(%q) accepted a node variable in a workload template", src)
+		}
+	}
+	tpl, err := ParseParent("spire/agent/k8s_psat/{clusterName}/{nodeUID}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tpl.Render(Values{NodeName: "n1", NodeUID: "u-1", ClusterName: "prod", TrustDomain: "example.org"})
+	if err != nil || got != "spire/agent/k8s_psat/prod/u-1" {
+		t.Errorf("Render = %q, %v", got, err)
+	}
+	if _, err := tpl.Render(Values{NodeUID: "u-1"}); err == nil || !strings.Contains(err.Error(), "{clusterName}: empty") {
+		t.Errorf("empty cluster name: err = %v", err)
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
@@ -46,6 +48,14 @@ type Handler struct {
 	// makes every pass a full one. Incremental passes also need Lister to
 	// implement workload.Getter.
 	Dirty *Dirty
+	// ClusterName is the operator's --cluster-name, the {clusterName} of
+	// parent ID templates.
+	ClusterName string
+	// Nodes looks up the nodes that pods run on, for per-node parents.
+	Nodes nodes.Getter
+	// Pods returns the scheduled, running pods of a service account, for
+	// per-node parents; nil means no pod runs anywhere.
+	Pods func(ctx context.Context, namespace, serviceAccount string) ([]pods.Scheduled, error)
 
 	memo renders
 }
@@ -63,7 +73,7 @@ func OwnerOf(obj *v1alpha1.SpiffeRegistration) entrysync.Owner {
 // number of workloads); any other pass (first, resync, retry, spec or
 // namespace change) renders every selected workload and diffs the whole set.
 func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegistration) error {
-	p, specErr := compile(&obj.Spec, h.TrustDomain)
+	p, specErr := compile(&obj.Spec, h.TrustDomain, h.ClusterName)
 	if specErr != nil {
 		// Keep what is registered: a bad edit must not revoke identities.
 		h.Dirty.forget(obj.Name)
@@ -71,7 +81,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	}
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
 	changed, full := h.Dirty.take(obj.Name)
-	if !full && memo.ready {
+	// With per-node parents, what a workload needs depends on its pods, so
+	// every pass is a full one.
+	if !full && memo.ready && !p.perNode() {
 		if done, err := h.incremental(ctx, obj, p, memo, changed); done {
 			return err
 		}
@@ -105,6 +117,13 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	}
 	memo.end()
 	want := merge(rendered)
+	if p.perNode() {
+		var nodeFailures []v1alpha1.Failure
+		if want, nodeFailures, err = h.byNode(ctx, p, want); err != nil {
+			return err
+		}
+		failures = append(failures, nodeFailures...)
+	}
 
 	owner := OwnerOf(obj)
 	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
@@ -112,7 +131,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
 	}
-	if syncErr == nil {
+	if syncErr == nil && !p.perNode() {
 		memo.rebuild(want, &out)
 	}
 	return h.report(ctx, obj, owner, counts{

@@ -10,6 +10,12 @@ const (
 	ReasonTrustDomainMismatch = "TrustDomainMismatch"
 	// ReasonInvalidParentID: spec.parentID is not a SPIFFE ID of the trust domain.
 	ReasonInvalidParentID = "InvalidParentID"
+	// ReasonInvalidParentIDTemplate: spec.parentIDTemplate does not parse,
+	// or renders an invalid parent ID for some node.
+	ReasonInvalidParentIDTemplate = "InvalidParentIDTemplate"
+	// ReasonClusterNameUnset: the parent ID template uses {clusterName} (the
+	// default does) and the operator runs without --cluster-name.
+	ReasonClusterNameUnset = "ClusterNameUnset"
 	// ReasonInvalidSpiffeIDTemplate: spec.spiffeIDTemplate does not parse, or
 	// renders an invalid SPIFFE ID for some workload.
 	ReasonInvalidSpiffeIDTemplate = "InvalidSpiffeIDTemplate"

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/template"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
@@ -17,7 +18,12 @@ import (
 // policy is a validated, compiled SpiffeRegistrationSpec.
 type policy struct {
 	trustDomain spiffeid.TrustDomain
-	parentID    spiffeid.ID
+	// parentID is the fixed parent; zero in per-node mode.
+	parentID spiffeid.ID
+	// parentTemplate renders the parent of each (workload, node) entry;
+	// nil with a fixed parent.
+	parentTemplate *template.Template
+	clusterName    string
 	idTemplate  *template.Template
 	dnsNames    []*template.Template
 	selection   workload.Selection
@@ -47,9 +53,9 @@ func fieldErr(reason, field string, err error) *specError {
 
 // compile validates spec the way admission cannot (the same rules run in
 // the CRD where CEL can express them). serverTD, when set, is the SPIRE
-// server's trust domain.
-func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD string) (*policy, *specError) {
-	p := &policy{hint: spec.Hint, admin: spec.Admin, downstream: spec.Downstream}
+// server's trust domain; clusterName is the operator's --cluster-name.
+func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string) (*policy, *specError) {
+	p := &policy{hint: spec.Hint, admin: spec.Admin, downstream: spec.Downstream, clusterName: clusterName}
 	var err error
 	if p.trustDomain, err = spiffeid.TrustDomainFromString(string(spec.TrustDomain)); err != nil {
 		return nil, fieldErr(ReasonInvalidTrustDomain, "spec.trustDomain", err)
@@ -58,12 +64,8 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD string) (*policy, *
 		return nil, fieldErr(ReasonTrustDomainMismatch, "spec.trustDomain",
 			fmt.Errorf("%q is not the SPIRE server's trust domain %q", p.trustDomain.Name(), serverTD))
 	}
-	if p.parentID, err = spiffeid.FromString(spec.ParentID); err != nil {
-		return nil, fieldErr(ReasonInvalidParentID, "spec.parentID", err)
-	}
-	if !p.parentID.MemberOf(p.trustDomain) || p.parentID.Path() == "" {
-		return nil, fieldErr(ReasonInvalidParentID, "spec.parentID",
-			fmt.Errorf("%q is not a non-root SPIFFE ID in trust domain %q", spec.ParentID, p.trustDomain.Name()))
+	if err := p.compileParent(spec); err != nil {
+		return nil, err
 	}
 	src := spec.SpiffeIDTemplate
 	if src == "" {
@@ -105,6 +107,58 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD string) (*policy, *
 		p.selection.Kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
 	}
 	return p, nil
+}
+
+// compileParent sets the fixed parent, or the per-node parent template.
+func (p *policy) compileParent(spec *v1alpha1.SpiffeRegistrationSpec) *specError {
+	if spec.ParentID != "" && spec.ParentIDTemplate != "" {
+		return fieldErr(ReasonInvalidParentID, "spec.parentID",
+			fmt.Errorf("set parentID (one fixed parent) or parentIDTemplate (a parent per node), not both"))
+	}
+	if spec.ParentID != "" {
+		var err error
+		if p.parentID, err = spiffeid.FromString(spec.ParentID); err != nil {
+			return fieldErr(ReasonInvalidParentID, "spec.parentID", err)
+		}
+		if !p.parentID.MemberOf(p.trustDomain) || p.parentID.Path() == "" {
+			return fieldErr(ReasonInvalidParentID, "spec.parentID",
+				fmt.Errorf("%q is not a non-root SPIFFE ID in trust domain %q", spec.ParentID, p.trustDomain.Name()))
+		}
+		return nil
+	}
+	src, field := spec.ParentIDTemplate, "spec.parentIDTemplate"
+	if src == "" {
+		src, field = v1alpha1.DefaultParentIDTemplate, "spec.parentIDTemplate (default "+v1alpha1.DefaultParentIDTemplate+")"
+	}
+	t, err := template.ParseParent(src)
+	if err != nil {
+		return fieldErr(ReasonInvalidParentIDTemplate, field, err)
+	}
+	if t.Uses(template.VarClusterName) && p.clusterName == "" {
+		return fieldErr(ReasonClusterNameUnset, field,
+			fmt.Errorf("uses {clusterName} and the operator runs without --cluster-name; set it to the cluster name of the SPIRE server's k8s_psat node attestor"))
+	}
+	p.parentTemplate = t
+	return nil
+}
+
+// perNode reports whether entries hang under the agent of each node that
+// runs the workload's pods rather than under one fixed parent.
+func (p *policy) perNode() bool { return p.parentTemplate != nil }
+
+// nodeParent renders the parent ID of the entries of pods on node n.
+func (p *policy) nodeParent(n nodes.Node) (spiffeid.ID, error) {
+	path, err := p.parentTemplate.Render(template.Values{
+		NodeName: n.Name, NodeUID: n.UID, ClusterName: p.clusterName, TrustDomain: p.trustDomain.Name(),
+	})
+	if err != nil {
+		return spiffeid.ID{}, err
+	}
+	id, err := spiffeid.FromPath(p.trustDomain, "/"+path)
+	if err != nil {
+		return spiffeid.ID{}, fmt.Errorf("renders %q: %w", path, err)
+	}
+	return id, nil
 }
 
 func ttlSeconds(d *metav1.Duration, def time.Duration) (int32, error) {
