@@ -2,7 +2,8 @@ package entrysync
 
 import (
 	"context"
-		logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 )

@@ -24,9 +24,9 @@ type policy struct {
 	// nil with a fixed parent.
 	parentTemplate *template.Template
 	clusterName    string
-	idTemplate  *template.Template
-	dnsNames    []*template.Template
-	selection   workload.Selection
+	idTemplate     *template.Template
+	dnsNames       []*template.Template
+	selection      workload.Selection
 	// podSelectors is true when entries must also carry the workload's
 	// matchLabels as pod-label selectors.
 	podSelectors  bool
