@@ -8,6 +8,10 @@ import (
 // SpiffeRegistration sets none: one identity per service account.
 const DefaultSpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}"
 
+// NamespaceNameLabel is the label the API server sets on every namespace to
+// its name; no one can give a namespace another value.
+const NamespaceNameLabel = "kubernetes.io/metadata.name"
+
 // DefaultParentIDTemplate is the parent ID path template used when a
 // SpiffeRegistration sets neither parentID nor parentIDTemplate: the ID of
 // the k8s_psat-attested SPIRE agent of the node that runs the pods.
@@ -17,6 +21,7 @@ const DefaultParentIDTemplate = "spire/agent/k8s_psat/{clusterName}/{nodeUID}"
 // receive SPIRE entries rendered from its templates.
 // +kubebuilder:validation:XValidation:rule="!has(self.parentID) || self.parentID.startsWith('spiffe://' + self.trustDomain + '/')",message="parentID must be in trustDomain"
 // +kubebuilder:validation:XValidation:rule="!(has(self.parentID) && has(self.parentIDTemplate))",message="set parentID (one fixed parent) or parentIDTemplate (a parent per node), not both"
+// +kubebuilder:validation:XValidation:rule="!((has(self.admin) && self.admin) || (has(self.downstream) && self.downstream)) || (has(self.serviceAccountName) && has(self.namespaceSelector) && has(self.namespaceSelector.matchLabels) && 'kubernetes.io/metadata.name' in self.namespaceSelector.matchLabels)",message="admin and downstream need a policy that selects one namespace by name (namespaceSelector.matchLabels of kubernetes.io/metadata.name) and one serviceAccountName"
 type SpiffeRegistrationSpec struct {
 	// TrustDomain is the trust domain of the SPIFFE IDs, the SPIRE server's own.
 	// +required
@@ -78,6 +83,14 @@ type SpiffeRegistrationSpec struct {
 	// WorkloadSelector selects workloads by their labels; unset selects all.
 	// +optional
 	WorkloadSelector *metav1.LabelSelector `json:"workloadSelector,omitempty"`
+
+	// ServiceAccountName, when set, selects only the workloads whose pods
+	// run as this service account. A policy granting admin or downstream
+	// must set it and select one namespace by name.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
 	// WorkloadKinds are the kinds of workload selected.
 	// +kubebuilder:default={Deployment}

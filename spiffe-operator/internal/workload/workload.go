@@ -89,6 +89,24 @@ type Selection struct {
 	Namespaces labels.Selector
 	// Workloads selects workloads by label; nil selects all.
 	Workloads labels.Selector
+	// ServiceAccount, when set, selects only workloads whose pods run as it.
+	ServiceAccount string
+}
+
+// selectsObject applies the workload tests of sel (labels, service account,
+// deletion) to obj.
+func (sel Selection) selectsObject(obj client.Object) (Workload, bool) {
+	if obj.GetDeletionTimestamp() != nil {
+		return Workload{}, false
+	}
+	if sel.Workloads != nil && !sel.Workloads.Matches(labels.Set(obj.GetLabels())) {
+		return Workload{}, false
+	}
+	w, ok := FromObject(obj)
+	if !ok || sel.ServiceAccount != "" && w.ServiceAccount != sel.ServiceAccount {
+		return Workload{}, false
+	}
+	return w, true
 }
 
 // Lister yields the cached workload objects of one kind in one namespace
@@ -222,10 +240,11 @@ func Selects(sel Selection, kind v1alpha1.WorkloadKind, ns *corev1.Namespace, ob
 	if ns == nil || ns.DeletionTimestamp != nil || (sel.Namespaces != nil && !sel.Namespaces.Matches(labels.Set(ns.Labels))) {
 		return false
 	}
-	if !slices.Contains(sel.Kinds, kind) || obj.GetDeletionTimestamp() != nil {
+	if !slices.Contains(sel.Kinds, kind) {
 		return false
 	}
-	return sel.Workloads == nil || sel.Workloads.Matches(labels.Set(obj.GetLabels()))
+	_, ok := sel.selectsObject(obj)
+	return ok
 }
 
 func lreader(ctx context.Context, r client.Reader, l client.ObjectList, opts []client.ListOption) error {
@@ -250,13 +269,7 @@ func Each(ctx context.Context, r client.Reader, l Lister, sel Selection, fn func
 		}
 		for _, k := range sel.Kinds {
 			err := l.InNamespace(ctx, k, ns.Name, func(obj client.Object) {
-				if obj.GetDeletionTimestamp() != nil {
-					return
-				}
-				if sel.Workloads != nil && !sel.Workloads.Matches(labels.Set(obj.GetLabels())) {
-					return
-				}
-				if w, ok := FromObject(obj); ok {
+				if w, ok := sel.selectsObject(obj); ok {
 					n++
 					fn(w)
 				}

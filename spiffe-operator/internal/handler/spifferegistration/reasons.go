@@ -34,6 +34,9 @@ const (
 	// pods told apart by spec.selector.matchLabels, and the workload has none
 	// (or also uses matchExpressions, which SPIRE selectors cannot express).
 	ReasonUnsafePodSelector = "UnsafePodSelector"
+	// ReasonUnsafeAdmin: spec.admin or spec.downstream on a policy that does
+	// not select one namespace by name and one service account.
+	ReasonUnsafeAdmin = "UnsafeAdmin"
 	// ReasonEntryRejected: SPIRE refused some entries (InvalidArgument or similar).
 	ReasonEntryRejected = "EntryRejected"
 	// ReasonEntryIDNotKept: SPIRE created an entry under another ID than the

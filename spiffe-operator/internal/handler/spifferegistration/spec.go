@@ -102,6 +102,16 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 	if p.selection.Workloads, err = selector(spec.WorkloadSelector); err != nil {
 		return nil, fieldErr(ReasonInvalidWorkloadSelector, "spec.workloadSelector", err)
 	}
+	p.selection.ServiceAccount = spec.ServiceAccountName
+	if (spec.Admin || spec.Downstream) && !singleAccount(spec) {
+		field := "spec.admin"
+		if !spec.Admin {
+			field = "spec.downstream"
+		}
+		return nil, fieldErr(ReasonUnsafeAdmin, field, fmt.Errorf(
+			"grants SPIRE admin or downstream rights, so the policy must select one namespace by name (namespaceSelector.matchLabels[%s]) and set serviceAccountName",
+			v1alpha1.NamespaceNameLabel))
+	}
 	p.selection.Kinds = spec.WorkloadKinds
 	if len(p.selection.Kinds) == 0 {
 		p.selection.Kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
@@ -159,6 +169,16 @@ func (p *policy) nodeParent(n nodes.Node) (spiffeid.ID, error) {
 		return spiffeid.ID{}, fmt.Errorf("renders %q: %w", path, err)
 	}
 	return id, nil
+}
+
+// singleAccount reports whether spec selects at most one namespace, by the
+// name label the API server sets, and one service account.
+func singleAccount(spec *v1alpha1.SpiffeRegistrationSpec) bool {
+	if spec.ServiceAccountName == "" || spec.NamespaceSelector == nil {
+		return false
+	}
+	_, ok := spec.NamespaceSelector.MatchLabels[v1alpha1.NamespaceNameLabel]
+	return ok
 }
 
 func ttlSeconds(d *metav1.Duration, def time.Duration) (int32, error) {
