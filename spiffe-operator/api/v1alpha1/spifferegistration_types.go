@@ -8,6 +8,13 @@ import (
 // SpiffeRegistration sets none: one identity per service account.
 const DefaultSpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}"
 
+// DefaultIgnoreNamespaces returns the namespaces a SpiffeRegistration never
+// selects unless its ignoreNamespaces says otherwise: Kubernetes' own and
+// SPIRE's usual ones (the CRD's default of the field).
+func DefaultIgnoreNamespaces() []string {
+	return []string{"kube-system", "kube-public", "kube-node-lease", "spire-system", "spire-server"}
+}
+
 // NamespaceNameLabel is the label the API server sets on every namespace to
 // its name; no one can give a namespace another value.
 const NamespaceNameLabel = "kubernetes.io/metadata.name"
@@ -75,6 +82,18 @@ type SpiffeRegistrationSpec struct {
 	DNSNameTemplates []string `json:"dnsNameTemplates,omitempty"`
 
 	EntryOptions `json:",inline"`
+
+	// IgnoreNamespaces names namespaces the policy never selects, whatever
+	// their labels: checked before namespaceSelector. Unset means
+	// kube-system, kube-public, kube-node-lease, spire-system and
+	// spire-server; an empty list ignores none.
+	// +kubebuilder:default={kube-system,kube-public,kube-node-lease,spire-system,spire-server}
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	IgnoreNamespaces []string `json:"ignoreNamespaces"`
 
 	// NamespaceSelector selects the namespaces in scope; unset selects all.
 	// +optional

@@ -234,6 +234,11 @@ func (in *SpiffeRegistrationSpec) DeepCopyInto(out *SpiffeRegistrationSpec) {
 		copy(*out, *in)
 	}
 	in.EntryOptions.DeepCopyInto(&out.EntryOptions)
+	if in.IgnoreNamespaces != nil {
+		in, out := &in.IgnoreNamespaces, &out.IgnoreNamespaces
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.NamespaceSelector != nil {
 		in, out := &in.NamespaceSelector, &out.NamespaceSelector
 		*out = new(v1.LabelSelector)

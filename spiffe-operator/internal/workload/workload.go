@@ -91,6 +91,14 @@ type Selection struct {
 	Workloads labels.Selector
 	// ServiceAccount, when set, selects only workloads whose pods run as it.
 	ServiceAccount string
+	// IgnoreNamespaces are never selected, whatever their labels.
+	IgnoreNamespaces []string
+}
+
+// selectsNamespace reports whether sel selects the namespace ns.
+func (sel Selection) selectsNamespace(ns *corev1.Namespace) bool {
+	return ns != nil && ns.DeletionTimestamp == nil && !slices.Contains(sel.IgnoreNamespaces, ns.Name) &&
+		(sel.Namespaces == nil || sel.Namespaces.Matches(labels.Set(ns.Labels)))
 }
 
 // selectsObject applies the workload tests of sel (labels, service account,
@@ -237,10 +245,7 @@ func (rl ReaderLister) Get(ctx context.Context, kind v1alpha1.WorkloadKind, name
 // namespace ns (nil when the namespace does not exist): the same test Each
 // applies.
 func Selects(sel Selection, kind v1alpha1.WorkloadKind, ns *corev1.Namespace, obj client.Object) bool {
-	if ns == nil || ns.DeletionTimestamp != nil || (sel.Namespaces != nil && !sel.Namespaces.Matches(labels.Set(ns.Labels))) {
-		return false
-	}
-	if !slices.Contains(sel.Kinds, kind) {
+	if !sel.selectsNamespace(ns) || !slices.Contains(sel.Kinds, kind) {
 		return false
 	}
 	_, ok := sel.selectsObject(obj)
@@ -264,7 +269,7 @@ func Each(ctx context.Context, r client.Reader, l Lister, sel Selection, fn func
 	n := 0
 	for i := range nsList.Items {
 		ns := &nsList.Items[i]
-		if ns.DeletionTimestamp != nil || (sel.Namespaces != nil && !sel.Namespaces.Matches(labels.Set(ns.Labels))) {
+		if !sel.selectsNamespace(ns) {
 			continue
 		}
 		for _, k := range sel.Kinds {

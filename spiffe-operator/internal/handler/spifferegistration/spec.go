@@ -103,6 +103,10 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 		return nil, fieldErr(ReasonInvalidWorkloadSelector, "spec.workloadSelector", err)
 	}
 	p.selection.ServiceAccount = spec.ServiceAccountName
+	p.selection.IgnoreNamespaces = spec.IgnoreNamespaces
+	if spec.IgnoreNamespaces == nil {
+		p.selection.IgnoreNamespaces = v1alpha1.DefaultIgnoreNamespaces()
+	}
 	if (spec.Admin || spec.Downstream) && !singleAccount(spec) {
 		field := "spec.admin"
 		if !spec.Admin {
