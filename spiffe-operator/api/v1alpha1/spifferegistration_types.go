@@ -81,6 +81,20 @@ type SpiffeRegistrationSpec struct {
 	// +optional
 	DNSNameTemplates []string `json:"dnsNameTemplates,omitempty"`
 
+	// WorkloadSelectorTemplates are extra selectors of every entry, in the
+	// k8s workload attestor's syntax k8s:<type>:<value>, the value in the
+	// template language of spiffeIDTemplate, e.g. "k8s:container-name:app"
+	// or "k8s:pod-label:tier:{label:tier}". Types: container-name,
+	// container-image, pod-label, pod-owner, pod-image, pod-init-image,
+	// node-name. SPIRE needs every selector of an entry to match, so they
+	// only narrow which pods get the identity.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^k8s:(container-name|container-image|pod-label|pod-owner|pod-image|pod-init-image|node-name):([A-Za-z0-9*._/:@-]|\{(namespace|serviceAccount|kind|name|label:[A-Za-z0-9./_-]+)\})+$`
+	// +listType=set
+	// +optional
+	WorkloadSelectorTemplates []string `json:"workloadSelectorTemplates,omitempty"`
+
 	EntryOptions `json:",inline"`
 
 	// IgnoreNamespaces names namespaces the policy never selects, whatever

@@ -233,6 +233,11 @@ func (in *SpiffeRegistrationSpec) DeepCopyInto(out *SpiffeRegistrationSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.WorkloadSelectorTemplates != nil {
+		in, out := &in.WorkloadSelectorTemplates, &out.WorkloadSelectorTemplates
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	in.EntryOptions.DeepCopyInto(&out.EntryOptions)
 	if in.IgnoreNamespaces != nil {
 		in, out := &in.IgnoreNamespaces, &out.IgnoreNamespaces

@@ -15,7 +15,10 @@ type PodShape struct {
 // ShapeOf returns the pod shape of e, and false when e has a selector of
 // another kind, lacks the namespace or service account, or can match no pod
 // at all (two namespaces, two service accounts or two values of one label:
-// SPIRE requires every selector to match).
+// SPIRE requires every selector to match). Selectors of a pod's containers,
+// images, owner or node (what workloadSelectorTemplates add) only narrow
+// which of the shape's pods match; the shape leaves them out, so it
+// matches every pod that such an entry may serve, and perhaps more.
 func ShapeOf(e *Entry) (PodShape, bool) {
 	var sh PodShape
 	// set records v in *field, and fails when another value is there.
@@ -36,6 +39,7 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 			ok = set(&sh.Namespace, strings.TrimPrefix(sel.Value, "ns:"))
 		case strings.HasPrefix(sel.Value, "sa:"):
 			ok = set(&sh.ServiceAccount, strings.TrimPrefix(sel.Value, "sa:"))
+		case narrowing(sel.Value):
 		case strings.HasPrefix(sel.Value, "pod-label:"):
 			k, v, cut := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
 			if !cut {
@@ -67,4 +71,16 @@ func (sh PodShape) Matches(labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// narrowing reports whether a k8s selector value is of a type the shape
+// leaves out: one about a pod's containers, images, owner or node.
+func narrowing(value string) bool {
+	typ, _, _ := strings.Cut(value, ":")
+	switch typ {
+	case "container-name", "container-image", "pod-owner", "pod-owner-uid", "pod-image", "pod-init-image",
+		"pod-image-count", "pod-init-image-count", "node-name":
+		return true
+	}
+	return false
 }

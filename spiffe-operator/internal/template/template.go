@@ -53,6 +53,9 @@ type Template struct {
 	perWorkload bool
 	// parent is true for a parent ID template: node variables only.
 	parent bool
+	// selector is true for a selector value template: ':' and '@' are
+	// literal characters too.
+	selector bool
 	// uses records the variables used, by name (labels excluded).
 	uses map[string]bool
 }
@@ -84,6 +87,13 @@ func ParseParent(source string) (*Template, error) {
 		return nil, fmt.Errorf("names no node: use {nodeName} or {nodeUID}")
 	}
 	return t, nil
+}
+
+// ParseSelectorValue parses the value part of a selector template (what
+// follows "k8s:<type>:"): the workload variables of Parse, and literal text
+// that may also hold ':' and '@' (as in image references).
+func ParseSelectorValue(source string) (*Template, error) {
+	return parse(&Template{source: source, selector: true})
 }
 
 func parse(t *Template) (*Template, error) {
@@ -121,7 +131,7 @@ func parse(t *Template) (*Template, error) {
 func (t *Template) addLiteral(s string) error {
 	for _, r := range s {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
-			r == '.' || r == '-' || r == '_' || r == '/' || r == '*'
+			r == '.' || r == '-' || r == '_' || r == '/' || r == '*' || t.selector && (r == ':' || r == '@')
 		if !ok {
 			return fmt.Errorf("character %q is not allowed", r)
 		}

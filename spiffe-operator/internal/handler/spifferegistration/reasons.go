@@ -22,6 +22,10 @@ const (
 	// ReasonInvalidDNSNameTemplate: an entry of spec.dnsNameTemplates does not
 	// parse, or renders an invalid DNS name for some workload.
 	ReasonInvalidDNSNameTemplate = "InvalidDNSNameTemplate"
+	// ReasonInvalidWorkloadSelectorTemplate: an entry of
+	// spec.workloadSelectorTemplates does not parse, or renders a selector
+	// the k8s workload attestor never produces for some workload.
+	ReasonInvalidWorkloadSelectorTemplate = "InvalidWorkloadSelectorTemplate"
 	// ReasonInvalidFederatesWith: an entry of spec.federatesWith is not a trust domain.
 	ReasonInvalidFederatesWith = "InvalidFederatesWith"
 	// ReasonInvalidTTL: spec.x509SVIDTTL or spec.jwtSVIDTTL is out of range.

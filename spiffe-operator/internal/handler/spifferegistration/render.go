@@ -54,6 +54,13 @@ func (p *policy) render(w workload.Workload) (entries.Entry, *v1alpha1.Failure) 
 		}
 		e.DNSNames = append(e.DNSNames, name)
 	}
+	for i, t := range p.selectors {
+		sel, err := t.Render(vals)
+		if err != nil {
+			return fail(ReasonInvalidWorkloadSelectorTemplate, fmt.Sprintf("spec.workloadSelectorTemplates[%d]", i), err)
+		}
+		e.Selectors = append(e.Selectors, sel)
+	}
 	if p.podSelectors {
 		if len(w.MatchLabels) == 0 || w.HasMatchExpressions {
 			return fail(ReasonUnsafePodSelector, "spec.selector",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/selectortemplate"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/template"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
@@ -26,6 +27,7 @@ type policy struct {
 	clusterName    string
 	idTemplate     *template.Template
 	dnsNames       []*template.Template
+	selectors      []*selectortemplate.Template
 	selection      workload.Selection
 	// podSelectors is true when entries must also carry the workload's
 	// matchLabels as pod-label selectors.
@@ -82,6 +84,13 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 		}
 		p.podSelectors = p.podSelectors || t.PerWorkload()
 		p.dnsNames = append(p.dnsNames, t)
+	}
+	for i, s := range spec.WorkloadSelectorTemplates {
+		t, err := selectortemplate.Parse(s)
+		if err != nil {
+			return nil, fieldErr(ReasonInvalidWorkloadSelectorTemplate, fmt.Sprintf("spec.workloadSelectorTemplates[%d]", i), err)
+		}
+		p.selectors = append(p.selectors, t)
 	}
 	for i, f := range spec.FederatesWith {
 		td, err := spiffeid.TrustDomainFromString(string(f))
