@@ -24,6 +24,20 @@ const NamespaceNameLabel = "kubernetes.io/metadata.name"
 // the k8s_psat-attested SPIRE agent of the node that runs the pods.
 const DefaultParentIDTemplate = "spire/agent/k8s_psat/{clusterName}/{nodeUID}"
 
+// EntryGranularity says how many entries a SpiffeRegistration registers per
+// identity.
+// +kubebuilder:validation:Enum=Identity;Pod
+type EntryGranularity string
+
+const (
+	// EntryPerIdentity registers one entry per rendered identity (per node
+	// with per-node parents), matching every pod of the workload.
+	EntryPerIdentity EntryGranularity = "Identity"
+	// EntryPerPod registers one entry per running pod, with the pod's
+	// k8s:pod-uid selector.
+	EntryPerPod EntryGranularity = "Pod"
+)
+
 // SpiffeRegistrationSpec is a registration policy: the workloads it selects
 // receive SPIRE entries rendered from its templates.
 // +kubebuilder:validation:XValidation:rule="!has(self.parentID) || self.parentID.startsWith('spiffe://' + self.trustDomain + '/')",message="parentID must be in trustDomain"
@@ -80,6 +94,14 @@ type SpiffeRegistrationSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9*._-]|\{(namespace|serviceAccount|kind|name|label:[A-Za-z0-9./_-]+)\})+$`
 	// +optional
 	DNSNameTemplates []string `json:"dnsNameTemplates,omitempty"`
+
+	// EntryGranularity is Identity (one entry per identity, and node with
+	// per-node parents) or Pod: one entry per running pod of the workload,
+	// with its k8s:pod-uid selector, created when the pod is (with per-node
+	// parents, when it is bound to a node) and deleted when it is gone.
+	// +kubebuilder:default=Identity
+	// +optional
+	EntryGranularity EntryGranularity `json:"entryGranularity,omitempty"`
 
 	// WorkloadSelectorTemplates are extra selectors of every entry, in the
 	// k8s workload attestor's syntax k8s:<type>:<value>, the value in the

@@ -85,8 +85,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	regHandler := &spifferegistration.Handler{
 		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
 		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached),
-		Pods: func(ctx context.Context, namespace, serviceAccount string) ([]pods.Scheduled, error) {
-			return pods.ScheduledPods(ctx, cached, namespace, serviceAccount)
+		Pods: func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error) {
+			return pods.RunningPods(ctx, cached, namespace, serviceAccount)
 		},
 	}
 	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
@@ -170,15 +170,11 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 	return nil
 }
 
-// podPlacementChanged passes the pod events that can change which nodes run
-// a workload's pods: a pod created on a node, bound to one, relabelled,
-// finished or deleted.
+// podPlacementChanged passes the pod events that can change which pods of a
+// workload run, and on which nodes: a pod created, bound to a node,
+// relabelled, finished or deleted.
 func podPlacementChanged() predicate.Predicate {
 	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool {
-			p, ok := e.Object.(*corev1.Pod)
-			return !ok || p.Spec.NodeName != ""
-		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okO := e.ObjectOld.(*corev1.Pod)
 			n, okN := e.ObjectNew.(*corev1.Pod)

@@ -10,6 +10,8 @@ type PodShape struct {
 	Namespace, ServiceAccount string
 	// Labels the pod must carry (at least).
 	Labels map[string]string
+	// PodUID, when set, is the one pod the shape matches (k8s:pod-uid).
+	PodUID string
 }
 
 // ShapeOf returns the pod shape of e, and false when e has a selector of
@@ -40,6 +42,8 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 		case strings.HasPrefix(sel.Value, "sa:"):
 			ok = set(&sh.ServiceAccount, strings.TrimPrefix(sel.Value, "sa:"))
 		case narrowing(sel.Value):
+		case strings.HasPrefix(sel.Value, "pod-uid:"):
+			ok = set(&sh.PodUID, strings.TrimPrefix(sel.Value, "pod-uid:"))
 		case strings.HasPrefix(sel.Value, "pod-label:"):
 			k, v, cut := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
 			if !cut {
@@ -62,8 +66,15 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 	return sh, sh.Namespace != "" && sh.ServiceAccount != ""
 }
 
+// MatchesPod reports whether the pod with the given UID and labels (in the
+// shape's namespace and service account) is selected by the shape.
+func (sh PodShape) MatchesPod(uid string, labels map[string]string) bool {
+	return (sh.PodUID == "" || sh.PodUID == uid) && sh.Matches(labels)
+}
+
 // Matches reports whether a pod with the given labels (in the shape's
-// namespace and service account) is selected by the shape.
+// namespace and service account) is selected by the shape's labels; it
+// does not check PodUID (see MatchesPod).
 func (sh PodShape) Matches(labels map[string]string) bool {
 	for k, v := range sh.Labels {
 		if got, ok := labels[k]; !ok || got != v {

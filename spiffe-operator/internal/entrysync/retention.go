@@ -75,7 +75,7 @@ func (r *retainer) keep(id string, o *ours) bool {
 	}
 	kept := false
 	for _, pod := range pods {
-		if recorded && !needy[pod.UID] || !sh.Matches(pod.Labels) || r.covered(sh.Namespace, sh.ServiceAccount, pod.Labels) {
+		if recorded && !needy[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) || r.covered(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels) {
 			continue
 		}
 		kept = true
@@ -94,7 +94,7 @@ func (r *retainer) keep(id string, o *ours) bool {
 }
 
 // covered reports whether an entry the owner wants selects the pod.
-func (r *retainer) covered(namespace, serviceAccount string, labels map[string]string) bool {
+func (r *retainer) covered(namespace, serviceAccount, uid string, labels map[string]string) bool {
 	if r.cover == nil {
 		r.cover = map[string][]entries.PodShape{}
 		add := func(e *entries.Entry) {
@@ -117,7 +117,7 @@ func (r *retainer) covered(namespace, serviceAccount string, labels map[string]s
 		}
 	}
 	for _, sh := range r.cover[namespace+"/"+serviceAccount] {
-		if sh.Matches(labels) {
+		if sh.MatchesPod(uid, labels) {
 			return true
 		}
 	}

@@ -679,6 +679,8 @@ func TestNoPodShapeForSelectorsNoPodCanMatch(t *testing.T) {
 		{[]string{"ns:a", "sa:x", "pod-label:app:web", "pod-label:app:api"}, false},
 		{[]string{"ns:a", "sa:x", "pod-name:p"}, false},
 		{[]string{"ns:a", "sa:x", "container-name:app", "pod-owner:ReplicaSet:web-1"}, true},
+		{[]string{"ns:a", "sa:x", "pod-uid:1234"}, true},
+		{[]string{"ns:a", "sa:x", "pod-uid:1234", "pod-uid:5678"}, false},
 		{[]string{"ns:a"}, false},
 	} {
 		e := entries.Entry{}

@@ -75,19 +75,21 @@ func Running(p *corev1.Pod) bool {
 	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// Scheduled is a running pod bound to a node, as Nodes reports it.
-type Scheduled struct {
-	// Node is the pod's spec.nodeName.
+// RunningPod is a running pod, as RunningPods reports it.
+type RunningPod struct {
+	// UID is the pod's UID.
+	UID string
+	// Node is the pod's spec.nodeName; empty while it is not scheduled.
 	Node string
 	// Labels are the pod's labels.
 	Labels map[string]string
 }
 
-// ScheduledPods returns the running pods of one service account in one
-// namespace that are bound to a node, reading r, a cache with
-// ServiceAccountIndex. Pods not yet scheduled and mirror pods (which run
-// as no service account) are left out.
-func ScheduledPods(ctx context.Context, r client.Reader, namespace, account string) ([]Scheduled, error) {
+// RunningPods returns the running pods of one service account in one
+// namespace, scheduled or not, reading r, a cache with
+// ServiceAccountIndex. Mirror pods (which run as no service account) are
+// left out.
+func RunningPods(ctx context.Context, r client.Reader, namespace, account string) ([]RunningPod, error) {
 	if account == "" {
 		return nil, nil
 	}
@@ -96,31 +98,27 @@ func ScheduledPods(ctx context.Context, r client.Reader, namespace, account stri
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list pods of service account %s/%s: %w", namespace, account, err)
 	}
-	out := make([]Scheduled, 0, len(l.Items))
+	out := make([]RunningPod, 0, len(l.Items))
 	for i := range l.Items {
 		p := &l.Items[i]
-		if Running(p) && p.Spec.NodeName != "" && serviceAccount(p) == account {
-			out = append(out, Scheduled{Node: p.Spec.NodeName, Labels: p.Labels})
+		if Running(p) && serviceAccount(p) == account {
+			out = append(out, RunningPod{UID: string(p.UID), Node: p.Spec.NodeName, Labels: p.Labels})
 		}
 	}
 	return out, nil
 }
 
 // Lister returns an entrysync.PodLister reading r, a cache with
-// ServiceAccountIndex: the UIDs and labels of the running pods of one
-// service account in one namespace.
+// ServiceAccountIndex: the UIDs and labels of RunningPods.
 func Lister(r client.Reader) entrysync.PodLister {
 	return func(ctx context.Context, namespace, serviceAccount string) ([]entrysync.Pod, error) {
-		var l corev1.PodList
-		if err := r.List(ctx, &l, client.InNamespace(namespace), client.MatchingFields{ServiceAccountIndex: serviceAccount},
-			client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("list pods of service account %s/%s: %w", namespace, serviceAccount, err)
+		running, err := RunningPods(ctx, r, namespace, serviceAccount)
+		if err != nil {
+			return nil, err
 		}
-		out := make([]entrysync.Pod, 0, len(l.Items))
-		for i := range l.Items {
-			if p := &l.Items[i]; Running(p) {
-				out = append(out, entrysync.Pod{UID: string(p.UID), Labels: p.Labels})
-			}
+		out := make([]entrysync.Pod, len(running))
+		for i, p := range running {
+			out[i] = entrysync.Pod{UID: p.UID, Labels: p.Labels}
 		}
 		return out, nil
 	}

@@ -53,9 +53,9 @@ type Handler struct {
 	ClusterName string
 	// Nodes looks up the nodes that pods run on, for per-node parents.
 	Nodes nodes.Getter
-	// Pods returns the scheduled, running pods of a service account, for
-	// per-node parents; nil means no pod runs anywhere.
-	Pods func(ctx context.Context, namespace, serviceAccount string) ([]pods.Scheduled, error)
+	// Pods returns the running pods of a service account, for per-node
+	// parents and per-pod entries; nil means no pod runs anywhere.
+	Pods func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error)
 
 	memo renders
 }
@@ -81,9 +81,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	}
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
 	changed, full := h.Dirty.take(obj.Name)
-	// With per-node parents, what a workload needs depends on its pods, so
-	// every pass is a full one.
-	if !full && memo.ready && !p.perNode() {
+	// With per-node parents or per-pod entries, what a workload needs
+	// depends on its pods, so every pass is a full one.
+	if !full && memo.ready && !p.byPods() {
 		if done, err := h.incremental(ctx, obj, p, memo, changed); done {
 			return err
 		}
@@ -117,12 +117,12 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	}
 	memo.end()
 	want := merge(rendered)
-	if p.perNode() {
-		var nodeFailures []v1alpha1.Failure
-		if want, nodeFailures, err = h.byNode(ctx, p, want); err != nil {
+	if p.byPods() {
+		var podFailures []v1alpha1.Failure
+		if want, podFailures, err = h.byPods(ctx, p, want); err != nil {
 			return err
 		}
-		failures = append(failures, nodeFailures...)
+		failures = append(failures, podFailures...)
 	}
 
 	owner := OwnerOf(obj)
@@ -131,7 +131,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
 	}
-	if syncErr == nil && !p.perNode() {
+	if syncErr == nil && !p.byPods() {
 		memo.rebuild(want, &out)
 	}
 	return h.report(ctx, obj, owner, counts{

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 )
 
 // nodeParent is the parent ID of the entries of pods on one node.
@@ -19,13 +21,16 @@ type nodeParent struct {
 	err    error
 }
 
-// byNode turns each entry of in (rendered without a parent) into one entry
-// per node that runs a pod the entry selects, under that node's parent ID.
-// A node enters the parent ID, hence the entry's key and ID. Pods bound to
-// a node name no Node object has get nothing: no agent of the cluster can
-// attest them, and whoever may create pods can name any node. The failures
-// are nodes whose parent ID does not render.
-func (h *Handler) byNode(ctx context.Context, p *policy, in []*entries.Entry) ([]*entries.Entry, []v1alpha1.Failure, error) {
+// byPods turns each entry of in (rendered without looking at pods) into the
+// entries its running pods need: with per-node parents, one per node that
+// runs a pod the entry selects, under that node's parent ID (the node thus
+// enters the entry's key and ID); with per-pod entries, one per such pod,
+// with its k8s:pod-uid selector (under the node's parent, or the fixed
+// one). Pods bound to a node name no Node object has get nothing with
+// per-node parents: no agent of the cluster can attest them, and whoever
+// may create pods can name any node. The failures are nodes whose parent
+// ID does not render.
+func (h *Handler) byPods(ctx context.Context, p *policy, in []*entries.Entry) ([]*entries.Entry, []v1alpha1.Failure, error) {
 	var (
 		out      = make([]*entries.Entry, 0, len(in))
 		failures []v1alpha1.Failure
@@ -40,7 +45,7 @@ func (h *Handler) byNode(ctx context.Context, p *policy, in []*entries.Entry) ([
 		if h.Nodes != nil {
 			n, found, err := h.Nodes(ctx, name)
 			if err != nil {
-				return np, err
+				return np, fmt.Errorf("look up nodes: %w", err)
 			}
 			np.exists = found
 			if found {
@@ -54,36 +59,71 @@ func (h *Handler) byNode(ctx context.Context, p *policy, in []*entries.Entry) ([
 		}
 		return np, nil
 	}
+	// parentFor returns the parent of an entry of pod, and false when the
+	// pod gets none.
+	parentFor := func(pod pods.RunningPod) (spiffeid.ID, bool, error) {
+		if !p.perNode() {
+			return p.parentID, true, nil
+		}
+		if pod.Node == "" {
+			return spiffeid.ID{}, false, nil
+		}
+		np, err := parentOn(pod.Node)
+		return np.id, err == nil && np.exists && np.err == nil, err
+	}
 	for _, e := range in {
 		sh, ok := entries.ShapeOf(e)
 		if !ok || h.Pods == nil {
 			// Rendered entries always name a namespace and service account.
 			continue
 		}
-		scheduled, err := h.Pods(ctx, sh.Namespace, sh.ServiceAccount)
+		running, err := h.Pods(ctx, sh.Namespace, sh.ServiceAccount)
 		if err != nil {
 			return nil, nil, err
 		}
+		if p.perPod {
+			slices.SortFunc(running, func(a, b pods.RunningPod) int { return strings.Compare(a.UID, b.UID) })
+		}
 		nodeSet = nodeSet[:0]
-		for _, pod := range scheduled {
-			if sh.Matches(pod.Labels) && !slices.Contains(nodeSet, pod.Node) {
-				nodeSet = append(nodeSet, pod.Node)
+		for _, pod := range running {
+			if !sh.Matches(pod.Labels) {
+				continue
+			}
+			if !p.perPod {
+				if pod.Node != "" && !slices.Contains(nodeSet, pod.Node) {
+					nodeSet = append(nodeSet, pod.Node)
+				}
+				continue
+			}
+			parent, ok, err := parentFor(pod)
+			if err != nil {
+				return nil, nil, err
+			}
+			if ok {
+				out = append(out, withParent(e, parent, entries.Selector{Type: "k8s", Value: "pod-uid:" + pod.UID}))
 			}
 		}
 		slices.Sort(nodeSet)
 		for _, name := range nodeSet {
 			np, err := parentOn(name)
 			if err != nil {
-				return nil, nil, fmt.Errorf("look up nodes: %w", err)
+				return nil, nil, err
 			}
-			if !np.exists || np.err != nil {
-				continue
+			if np.exists && np.err == nil {
+				out = append(out, withParent(e, np.id))
 			}
-			c := *e
-			c.ParentID = np.id
-			c.Normalize()
-			out = append(out, &c)
 		}
 	}
 	return out, failures, nil
+}
+
+// withParent returns a copy of e under parent, with the extra selectors.
+func withParent(e *entries.Entry, parent spiffeid.ID, extra ...entries.Selector) *entries.Entry {
+	c := *e
+	c.ParentID = parent
+	if len(extra) > 0 {
+		c.Selectors = append(slices.Clone(e.Selectors), extra...)
+	}
+	c.Normalize()
+	return &c
 }

@@ -25,10 +25,12 @@ type policy struct {
 	// nil with a fixed parent.
 	parentTemplate *template.Template
 	clusterName    string
-	idTemplate     *template.Template
-	dnsNames       []*template.Template
-	selectors      []*selectortemplate.Template
-	selection      workload.Selection
+	// perPod is true for one entry per pod (k8s:pod-uid).
+	perPod     bool
+	idTemplate *template.Template
+	dnsNames   []*template.Template
+	selectors  []*selectortemplate.Template
+	selection  workload.Selection
 	// podSelectors is true when entries must also carry the workload's
 	// matchLabels as pod-label selectors.
 	podSelectors  bool
@@ -111,6 +113,7 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 	if p.selection.Workloads, err = selector(spec.WorkloadSelector); err != nil {
 		return nil, fieldErr(ReasonInvalidWorkloadSelector, "spec.workloadSelector", err)
 	}
+	p.perPod = spec.EntryGranularity == v1alpha1.EntryPerPod
 	p.selection.ServiceAccount = spec.ServiceAccountName
 	p.selection.IgnoreNamespaces = spec.IgnoreNamespaces
 	if spec.IgnoreNamespaces == nil {
@@ -168,6 +171,10 @@ func (p *policy) compileParent(spec *v1alpha1.SpiffeRegistrationSpec) *specError
 // perNode reports whether entries hang under the agent of each node that
 // runs the workload's pods rather than under one fixed parent.
 func (p *policy) perNode() bool { return p.parentTemplate != nil }
+
+// byPods reports whether what a workload needs depends on its pods (per-node
+// parents or per-pod entries), so every pass must read them.
+func (p *policy) byPods() bool { return p.perNode() || p.perPod }
 
 // nodeParent renders the parent ID of the entries of pods on node n.
 func (p *policy) nodeParent(n nodes.Node) (spiffeid.ID, error) {
