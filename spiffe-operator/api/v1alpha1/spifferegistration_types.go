@@ -43,6 +43,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.parentID) || self.parentID.startsWith('spiffe://' + self.trustDomain + '/')",message="parentID must be in trustDomain"
 // +kubebuilder:validation:XValidation:rule="!(has(self.parentID) && has(self.parentIDTemplate))",message="set parentID (one fixed parent) or parentIDTemplate (a parent per node), not both"
 // +kubebuilder:validation:XValidation:rule="!((has(self.admin) && self.admin) || (has(self.downstream) && self.downstream)) || (has(self.serviceAccountName) && has(self.namespaceSelector) && has(self.namespaceSelector.matchLabels) && 'kubernetes.io/metadata.name' in self.namespaceSelector.matchLabels)",message="admin and downstream need a policy that selects one namespace by name (namespaceSelector.matchLabels of kubernetes.io/metadata.name) and one serviceAccountName"
+// +kubebuilder:validation:XValidation:rule="has(self.podSelector) ? !self.spiffeIDTemplate.matches('[{](kind|name)[}]') && (!has(self.dnsNameTemplates) || self.dnsNameTemplates.all(t, !t.matches('[{](kind|name)[}]'))) : !self.spiffeIDTemplate.matches('[{](podName|ownerKind|ownerName|nodeName|clusterName|trustDomain|annotation:[^}]*)[}]') && (!has(self.dnsNameTemplates) || self.dnsNameTemplates.all(t, !t.matches('[{](podName|ownerKind|ownerName|nodeName|clusterName|trustDomain|annotation:[^}]*)[}]')))",message="templates of a policy with podSelector may not use {kind} or {name} (use {ownerKind}, {ownerName}, {podName}); pod variables ({podName}, {ownerKind}, {ownerName}, {nodeName}, {clusterName}, {trustDomain}, {annotation:...}) need podSelector"
 type SpiffeRegistrationSpec struct {
 	// TrustDomain is the trust domain of the SPIFFE IDs, the SPIRE server's own.
 	// +required
@@ -82,7 +83,7 @@ type SpiffeRegistrationSpec struct {
 	// +kubebuilder:default="ns/{namespace}/sa/{serviceAccount}"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9._-]|/|\{(namespace|serviceAccount|kind|name|label:[A-Za-z0-9./_-]+)\})+$`
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9._-]|/|\{(namespace|serviceAccount|kind|name|label:[A-Za-z0-9./_-]+|podName|ownerKind|ownerName|nodeName|clusterName|trustDomain|annotation:[A-Za-z0-9./_-]+)\})+$`
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/') && !self.contains('//')",message="spiffeIDTemplate must not start or end with '/' nor contain '//'"
 	// +optional
 	SpiffeIDTemplate string `json:"spiffeIDTemplate,omitempty"`
@@ -91,7 +92,7 @@ type SpiffeRegistrationSpec struct {
 	// language, e.g. "{name}.{namespace}.svc".
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9*._-]|\{(namespace|serviceAccount|kind|name|label:[A-Za-z0-9./_-]+)\})+$`
+	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9*._-]|\{(namespace|serviceAccount|kind|name|label:[A-Za-z0-9./_-]+|podName|ownerKind|ownerName|nodeName|clusterName|trustDomain|annotation:[A-Za-z0-9./_-]+)\})+$`
 	// +optional
 	DNSNameTemplates []string `json:"dnsNameTemplates,omitempty"`
 
@@ -134,6 +135,17 @@ type SpiffeRegistrationSpec struct {
 	// NamespaceSelector selects the namespaces in scope; unset selects all.
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// PodSelector, when set, makes this a policy of pods: it selects the
+	// running pods of the selected namespaces by their own labels, whatever
+	// created them (Jobs, CronJobs, bare pods, custom controllers), instead
+	// of workloads (workloadSelector and workloadKinds are not used). Every
+	// selected pod gets an entry of its own, with its k8s:pod-uid selector,
+	// and the templates may use {podName}, {ownerKind}, {ownerName} (the
+	// pod's controller), {nodeName}, {annotation:<key>}, {clusterName} and
+	// {trustDomain}, with {label:<key>} reading the pod's labels.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 
 	// WorkloadSelector selects workloads by their labels; unset selects all.
 	// +optional

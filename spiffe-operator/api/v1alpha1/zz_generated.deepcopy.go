@@ -249,6 +249,11 @@ func (in *SpiffeRegistrationSpec) DeepCopyInto(out *SpiffeRegistrationSpec) {
 		*out = new(v1.LabelSelector)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.PodSelector != nil {
+		in, out := &in.PodSelector, &out.PodSelector
+		*out = new(v1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.WorkloadSelector != nil {
 		in, out := &in.WorkloadSelector, &out.WorkloadSelector
 		*out = new(v1.LabelSelector)

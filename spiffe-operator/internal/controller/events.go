@@ -76,8 +76,8 @@ func (pe *policyEvents) forNamespaces() handler.EventHandler {
 }
 
 // forNodeBound handles pod and node events: they concern the policies with
-// per-node parents (no spec.parentID) or per-pod entries, each of which
-// gets a full pass.
+// per-node parents (no spec.parentID), per-pod entries or a podSelector,
+// each of which gets a full pass.
 // Pod events concern only those whose namespaceSelector selects the pod's
 // namespace.
 func (pe *policyEvents) forNodeBound() handler.EventHandler {
@@ -90,7 +90,8 @@ func (pe *policyEvents) forNodeBound() handler.EventHandler {
 			}
 		}
 		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool {
-			return (p.Spec.ParentID == "" || p.Spec.EntryGranularity == v1alpha1.EntryPerPod) && (sets == nil || selectsAny(p, sets))
+			byPods := p.Spec.ParentID == "" || p.Spec.EntryGranularity == v1alpha1.EntryPerPod || p.Spec.PodSelector != nil
+			return byPods && (sets == nil || selectsAny(p, sets))
 		})
 		for _, r := range reqs {
 			pe.dirty.All(r.Name)

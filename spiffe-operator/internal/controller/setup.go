@@ -171,15 +171,16 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 }
 
 // podPlacementChanged passes the pod events that can change which pods of a
-// workload run, and on which nodes: a pod created, bound to a node,
-// relabelled, finished or deleted.
+// workload run, on which nodes, and what a policy of pods renders for
+// them: a pod created, bound to a node, relabelled, annotated, finished or
+// deleted.
 func podPlacementChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okO := e.ObjectOld.(*corev1.Pod)
 			n, okN := e.ObjectNew.(*corev1.Pod)
 			return !okO || !okN || o.Spec.NodeName != n.Spec.NodeName || !equalLabels(o.Labels, n.Labels) ||
-				pods.Running(o) != pods.Running(n)
+				!equalLabels(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n)
 		},
 	}
 }

@@ -18,18 +18,28 @@ const ServiceAccountIndex = "spec.serviceAccountName"
 // pod, created by the kubelet of the node that runs it.
 const MirrorAnnotation = "kubernetes.io/config.mirror"
 
+// lastApplied is kubectl's copy of an applied object, often the largest
+// annotation, which no template needs.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
 // Transform is a cache transform (cache.TransformFunc) that keeps of a pod
-// only its name, namespace, UID, resourceVersion, labels, owner references,
-// deletion timestamp, mirror annotation, service account, node name and
-// phase.
+// only its name, namespace, UID, resourceVersion, labels, annotations (for
+// pod templates; not kubectl's last-applied configuration), owner
+// references, deletion timestamp, service account, node name and phase.
 func Transform(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
 	var annotations map[string]string
-	if v, mirror := p.Annotations[MirrorAnnotation]; mirror {
-		annotations = map[string]string{MirrorAnnotation: v}
+	for k, v := range p.Annotations {
+		if k == lastApplied {
+			continue
+		}
+		if annotations == nil {
+			annotations = make(map[string]string, len(p.Annotations))
+		}
+		annotations[k] = v
 	}
 	return &corev1.Pod{
 		TypeMeta: p.TypeMeta,
@@ -51,7 +61,7 @@ func Transform(obj any) (any, error) {
 // may create mirror pods in any namespace; counting them as "default"
 // would let a node attract the entries of its namespace's default account.
 func serviceAccount(p *corev1.Pod) string {
-	if _, mirror := p.Annotations[MirrorAnnotation]; mirror {
+	if Mirror(p) {
 		return ""
 	}
 	if p.Spec.ServiceAccountName == "" {
@@ -106,6 +116,42 @@ func RunningPods(ctx context.Context, r client.Reader, namespace, account string
 		}
 	}
 	return out, nil
+}
+
+// InNamespace returns the running pods of namespace, mirror pods excepted,
+// reading r (the cache) without copying them; fn must not keep or modify
+// them.
+func InNamespace(ctx context.Context, r client.Reader, namespace string, fn func(*corev1.Pod)) error {
+	var l corev1.PodList
+	if err := r.List(ctx, &l, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list pods of namespace %s: %w", namespace, err)
+	}
+	for i := range l.Items {
+		if p := &l.Items[i]; Running(p) && !Mirror(p) {
+			fn(p)
+		}
+	}
+	return nil
+}
+
+// Mirror reports whether p is a mirror pod.
+func Mirror(p *corev1.Pod) bool {
+	_, ok := p.Annotations[MirrorAnnotation]
+	return ok
+}
+
+// Owner returns the kind and name of p's controller (or, without one, of
+// its first owner); empty for a bare pod.
+func Owner(p *corev1.Pod) (kind, name string) {
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			return o.Kind, o.Name
+		}
+	}
+	if len(p.OwnerReferences) > 0 {
+		return p.OwnerReferences[0].Kind, p.OwnerReferences[0].Name
+	}
+	return "", ""
 }
 
 // Lister returns an entrysync.PodLister reading r, a cache with

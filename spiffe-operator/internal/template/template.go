@@ -21,6 +21,15 @@ const (
 	VarNodeUID     = "nodeUID"
 	VarClusterName = "clusterName"
 	VarTrustDomain = "trustDomain"
+
+	// Variables of pod templates (ParsePod), besides namespace,
+	// serviceAccount, labels (the pod's), nodeName, clusterName and
+	// trustDomain.
+	VarPodName   = "podName"
+	VarOwnerKind = "ownerKind"
+	VarOwnerName = "ownerName"
+	// VarAnnotationPrefix starts an annotation variable: {annotation:example.com/role}.
+	VarAnnotationPrefix = "annotation:"
 )
 
 // Values are what a template is rendered with: one workload.
@@ -40,8 +49,14 @@ type Values struct {
 	NodeName, NodeUID string
 	// ClusterName is the operator's cluster name (parent templates).
 	ClusterName string
-	// TrustDomain is the policy's trust domain (parent templates).
+	// TrustDomain is the policy's trust domain (parent and pod templates).
 	TrustDomain string
+
+	// PodName, OwnerKind and OwnerName are the pod's name and its
+	// controller's (pod templates).
+	PodName, OwnerKind, OwnerName string
+	// Annotations are the pod's annotations (pod templates).
+	Annotations map[string]string
 }
 
 // Template is a parsed template.
@@ -56,6 +71,8 @@ type Template struct {
 	// selector is true for a selector value template: ':' and '@' are
 	// literal characters too.
 	selector bool
+	// pod is true for a pod template: pod variables instead of {kind} and {name}.
+	pod bool
 	// uses records the variables used, by name (labels excluded).
 	uses map[string]bool
 }
@@ -63,9 +80,10 @@ type Template struct {
 type part struct {
 	literal string
 	// variable is set for a variable part: one of the Var constants, or a
-	// label key when label is true.
-	variable string
-	label    bool
+	// label key when label is true, an annotation key when annotation is.
+	variable   string
+	label      bool
+	annotation bool
 }
 
 // Parse parses source. It fails on an unknown variable, an unclosed brace,
@@ -94,6 +112,14 @@ func ParseParent(source string) (*Template, error) {
 // that may also hold ':' and '@' (as in image references).
 func ParseSelectorValue(source string) (*Template, error) {
 	return parse(&Template{source: source, selector: true})
+}
+
+// ParsePod parses a template of a pod-selecting policy: {namespace},
+// {serviceAccount}, {label:<key>} (the pod's labels), {podName},
+// {ownerKind}, {ownerName} (its controller's), {nodeName},
+// {annotation:<key>}, {clusterName} and {trustDomain}.
+func ParsePod(source string) (*Template, error) {
+	return parse(&Template{source: source, pod: true})
 }
 
 func parse(t *Template) (*Template, error) {
@@ -150,6 +176,25 @@ func (t *Template) addVariable(v string) error {
 		}
 		return fmt.Errorf("unknown variable {%s}: use nodeName, nodeUID, clusterName or trustDomain", v)
 	}
+	if t.pod {
+		switch v {
+		case VarNamespace, VarServiceAccount, VarPodName, VarOwnerKind, VarOwnerName, VarNodeName, VarClusterName, VarTrustDomain:
+			t.uses[v] = true
+			t.parts = append(t.parts, part{variable: v})
+			return nil
+		}
+		if key, ok := strings.CutPrefix(v, VarAnnotationPrefix); ok {
+			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+				return fmt.Errorf("invalid annotation key in {%s}: %s", v, strings.Join(errs, "; "))
+			}
+			t.parts = append(t.parts, part{variable: key, annotation: true})
+			return nil
+		}
+		if !strings.HasPrefix(v, VarLabelPrefix) {
+			return fmt.Errorf("unknown variable {%s}: use namespace, serviceAccount, podName, ownerKind, ownerName, nodeName, "+
+				"clusterName, trustDomain, label:<key> or annotation:<key>", v)
+		}
+	}
 	switch v {
 	case VarNamespace, VarServiceAccount:
 	case VarKind, VarName:
@@ -193,13 +238,20 @@ func (t *Template) Render(v Values) (string, error) {
 			continue
 		}
 		val, name := "", "{"+p.variable+"}"
-		if p.label {
+		switch {
+		case p.label:
 			name = "{" + VarLabelPrefix + p.variable + "}"
 			var ok bool
 			if val, ok = v.Labels[p.variable]; !ok {
 				return "", fmt.Errorf("%s: the workload has no label %q", name, p.variable)
 			}
-		} else {
+		case p.annotation:
+			name = "{" + VarAnnotationPrefix + p.variable + "}"
+			var ok bool
+			if val, ok = v.Annotations[p.variable]; !ok {
+				return "", fmt.Errorf("%s: the pod has no annotation %q", name, p.variable)
+			}
+		default:
 			switch p.variable {
 			case VarNamespace:
 				val = v.Namespace
@@ -217,10 +269,21 @@ func (t *Template) Render(v Values) (string, error) {
 				val = v.ClusterName
 			case VarTrustDomain:
 				val = v.TrustDomain
+			case VarPodName:
+				val = v.PodName
+			case VarOwnerKind:
+				val = v.OwnerKind
+			case VarOwnerName:
+				val = v.OwnerName
 			}
 		}
 		if val == "" {
 			return "", fmt.Errorf("%s: empty value", name)
+		}
+		// A variable is one path segment: a value with '/' (an annotation
+		// may hold one) would let whoever sets it write more of the ID.
+		if strings.ContainsRune(val, '/') {
+			return "", fmt.Errorf("%s: the value %q contains '/'", name, val)
 		}
 		b.WriteString(val)
 	}

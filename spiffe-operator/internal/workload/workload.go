@@ -95,8 +95,8 @@ type Selection struct {
 	IgnoreNamespaces []string
 }
 
-// selectsNamespace reports whether sel selects the namespace ns.
-func (sel Selection) selectsNamespace(ns *corev1.Namespace) bool {
+// SelectsNamespace reports whether sel selects the namespace ns.
+func (sel Selection) SelectsNamespace(ns *corev1.Namespace) bool {
 	return ns != nil && ns.DeletionTimestamp == nil && !slices.Contains(sel.IgnoreNamespaces, ns.Name) &&
 		(sel.Namespaces == nil || sel.Namespaces.Matches(labels.Set(ns.Labels)))
 }
@@ -245,7 +245,7 @@ func (rl ReaderLister) Get(ctx context.Context, kind v1alpha1.WorkloadKind, name
 // namespace ns (nil when the namespace does not exist): the same test Each
 // applies.
 func Selects(sel Selection, kind v1alpha1.WorkloadKind, ns *corev1.Namespace, obj client.Object) bool {
-	if !sel.selectsNamespace(ns) || !slices.Contains(sel.Kinds, kind) {
+	if !sel.SelectsNamespace(ns) || !slices.Contains(sel.Kinds, kind) {
 		return false
 	}
 	_, ok := sel.selectsObject(obj)
@@ -269,7 +269,7 @@ func Each(ctx context.Context, r client.Reader, l Lister, sel Selection, fn func
 	n := 0
 	for i := range nsList.Items {
 		ns := &nsList.Items[i]
-		if !sel.selectsNamespace(ns) {
+		if !sel.SelectsNamespace(ns) {
 			continue
 		}
 		for _, k := range sel.Kinds {

@@ -79,8 +79,11 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 		h.Dirty.forget(obj.Name)
 		return ctrlerrors.WithReason(specErr.reason, ctrlerrors.BlockedErrorf("%w", specErr))
 	}
-	memo := h.memo.forPolicy(obj.UID, obj.Generation)
 	changed, full := h.Dirty.take(obj.Name)
+	if p.pods != nil {
+		return h.podPass(ctx, obj, p)
+	}
+	memo := h.memo.forPolicy(obj.UID, obj.Generation)
 	// With per-node parents or per-pod entries, what a workload needs
 	// depends on its pods, so every pass is a full one.
 	if !full && memo.ready && !p.byPods() {

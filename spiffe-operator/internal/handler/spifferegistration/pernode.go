@@ -32,45 +32,11 @@ type nodeParent struct {
 // ID does not render.
 func (h *Handler) byPods(ctx context.Context, p *policy, in []*entries.Entry) ([]*entries.Entry, []v1alpha1.Failure, error) {
 	var (
-		out      = make([]*entries.Entry, 0, len(in))
-		failures []v1alpha1.Failure
-		parents  = map[string]nodeParent{}
-		nodeSet  []string
+		out     = make([]*entries.Entry, 0, len(in))
+		nodes   = h.nodeParents(p)
+		nodeSet []string
 	)
-	parentOn := func(name string) (nodeParent, error) {
-		if np, ok := parents[name]; ok {
-			return np, nil
-		}
-		var np nodeParent
-		if h.Nodes != nil {
-			n, found, err := h.Nodes(ctx, name)
-			if err != nil {
-				return np, fmt.Errorf("look up nodes: %w", err)
-			}
-			np.exists = found
-			if found {
-				np.id, np.err = p.nodeParent(n)
-			}
-		}
-		parents[name] = np
-		if np.err != nil {
-			failures = append(failures, v1alpha1.Failure{Object: "Node " + name, Reason: ReasonInvalidParentIDTemplate,
-				Message: fmt.Sprintf("spec.parentIDTemplate: %v", np.err)})
-		}
-		return np, nil
-	}
-	// parentFor returns the parent of an entry of pod, and false when the
-	// pod gets none.
-	parentFor := func(pod pods.RunningPod) (spiffeid.ID, bool, error) {
-		if !p.perNode() {
-			return p.parentID, true, nil
-		}
-		if pod.Node == "" {
-			return spiffeid.ID{}, false, nil
-		}
-		np, err := parentOn(pod.Node)
-		return np.id, err == nil && np.exists && np.err == nil, err
-	}
+	parentOn, parentFor := nodes.of, nodes.parentFor
 	for _, e := range in {
 		sh, ok := entries.ShapeOf(e)
 		if !ok || h.Pods == nil {
@@ -95,7 +61,7 @@ func (h *Handler) byPods(ctx context.Context, p *policy, in []*entries.Entry) ([
 				}
 				continue
 			}
-			parent, ok, err := parentFor(pod)
+			parent, ok, err := parentFor(ctx, pod.Node)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -105,7 +71,7 @@ func (h *Handler) byPods(ctx context.Context, p *policy, in []*entries.Entry) ([
 		}
 		slices.Sort(nodeSet)
 		for _, name := range nodeSet {
-			np, err := parentOn(name)
+			np, err := parentOn(ctx, name)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -114,7 +80,58 @@ func (h *Handler) byPods(ctx context.Context, p *policy, in []*entries.Entry) ([
 			}
 		}
 	}
-	return out, failures, nil
+	return out, nodes.failures, nil
+}
+
+// nodeParents looks up, once per pass, the nodes pods run on and the
+// parent IDs of their entries.
+type nodeParents struct {
+	h        *Handler
+	p        *policy
+	byName   map[string]nodeParent
+	failures []v1alpha1.Failure
+}
+
+func (h *Handler) nodeParents(p *policy) *nodeParents {
+	return &nodeParents{h: h, p: p, byName: map[string]nodeParent{}}
+}
+
+// of returns the node named name and its entries' parent ID.
+func (n *nodeParents) of(ctx context.Context, name string) (nodeParent, error) {
+	if np, ok := n.byName[name]; ok {
+		return np, nil
+	}
+	var np nodeParent
+	if n.h.Nodes != nil {
+		node, found, err := n.h.Nodes(ctx, name)
+		if err != nil {
+			return np, fmt.Errorf("look up nodes: %w", err)
+		}
+		np.exists = found
+		if found && n.p.perNode() {
+			np.id, np.err = n.p.nodeParent(node)
+		}
+	}
+	n.byName[name] = np
+	if np.err != nil {
+		n.failures = append(n.failures, v1alpha1.Failure{Object: "Node " + name, Reason: ReasonInvalidParentIDTemplate,
+			Message: fmt.Sprintf("spec.parentIDTemplate: %v", np.err)})
+	}
+	return np, nil
+}
+
+// parentFor returns the parent of the entry of a pod on node (empty when
+// not scheduled), and false when the pod gets none: with per-node parents,
+// a pod not bound to an existing node.
+func (n *nodeParents) parentFor(ctx context.Context, node string) (spiffeid.ID, bool, error) {
+	if !n.p.perNode() {
+		return n.p.parentID, true, nil
+	}
+	if node == "" {
+		return spiffeid.ID{}, false, nil
+	}
+	np, err := n.of(ctx, node)
+	return np.id, err == nil && np.exists && np.err == nil, err
 }
 
 // withParent returns a copy of e under parent, with the extra selectors.

@@ -32,6 +32,8 @@ const (
 	ReasonInvalidTTL = "InvalidTTL"
 	// ReasonInvalidNamespaceSelector: spec.namespaceSelector does not parse.
 	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
+	// ReasonInvalidPodSelector: spec.podSelector does not parse.
+	ReasonInvalidPodSelector = "InvalidPodSelector"
 	// ReasonInvalidWorkloadSelector: spec.workloadSelector does not parse.
 	ReasonInvalidWorkloadSelector = "InvalidWorkloadSelector"
 	// ReasonUnsafePodSelector: a per-workload template needs the workload's

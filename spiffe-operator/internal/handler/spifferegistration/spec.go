@@ -26,7 +26,10 @@ type policy struct {
 	parentTemplate *template.Template
 	clusterName    string
 	// perPod is true for one entry per pod (k8s:pod-uid).
-	perPod     bool
+	perPod bool
+	// pods selects pods by label in a policy of pods (spec.podSelector); nil
+	// for a policy of workloads.
+	pods       labels.Selector
 	idTemplate *template.Template
 	dnsNames   []*template.Template
 	selectors  []*selectortemplate.Template
@@ -75,16 +78,24 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 	if src == "" {
 		src = v1alpha1.DefaultSpiffeIDTemplate
 	}
-	if p.idTemplate, err = template.Parse(src); err != nil {
+	parse := template.Parse
+	if spec.PodSelector != nil {
+		parse = template.ParsePod
+		if p.pods, err = metav1.LabelSelectorAsSelector(spec.PodSelector); err != nil {
+			return nil, fieldErr(ReasonInvalidPodSelector, "spec.podSelector", err)
+		}
+	}
+	if p.idTemplate, err = parse(src); err != nil {
 		return nil, fieldErr(ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err)
 	}
-	p.podSelectors = p.idTemplate.PerWorkload()
+	// Entries of a pod policy carry the pod's UID: no pod-label selectors needed.
+	p.podSelectors = p.idTemplate.PerWorkload() && p.pods == nil
 	for i, s := range spec.DNSNameTemplates {
-		t, err := template.Parse(s)
+		t, err := parse(s)
 		if err != nil {
 			return nil, fieldErr(ReasonInvalidDNSNameTemplate, fmt.Sprintf("spec.dnsNameTemplates[%d]", i), err)
 		}
-		p.podSelectors = p.podSelectors || t.PerWorkload()
+		p.podSelectors = p.podSelectors || t.PerWorkload() && p.pods == nil
 		p.dnsNames = append(p.dnsNames, t)
 	}
 	for i, s := range spec.WorkloadSelectorTemplates {
