@@ -44,7 +44,18 @@ const (
 // +kubebuilder:validation:XValidation:rule="!(has(self.parentID) && has(self.parentIDTemplate))",message="set parentID (one fixed parent) or parentIDTemplate (a parent per node), not both"
 // +kubebuilder:validation:XValidation:rule="!((has(self.admin) && self.admin) || (has(self.downstream) && self.downstream)) || (has(self.serviceAccountName) && has(self.namespaceSelector) && has(self.namespaceSelector.matchLabels) && 'kubernetes.io/metadata.name' in self.namespaceSelector.matchLabels)",message="admin and downstream need a policy that selects one namespace by name (namespaceSelector.matchLabels of kubernetes.io/metadata.name) and one serviceAccountName"
 // +kubebuilder:validation:XValidation:rule="has(self.podSelector) ? !self.spiffeIDTemplate.matches('[{](kind|name)[}]') && (!has(self.dnsNameTemplates) || self.dnsNameTemplates.all(t, !t.matches('[{](kind|name)[}]'))) : !self.spiffeIDTemplate.matches('[{](podName|ownerKind|ownerName|nodeName|clusterName|trustDomain|annotation:[^}]*)[}]') && (!has(self.dnsNameTemplates) || self.dnsNameTemplates.all(t, !t.matches('[{](podName|ownerKind|ownerName|nodeName|clusterName|trustDomain|annotation:[^}]*)[}]')))",message="templates of a policy with podSelector may not use {kind} or {name} (use {ownerKind}, {ownerName}, {podName}); pod variables ({podName}, {ownerKind}, {ownerName}, {nodeName}, {clusterName}, {trustDomain}, {annotation:...}) need podSelector"
+// +kubebuilder:validation:XValidation:rule="has(self.className) == has(oldSelf.className) && (!has(self.className) || self.className == oldSelf.className)",message="className is immutable"
 type SpiffeRegistrationSpec struct {
+	// ClassName names the spiffe-operator instance (its --class-name) that
+	// takes this object, when several instances (for several SPIRE servers)
+	// share a cluster. Unset: the instance without a class name, and those
+	// started with --watch-classless. It cannot be changed: create a new
+	// object to move entries to another instance.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	ClassName string `json:"className,omitempty"`
+
 	// TrustDomain is the trust domain of the SPIFFE IDs, the SPIRE server's own.
 	// +required
 	TrustDomain TrustDomainName `json:"trustDomain"`

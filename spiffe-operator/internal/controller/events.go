@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
 )
@@ -32,6 +33,8 @@ type policyEvents struct {
 	reader   client.Reader
 	dirty    *spifferegistration.Dirty
 	notifier *Notifier
+	// class says which policies this instance takes.
+	class class.Filter
 }
 
 // forWorkloads handles events of workloads of kind: every policy selecting
@@ -131,7 +134,7 @@ func (pe *policyEvents) policies(ctx context.Context, concerns func(*v1alpha1.Sp
 	}
 	out := make([]reconcile.Request, 0, len(l.Items))
 	for i := range l.Items {
-		if concerns(&l.Items[i]) {
+		if pe.class.Takes(l.Items[i].Spec.ClassName) && concerns(&l.Items[i]) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: l.Items[i].Name}})
 		}
 	}
@@ -152,6 +155,9 @@ func (pe *policyEvents) retryAll(ctx context.Context, delay time.Duration) {
 			return
 		}
 		for i := range l.Items {
+			if !pe.class.Takes(l.Items[i].Spec.ClassName) {
+				continue
+			}
 			pe.dirty.All(l.Items[i].Name)
 			pe.notifier.Notify(entrysync.Owner{Kind: spifferegistration.Kind, Name: l.Items[i].Name})
 		}

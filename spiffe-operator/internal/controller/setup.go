@@ -17,6 +17,7 @@ import (
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
@@ -77,6 +78,8 @@ type Options struct {
 	Dirty *spifferegistration.Dirty
 	// ClusterName is the {clusterName} of parent ID templates.
 	ClusterName string
+	// Class says which objects this instance takes.
+	Class class.Filter
 }
 
 // Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
@@ -92,7 +95,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
 		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics,
 	})
-	events := &policyEvents{reader: mgr.GetClient(), dirty: o.Dirty, notifier: o.Notifier}
+	events := &policyEvents{reader: mgr.GetClient(), dirty: o.Dirty, notifier: o.Notifier, class: o.Class}
 	workloadChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return workload.Changed(e.ObjectOld, e.ObjectNew) }}
 	nsChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !equalLabels(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
@@ -108,7 +111,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
-		})
+		}, builder.WithPredicates(o.Class.Predicate()))
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", RegistrationControllerName, err)
 	}
@@ -124,7 +127,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	err = controller.SetupWithManager(mgr, entryCtrl, func() *v1alpha1.SpiffeEntry { return &v1alpha1.SpiffeEntry{} },
 		func(b *builder.Builder) *builder.Builder {
 			return b.WatchesRawSource(o.Notifier.source(spiffeentry.Kind)).WithEventFilter(ignoreOwnStatusUpdates())
-		})
+		}, builder.WithPredicates(o.Class.Predicate()))
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", EntryControllerName, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	opcontroller "github.com/trustplane/trustplane/spiffe-operator/internal/controller"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
@@ -141,6 +142,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 	err = opcontroller.Setup(mgr, opcontroller.Options{
 		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
 		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty, ClusterName: o.ClusterName,
+		Class: class.Filter{Name: o.ClassName, Classless: o.WatchClassless},
 	})
 	if err != nil {
 		_ = closer.Close()

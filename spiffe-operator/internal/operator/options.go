@@ -24,6 +24,8 @@ const (
 	KeyRPCTimeout       = "spire-rpc-timeout"
 	KeyCollectOrphans   = "collect-orphans"
 	KeyClusterName      = "cluster-name"
+	KeyClassName        = "class-name"
+	KeyWatchClassless   = "watch-classless"
 )
 
 // Options are the settings of one operator process.
@@ -49,6 +51,12 @@ type Options struct {
 	// attestor, the {clusterName} of parent ID templates (the default one
 	// uses it).
 	ClusterName string
+	// ClassName is the class of objects this instance takes; empty takes
+	// the objects without one.
+	ClassName string
+	// WatchClassless makes an instance with a ClassName also take objects
+	// without one.
+	WatchClassless bool
 	// Manager holds the process settings: metrics and probe addresses,
 	// leader election, client rate limits (50 QPS, burst 100) and the GC
 	// target (10: the operator is mostly idle, so it trades a little CPU for memory).
@@ -65,6 +73,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int(KeyWriteConcurrency, 1, "SPIRE batch calls in flight at once per pass; 1 suits a sqlite datastore, raise it for PostgreSQL or MySQL")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
+	fs.String(KeyClassName, "", "take only SpiffeRegistrations and SpiffeEntries of this spec.className (several instances, for several SPIRE servers, in one cluster); empty takes those without one")
+	fs.Bool(KeyWatchClassless, false, "with --class-name, also take objects without a className")
 	fs.String(KeyClusterName, "", "the cluster's name in the SPIRE server's k8s_psat node attestor configuration; per-node parent IDs (the default) need it")
 	d := manager.Defaults()
 	d.GCPercent = 10
@@ -87,6 +97,8 @@ func Load(v *viper.Viper) (Options, error) {
 		RPCTimeout:       v.GetDuration(KeyRPCTimeout),
 		CollectOrphans:   v.GetBool(KeyCollectOrphans),
 		ClusterName:      v.GetString(KeyClusterName),
+		ClassName:        v.GetString(KeyClassName),
+		WatchClassless:   v.GetBool(KeyWatchClassless),
 	}
 	if o.Manager, err = manager.Load(v); err != nil {
 		return Options{}, err
