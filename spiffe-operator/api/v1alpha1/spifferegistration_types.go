@@ -107,6 +107,12 @@ type SpiffeRegistrationSpec struct {
 	// +optional
 	DNSNameTemplates []string `json:"dnsNameTemplates,omitempty"`
 
+	// Fallback makes this a policy of last resort: it registers a workload
+	// (or, with podSelector, a pod) only while no other policy of the same
+	// kind of selection (workloads or pods) and class selects it.
+	// +optional
+	Fallback bool `json:"fallback,omitempty"`
+
 	// EntryGranularity is Identity (one entry per identity, and node with
 	// per-node parents) or Pod: one entry per running pod of the workload,
 	// with its k8s:pod-uid selector, created when the pod is (with per-node

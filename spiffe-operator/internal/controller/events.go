@@ -103,6 +103,19 @@ func (pe *policyEvents) forNodeBound() handler.EventHandler {
 	})
 }
 
+// forFallbacks handles events of policies: what a policy selects decides
+// what the fallback policies register, so each other fallback policy gets a
+// full pass.
+func (pe *policyEvents) forFallbacks() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool { return p.Spec.Fallback && p.UID != obj.GetUID() })
+		for _, r := range reqs {
+			pe.dirty.All(r.Name)
+		}
+		return reqs
+	})
+}
+
 // selectsAny reports whether p's namespaceSelector selects a namespace with
 // any of the label sets. A selector that does not parse counts as selecting,
 // so the policy's pass reports it.

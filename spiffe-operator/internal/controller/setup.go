@@ -87,7 +87,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	cached := mgr.GetClient()
 	regHandler := &spifferegistration.Handler{
 		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
-		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached),
+		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached), Class: o.Class,
 		Pods: func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error) {
 			return pods.RunningPods(ctx, cached, namespace, serviceAccount)
 		},
@@ -109,6 +109,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(nsChanged)).
 				Watches(&corev1.Pod{}, events.forNodeBound(), builder.WithPredicates(podPlacementChanged())).
 				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
+				Watches(&v1alpha1.SpiffeRegistration{}, events.forFallbacks()).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
 		}, builder.WithPredicates(o.Class.Predicate()))

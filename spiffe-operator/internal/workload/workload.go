@@ -95,6 +95,14 @@ type Selection struct {
 	IgnoreNamespaces []string
 }
 
+// SelectsWorkload reports whether sel selects w, a workload that is not
+// being deleted, in namespace ns.
+func (sel Selection) SelectsWorkload(ns *corev1.Namespace, w Workload) bool {
+	return sel.SelectsNamespace(ns) && slices.Contains(sel.Kinds, w.Kind) &&
+		(sel.Workloads == nil || sel.Workloads.Matches(labels.Set(w.Labels))) &&
+		(sel.ServiceAccount == "" || sel.ServiceAccount == w.ServiceAccount)
+}
+
 // SelectsNamespace reports whether sel selects the namespace ns.
 func (sel Selection) SelectsNamespace(ns *corev1.Namespace) bool {
 	return ns != nil && ns.DeletionTimestamp == nil && !slices.Contains(sel.IgnoreNamespaces, ns.Name) &&

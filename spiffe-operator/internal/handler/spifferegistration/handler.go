@@ -17,6 +17,7 @@ import (
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/handler"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
@@ -53,6 +54,9 @@ type Handler struct {
 	ClusterName string
 	// Nodes looks up the nodes that pods run on, for per-node parents.
 	Nodes nodes.Getter
+	// Class says which policies this instance takes; fallback policies
+	// yield only to those.
+	Class class.Filter
 	// Pods returns the running pods of a service account, for per-node
 	// parents and per-pod entries; nil means no pod runs anywhere.
 	Pods func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error)
@@ -80,13 +84,19 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 		return ctrlerrors.WithReason(specErr.reason, ctrlerrors.BlockedErrorf("%w", specErr))
 	}
 	changed, full := h.Dirty.take(obj.Name)
+	if obj.Spec.Fallback {
+		var err error
+		if p.others, err = h.othersOf(ctx, obj); err != nil {
+			return err
+		}
+	}
 	if p.pods != nil {
 		return h.podPass(ctx, obj, p)
 	}
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
 	// With per-node parents or per-pod entries, what a workload needs
 	// depends on its pods, so every pass is a full one.
-	if !full && memo.ready && !p.byPods() {
+	if !full && memo.ready && !p.byPods() && !obj.Spec.Fallback {
 		if done, err := h.incremental(ctx, obj, p, memo, changed); done {
 			return err
 		}
@@ -106,7 +116,12 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	)
 	memo.ready = false
 	memo.begin()
+	yielded := 0
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
+		if p.takenByOthers(w) {
+			yielded++
+			return
+		}
 		e, f := memo.render(p, w)
 		if f != nil {
 			failures = append(failures, *f)
@@ -119,6 +134,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
+	selected -= yielded
 	want := merge(rendered)
 	if p.byPods() {
 		var podFailures []v1alpha1.Failure

@@ -40,7 +40,7 @@ func (h *Handler) podPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration,
 			continue
 		}
 		err := pods.InNamespace(ctx, h.Reader, ns.Name, func(pod *corev1.Pod) {
-			if !p.pods.Matches(labels.Set(pod.Labels)) {
+			if !p.pods.Matches(labels.Set(pod.Labels)) || p.podTakenByOthers(pod.Namespace, pod.Labels) {
 				return
 			}
 			kind, name := pods.Owner(pod)

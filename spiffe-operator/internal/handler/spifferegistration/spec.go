@@ -29,7 +29,9 @@ type policy struct {
 	perPod bool
 	// pods selects pods by label in a policy of pods (spec.podSelector); nil
 	// for a policy of workloads.
-	pods       labels.Selector
+	pods labels.Selector
+	// others, for a fallback policy, are the policies it yields to.
+	others     *yield
 	idTemplate *template.Template
 	dnsNames   []*template.Template
 	selectors  []*selectortemplate.Template
