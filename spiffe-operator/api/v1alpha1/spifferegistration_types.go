@@ -107,6 +107,13 @@ type SpiffeRegistrationSpec struct {
 	// +optional
 	DNSNameTemplates []string `json:"dnsNameTemplates,omitempty"`
 
+	// AutoPopulateDNSNames adds to each entry <service>.<namespace>.svc for
+	// every Service of the workload's namespace whose selector selects its
+	// pods (by the workload's spec.selector.matchLabels; with podSelector,
+	// by the pod's labels).
+	// +optional
+	AutoPopulateDNSNames bool `json:"autoPopulateDNSNames,omitempty"`
+
 	// Fallback makes this a policy of last resort: it registers a workload
 	// (or, with podSelector, a pod) only while no other policy of the same
 	// kind of selection (workloads or pods) and class selects it.

@@ -80,10 +80,26 @@ func (pe *policyEvents) forNamespaces() handler.EventHandler {
 
 // forNodeBound handles pod and node events: they concern the policies with
 // per-node parents (no spec.parentID), per-pod entries or a podSelector,
-// each of which gets a full pass.
-// Pod events concern only those whose namespaceSelector selects the pod's
-// namespace.
+// each of which gets a full pass. Pod events concern only those whose
+// namespaceSelector selects the pod's namespace.
 func (pe *policyEvents) forNodeBound() handler.EventHandler {
+	return pe.fullPassesIn(func(p *v1alpha1.SpiffeRegistration) bool {
+		return p.Spec.ParentID == "" || p.Spec.EntryGranularity == v1alpha1.EntryPerPod || p.Spec.PodSelector != nil
+	})
+}
+
+// forServices handles Service events: they concern the policies with
+// autoPopulateDNSNames whose namespaceSelector selects the Service's
+// namespace; each gets a full pass.
+func (pe *policyEvents) forServices() handler.EventHandler {
+	return pe.fullPassesIn(func(p *v1alpha1.SpiffeRegistration) bool { return p.Spec.AutoPopulateDNSNames })
+}
+
+// fullPassesIn returns a handler that gives a full pass to every policy for
+// which concerns is true and whose namespaceSelector selects the event
+// object's namespace (every such policy for a cluster-scoped object, or
+// when the namespace cannot be read).
+func (pe *policyEvents) fullPassesIn(concerns func(*v1alpha1.SpiffeRegistration) bool) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var sets []labels.Set
 		if ns := obj.GetNamespace(); ns != "" {
@@ -93,8 +109,7 @@ func (pe *policyEvents) forNodeBound() handler.EventHandler {
 			}
 		}
 		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool {
-			byPods := p.Spec.ParentID == "" || p.Spec.EntryGranularity == v1alpha1.EntryPerPod || p.Spec.PodSelector != nil
-			return byPods && (sets == nil || selectsAny(p, sets))
+			return concerns(p) && (sets == nil || selectsAny(p, sets))
 		})
 		for _, r := range reqs {
 			pe.dirty.All(r.Name)

@@ -24,6 +24,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/services"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
@@ -34,6 +35,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -51,6 +53,7 @@ func CacheOptions() cache.Options {
 		&corev1.Namespace{}: {Transform: workload.Transform},
 		&corev1.Pod{}:       {Transform: pods.Transform},
 		&corev1.Node{}:      {Transform: nodes.Transform},
+		&corev1.Service{}:   {Transform: services.Transform},
 	}
 	for _, obj := range workload.Objects() {
 		by[obj] = cache.ByObject{Transform: workload.Transform}
@@ -91,6 +94,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Pods: func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error) {
 			return pods.RunningPods(ctx, cached, namespace, serviceAccount)
 		},
+		ServiceNames: func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error) {
+			return services.DNSNames(ctx, cached, namespace, podLabels)
+		},
 	}
 	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
 		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics,
@@ -110,6 +116,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				Watches(&corev1.Pod{}, events.forNodeBound(), builder.WithPredicates(podPlacementChanged())).
 				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
 				Watches(&v1alpha1.SpiffeRegistration{}, events.forFallbacks()).
+				Watches(&corev1.Service{}, events.forServices(), builder.WithPredicates(serviceSelectorChanged())).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
 		}, builder.WithPredicates(o.Class.Predicate()))
@@ -187,6 +194,17 @@ func podPlacementChanged() predicate.Predicate {
 				!equalLabels(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n)
 		},
 	}
+}
+
+// serviceSelectorChanged passes Service creations, deletions and changes
+// of the selector, what autoPopulateDNSNames reads.
+func serviceSelectorChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okO := e.ObjectOld.(*corev1.Service)
+		n, okN := e.ObjectNew.(*corev1.Service)
+		return !okO || !okN || !equalLabels(o.Spec.Selector, n.Spec.Selector) ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	}}
 }
 
 // nodeCreatedOrDeleted passes Node creations and deletions: an update never

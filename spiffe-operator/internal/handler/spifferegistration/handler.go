@@ -54,6 +54,10 @@ type Handler struct {
 	ClusterName string
 	// Nodes looks up the nodes that pods run on, for per-node parents.
 	Nodes nodes.Getter
+	// ServiceNames returns the DNS names of the Services of a namespace
+	// selecting pods with the given labels, for autoPopulateDNSNames; nil
+	// means none.
+	ServiceNames func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error)
 	// Class says which policies this instance takes; fallback policies
 	// yield only to those.
 	Class class.Filter
@@ -96,7 +100,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
 	// With per-node parents or per-pod entries, what a workload needs
 	// depends on its pods, so every pass is a full one.
-	if !full && memo.ready && !p.byPods() && !obj.Spec.Fallback {
+	if !full && memo.ready && !p.byPods() && !obj.Spec.Fallback && !p.autoDNS {
 		if done, err := h.incremental(ctx, obj, p, memo, changed); done {
 			return err
 		}
@@ -117,6 +121,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	memo.ready = false
 	memo.begin()
 	yielded := 0
+	var autoErr error
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
 		if p.takenByOthers(w) {
 			yielded++
@@ -126,6 +131,11 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		if f != nil {
 			failures = append(failures, *f)
 		}
+		if e != nil && p.autoDNS {
+			if e, autoErr = h.withServiceNames(ctx, e, w.Namespace, w.MatchLabels); autoErr != nil {
+				return
+			}
+		}
 		if e != nil {
 			rendered = append(rendered, e)
 		}
@@ -134,6 +144,9 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
+	if autoErr != nil {
+		return autoErr
+	}
 	selected -= yielded
 	want := merge(rendered)
 	if p.byPods() {
@@ -150,7 +163,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
 	}
-	if syncErr == nil && !p.byPods() {
+	if syncErr == nil && !p.byPods() && !p.autoDNS {
 		memo.rebuild(want, &out)
 	}
 	return h.report(ctx, obj, owner, counts{
@@ -214,6 +227,22 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeRegistration) 
 	h.memo.forget(obj.UID)
 	h.Dirty.forget(obj.Name)
 	return nil
+}
+
+// withServiceNames returns e with the DNS names of the Services of namespace
+// that select pods with podLabels added (a copy; e is not modified).
+func (h *Handler) withServiceNames(ctx context.Context, e *entries.Entry, namespace string, podLabels map[string]string) (*entries.Entry, error) {
+	if h.ServiceNames == nil || len(podLabels) == 0 {
+		return e, nil
+	}
+	names, err := h.ServiceNames(ctx, namespace, podLabels)
+	if err != nil || len(names) == 0 {
+		return e, err
+	}
+	c := *e
+	c.DNSNames = append(slices.Clone(e.DNSNames), names...)
+	c.Normalize()
+	return &c, nil
 }
 
 func (h *Handler) now() time.Time {

@@ -83,6 +83,11 @@ func (h *Handler) podPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration,
 			failures = append(failures, *f)
 			continue
 		}
+		if p.autoDNS {
+			if e, err = h.withServiceNames(ctx, e, v.namespace, v.labels); err != nil {
+				return err
+			}
+		}
 		rendered = append(rendered, e)
 	}
 	failures = append(failures, nodes.failures...)

@@ -30,6 +30,8 @@ type policy struct {
 	// pods selects pods by label in a policy of pods (spec.podSelector); nil
 	// for a policy of workloads.
 	pods labels.Selector
+	// autoDNS adds the DNS names of the Services selecting the pods.
+	autoDNS bool
 	// others, for a fallback policy, are the policies it yields to.
 	others     *yield
 	idTemplate *template.Template
@@ -127,6 +129,7 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 		return nil, fieldErr(ReasonInvalidWorkloadSelector, "spec.workloadSelector", err)
 	}
 	p.perPod = spec.EntryGranularity == v1alpha1.EntryPerPod
+	p.autoDNS = spec.AutoPopulateDNSNames
 	p.selection.ServiceAccount = spec.ServiceAccountName
 	p.selection.IgnoreNamespaces = spec.IgnoreNamespaces
 	if spec.IgnoreNamespaces == nil {
