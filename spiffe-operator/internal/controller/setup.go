@@ -83,6 +83,8 @@ type Options struct {
 	ClusterName string
 	// Class says which objects this instance takes.
 	Class class.Filter
+	// DryRun is true when the Syncer writes nothing.
+	DryRun bool
 }
 
 // Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
@@ -91,6 +93,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	regHandler := &spifferegistration.Handler{
 		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
 		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached), Class: o.Class,
+		DryRun: o.DryRun,
 		Pods: func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error) {
 			return pods.RunningPods(ctx, cached, namespace, serviceAccount)
 		},
@@ -128,7 +131,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 
-	entryHandler := &spiffeentry.Handler{Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
+	entryHandler := &spiffeentry.Handler{DryRun: o.DryRun, Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
 	entryCtrl := controller.New(EntryControllerName, mgr.GetClient(), entryHandler, controller.Options{
 		Config: o.Config, Recorder: mgr.GetEventRecorder(EntryControllerName), Metrics: o.Metrics,
 	})

@@ -26,6 +26,7 @@ const (
 	KeyClusterName      = "cluster-name"
 	KeyClassName        = "class-name"
 	KeyWatchClassless   = "watch-classless"
+	KeyDryRun           = "dry-run"
 )
 
 // Options are the settings of one operator process.
@@ -54,6 +55,10 @@ type Options struct {
 	// ClassName is the class of objects this instance takes; empty takes
 	// the objects without one.
 	ClassName string
+	// DryRun makes the operator write nothing to SPIRE: it reads SPIRE,
+	// logs and counts every write it would make, and reports DryRun on
+	// every object.
+	DryRun bool
 	// WatchClassless makes an instance with a ClassName also take objects
 	// without one.
 	WatchClassless bool
@@ -74,6 +79,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
 	fs.String(KeyClassName, "", "take only SpiffeRegistrations and SpiffeEntries of this spec.className (several instances, for several SPIRE servers, in one cluster); empty takes those without one")
+	fs.Bool(KeyDryRun, false, "write nothing to SPIRE: log and count (trustplane_spire_dry_run_writes_total) every entry write the operator would make, and report Ready=False with reason DryRun")
 	fs.Bool(KeyWatchClassless, false, "with --class-name, also take objects without a className")
 	fs.String(KeyClusterName, "", "the cluster's name in the SPIRE server's k8s_psat node attestor configuration; per-node parent IDs (the default) need it")
 	d := manager.Defaults()
@@ -99,6 +105,7 @@ func Load(v *viper.Viper) (Options, error) {
 		ClusterName:      v.GetString(KeyClusterName),
 		ClassName:        v.GetString(KeyClassName),
 		WatchClassless:   v.GetBool(KeyWatchClassless),
+		DryRun:           v.GetBool(KeyDryRun),
 	}
 	if o.Manager, err = manager.Load(v); err != nil {
 		return Options{}, err

@@ -58,6 +58,9 @@ type Handler struct {
 	// selecting pods with the given labels, for autoPopulateDNSNames; nil
 	// means none.
 	ServiceNames func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error)
+	// DryRun is true when the Syncer writes nothing (--dry-run): a pass
+	// that succeeded reports Ready=False with ReasonDryRun.
+	DryRun bool
 	// Class says which policies this instance takes; fallback policies
 	// yield only to those.
 	Class class.Filter
@@ -80,7 +83,12 @@ func OwnerOf(obj *v1alpha1.SpiffeRegistration) entrysync.Owner {
 // workloads renders and diffs just those (its cost does not grow with the
 // number of workloads); any other pass (first, resync, retry, spec or
 // namespace change) renders every selected workload and diffs the whole set.
-func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegistration) error {
+func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegistration) (err error) {
+	defer func() {
+		if err == nil && h.DryRun {
+			err = DryRunError()
+		}
+	}()
 	p, specErr := compile(&obj.Spec, h.TrustDomain, h.ClusterName)
 	if specErr != nil {
 		// Keep what is registered: a bad edit must not revoke identities.
@@ -89,7 +97,6 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	}
 	changed, full := h.Dirty.take(obj.Name)
 	if obj.Spec.Fallback {
-		var err error
 		if p.others, err = h.othersOf(ctx, obj); err != nil {
 			return err
 		}

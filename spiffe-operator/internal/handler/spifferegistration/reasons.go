@@ -1,6 +1,9 @@
 package spifferegistration
 
-import "github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+import (
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+)
 
 // Condition reasons of Ready=False; each names the field or the party at fault.
 const (
@@ -57,4 +60,14 @@ const (
 	ReasonSpirePermissionDenied = "SpirePermissionDenied"
 	// ReasonSpireChanged: SPIRE changed during the pass; retried at once.
 	ReasonSpireChanged = "SpireChanged"
+	// ReasonDryRun: the operator runs with --dry-run and wrote nothing.
+	ReasonDryRun = "DryRun"
 )
+
+// DryRunError is what a pass that succeeded returns under --dry-run, so
+// that Ready=False says nothing was written.
+func DryRunError() error {
+	return ctrlerrors.WithReason(ReasonDryRun, ctrlerrors.BlockedErrorf(
+		"dry run (--dry-run): nothing was written to SPIRE; the writes this object needs are logged and counted in "+
+			"trustplane_spire_dry_run_writes_total, and the entry counts are those that would be registered"))
+}
