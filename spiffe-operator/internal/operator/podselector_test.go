@@ -97,6 +97,27 @@ var _ = Describe("Policies of pods (podSelector)", func() {
 		Consistently(paths(parentOf("podsel-att")), resync).Should(HaveLen(1))
 	})
 
+	It("register only the pods of serviceAccountName: an admin policy of pods gives no other account of its namespace "+
+		"admin rights", func() {
+		namespace("podsel-adm", nil)
+		createSA("podsel-adm", "ops")
+		createSA("podsel-adm", "intruder")
+		on := map[string]string{"role": "admin"}
+		podOn("podsel-adm", "ops", "ops", "", on, nil)
+		// Anyone who may create pods in the namespace can copy the labels.
+		podOn("podsel-adm", "intruder", "intruder", "", on, nil)
+		p := podSelectorPolicy("podsel-adm", on, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.Admin, s.ServiceAccountName = true, "ops"
+			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.NamespaceNameLabel: "podsel-adm"}}
+			s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}/pod/{podName}"
+		})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("podsel-adm"))).Should(Equal([]string{"/ns/podsel-adm/sa/ops/pod/ops"}))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Expect(entryAt(parentOf("podsel-adm"), "/ns/podsel-adm/sa/ops/pod/ops").Admin).To(BeTrue())
+		Consistently(paths(parentOf("podsel-adm")), resync).Should(HaveLen(1))
+	})
+
 	It("are refused at admission when pod variables appear without podSelector, or {name} and {kind} with it", func() {
 		noSel := policyFor("podsel-bad", func(s *v1alpha1.SpiffeRegistrationSpec) { s.SpiffeIDTemplate = "pod/{podName}" })
 		Expect(k8s.Create(ctx, noSel)).To(MatchError(ContainSubstring("need podSelector")))
