@@ -125,5 +125,11 @@ var _ = Describe("Policies of pods (podSelector)", func() {
 			s.DNSNameTemplates = []string{"{name}.svc"}
 		})
 		Expect(k8s.Create(ctx, withName)).To(MatchError(ContainSubstring("may not use {kind} or {name}")))
+		// workloadSelector does not apply to pods: it would look like a
+		// narrowing that is not there.
+		withWorkloads := podSelectorPolicy("podsel-bad", map[string]string{"a": "b"}, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+		})
+		Expect(k8s.Create(ctx, withWorkloads)).To(MatchError(ContainSubstring("workloadSelector does not apply")))
 	})
 })
