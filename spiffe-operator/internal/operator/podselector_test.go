@@ -118,6 +118,26 @@ var _ = Describe("Policies of pods (podSelector)", func() {
 		Consistently(paths(parentOf("podsel-adm")), resync).Should(HaveLen(1))
 	})
 
+	It("give a node nothing for a mirror pod it creates with the selected labels", func() {
+		namespace("podsel-mirror", map[string]string{"test": "podsel-mirror"})
+		createSA("podsel-mirror", "web")
+		n := createNode("podsel-mirror-1")
+		on := map[string]string{"app": "web"}
+		// What a compromised node's kubelet may create: a mirror pod bound to
+		// itself, in any namespace, naming no service account.
+		podOn("podsel-mirror", "static-1", "", n.Name, on, annotated("kubernetes.io/config.mirror", "0123456789abcdef"))
+		podOn("podsel-mirror", "web-1", "web", n.Name, on, nil)
+		// The template leaves out {serviceAccount}, so only leaving the mirror
+		// pod out keeps it from an entry.
+		p := podSelectorPolicy("podsel-mirror", on, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.SpiffeIDTemplate = "ns/{namespace}/pod/{podName}"
+		})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("podsel-mirror"))).Should(Equal([]string{"/ns/podsel-mirror/pod/web-1"}))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Consistently(paths(parentOf("podsel-mirror")), resync).Should(HaveLen(1))
+	})
+
 	It("are refused at admission when pod variables appear without podSelector, or {name} and {kind} with it", func() {
 		noSel := policyFor("podsel-bad", func(s *v1alpha1.SpiffeRegistrationSpec) { s.SpiffeIDTemplate = "pod/{podName}" })
 		Expect(k8s.Create(ctx, noSel)).To(MatchError(ContainSubstring("need podSelector")))
