@@ -45,6 +45,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!((has(self.admin) && self.admin) || (has(self.downstream) && self.downstream)) || (has(self.serviceAccountName) && has(self.namespaceSelector) && has(self.namespaceSelector.matchLabels) && 'kubernetes.io/metadata.name' in self.namespaceSelector.matchLabels)",message="admin and downstream need a policy that selects one namespace by name (namespaceSelector.matchLabels of kubernetes.io/metadata.name) and one serviceAccountName"
 // +kubebuilder:validation:XValidation:rule="has(self.podSelector) ? !self.spiffeIDTemplate.matches('[{](kind|name)[}]') && (!has(self.dnsNameTemplates) || self.dnsNameTemplates.all(t, !t.matches('[{](kind|name)[}]'))) : !self.spiffeIDTemplate.matches('[{](podName|ownerKind|ownerName|nodeName|clusterName|trustDomain|annotation:[^}]*)[}]') && (!has(self.dnsNameTemplates) || self.dnsNameTemplates.all(t, !t.matches('[{](podName|ownerKind|ownerName|nodeName|clusterName|trustDomain|annotation:[^}]*)[}]')))",message="templates of a policy with podSelector may not use {kind} or {name} (use {ownerKind}, {ownerName}, {podName}); pod variables ({podName}, {ownerKind}, {ownerName}, {nodeName}, {clusterName}, {trustDomain}, {annotation:...}) need podSelector"
 // +kubebuilder:validation:XValidation:rule="has(self.className) == has(oldSelf.className) && (!has(self.className) || self.className == oldSelf.className)",message="className is immutable"
+// +kubebuilder:validation:XValidation:rule="!(has(self.podSelector) && has(self.workloadSelector))",message="workloadSelector does not apply to a policy of pods (podSelector): select the pods by podSelector"
 type SpiffeRegistrationSpec struct {
 	// ClassName names the spiffe-operator instance (its --class-name) that
 	// takes this object, when several instances (for several SPIRE servers)
@@ -163,7 +164,8 @@ type SpiffeRegistrationSpec struct {
 	// PodSelector, when set, makes this a policy of pods: it selects the
 	// running pods of the selected namespaces by their own labels, whatever
 	// created them (Jobs, CronJobs, bare pods, custom controllers), instead
-	// of workloads (workloadSelector and workloadKinds are not used). Every
+	// of workloads (workloadKinds is not used; admission refuses
+	// workloadSelector; serviceAccountName narrows the pods). Every
 	// selected pod gets an entry of its own, with its k8s:pod-uid selector,
 	// and the templates may use {podName}, {ownerKind}, {ownerName} (the
 	// pod's controller), {nodeName}, {annotation:<key>}, {clusterName} and

@@ -46,4 +46,29 @@ var _ = Describe("Fallback policies", func() {
 		Expect(k8s.Delete(ctx, main)).To(Succeed())
 		Eventually(paths(parentOf("fallback"))).Should(Equal([]string{"/fallback/ns/fallback-a/sa/batch", "/fallback/ns/fallback-a/sa/web"}))
 	})
+
+	It("register a pod that a policy of pods leaves out for its service account", func() {
+		namespace("fallback-pods", map[string]string{"test": "fallback-pods"})
+		createSA("fallback-pods", "ops")
+		createSA("fallback-pods", "other")
+		on := map[string]string{"role": "ops"}
+		podOn("fallback-pods", "ops", "ops", "", on, nil)
+		podOn("fallback-pods", "other", "other", "", on, nil)
+		main := podSelectorPolicy("fallback-pods-main", on, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.NamespaceSelector.MatchLabels["test"] = "fallback-pods"
+			s.ServiceAccountName = "ops"
+			s.SpiffeIDTemplate = "ns/{namespace}/pod/{podName}"
+		})
+		Expect(k8s.Create(ctx, main)).To(Succeed())
+		fb := podSelectorPolicy("fallback-pods", on, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.Fallback = true
+			s.SpiffeIDTemplate = "fallback/ns/{namespace}/pod/{podName}"
+		})
+		Expect(k8s.Create(ctx, fb)).To(Succeed())
+		Eventually(paths(parentOf("fallback-pods-main"))).Should(Equal([]string{"/ns/fallback-pods/pod/ops"}))
+		// The pod of the other account is not the main policy's: the
+		// fallback registers it, and only it.
+		Eventually(paths(parentOf("fallback-pods"))).Should(Equal([]string{"/fallback/ns/fallback-pods/pod/other"}))
+		Consistently(paths(parentOf("fallback-pods")), resync).Should(HaveLen(1))
+	})
 })

@@ -97,6 +97,47 @@ var _ = Describe("Policies of pods (podSelector)", func() {
 		Consistently(paths(parentOf("podsel-att")), resync).Should(HaveLen(1))
 	})
 
+	It("register only the pods of serviceAccountName: an admin policy of pods gives no other account of its namespace "+
+		"admin rights", func() {
+		namespace("podsel-adm", nil)
+		createSA("podsel-adm", "ops")
+		createSA("podsel-adm", "intruder")
+		on := map[string]string{"role": "admin"}
+		podOn("podsel-adm", "ops", "ops", "", on, nil)
+		// Anyone who may create pods in the namespace can copy the labels.
+		podOn("podsel-adm", "intruder", "intruder", "", on, nil)
+		p := podSelectorPolicy("podsel-adm", on, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.Admin, s.ServiceAccountName = true, "ops"
+			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.NamespaceNameLabel: "podsel-adm"}}
+			s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}/pod/{podName}"
+		})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("podsel-adm"))).Should(Equal([]string{"/ns/podsel-adm/sa/ops/pod/ops"}))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Expect(entryAt(parentOf("podsel-adm"), "/ns/podsel-adm/sa/ops/pod/ops").Admin).To(BeTrue())
+		Consistently(paths(parentOf("podsel-adm")), resync).Should(HaveLen(1))
+	})
+
+	It("give a node nothing for a mirror pod it creates with the selected labels", func() {
+		namespace("podsel-mirror", map[string]string{"test": "podsel-mirror"})
+		createSA("podsel-mirror", "web")
+		n := createNode("podsel-mirror-1")
+		on := map[string]string{"app": "web"}
+		// What a compromised node's kubelet may create: a mirror pod bound to
+		// itself, in any namespace, naming no service account.
+		podOn("podsel-mirror", "static-1", "", n.Name, on, annotated("kubernetes.io/config.mirror", "0123456789abcdef"))
+		podOn("podsel-mirror", "web-1", "web", n.Name, on, nil)
+		// The template leaves out {serviceAccount}, so only leaving the mirror
+		// pod out keeps it from an entry.
+		p := podSelectorPolicy("podsel-mirror", on, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.SpiffeIDTemplate = "ns/{namespace}/pod/{podName}"
+		})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("podsel-mirror"))).Should(Equal([]string{"/ns/podsel-mirror/pod/web-1"}))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Consistently(paths(parentOf("podsel-mirror")), resync).Should(HaveLen(1))
+	})
+
 	It("are refused at admission when pod variables appear without podSelector, or {name} and {kind} with it", func() {
 		noSel := policyFor("podsel-bad", func(s *v1alpha1.SpiffeRegistrationSpec) { s.SpiffeIDTemplate = "pod/{podName}" })
 		Expect(k8s.Create(ctx, noSel)).To(MatchError(ContainSubstring("need podSelector")))
@@ -104,5 +145,11 @@ var _ = Describe("Policies of pods (podSelector)", func() {
 			s.DNSNameTemplates = []string{"{name}.svc"}
 		})
 		Expect(k8s.Create(ctx, withName)).To(MatchError(ContainSubstring("may not use {kind} or {name}")))
+		// workloadSelector does not apply to pods: it would look like a
+		// narrowing that is not there.
+		withWorkloads := podSelectorPolicy("podsel-bad", map[string]string{"a": "b"}, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+		})
+		Expect(k8s.Create(ctx, withWorkloads)).To(MatchError(ContainSubstring("workloadSelector does not apply")))
 	})
 })

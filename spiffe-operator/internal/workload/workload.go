@@ -100,7 +100,13 @@ type Selection struct {
 func (sel Selection) SelectsWorkload(ns *corev1.Namespace, w Workload) bool {
 	return sel.SelectsNamespace(ns) && slices.Contains(sel.Kinds, w.Kind) &&
 		(sel.Workloads == nil || sel.Workloads.Matches(labels.Set(w.Labels))) &&
-		(sel.ServiceAccount == "" || sel.ServiceAccount == w.ServiceAccount)
+		sel.SelectsAccount(w.ServiceAccount)
+}
+
+// SelectsAccount reports whether sel selects pods that run as the service
+// account sa: any, unless sel names one.
+func (sel Selection) SelectsAccount(sa string) bool {
+	return sel.ServiceAccount == "" || sel.ServiceAccount == sa
 }
 
 // SelectsNamespace reports whether sel selects the namespace ns.
@@ -119,7 +125,7 @@ func (sel Selection) selectsObject(obj client.Object) (Workload, bool) {
 		return Workload{}, false
 	}
 	w, ok := FromObject(obj)
-	if !ok || sel.ServiceAccount != "" && w.ServiceAccount != sel.ServiceAccount {
+	if !ok || !sel.SelectsAccount(w.ServiceAccount) {
 		return Workload{}, false
 	}
 	return w, true

@@ -40,7 +40,11 @@ func (h *Handler) podPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration,
 			continue
 		}
 		err := pods.InNamespace(ctx, h.Reader, ns.Name, func(pod *corev1.Pod) {
-			if !p.pods.Matches(labels.Set(pod.Labels)) || p.podTakenByOthers(pod.Namespace, pod.Labels) {
+			// spec.serviceAccountName narrows a policy of pods as it does
+			// one of workloads: whoever may create pods in the namespace
+			// can copy the labels under another account.
+			if !p.selection.SelectsAccount(pod.Spec.ServiceAccountName) || !p.pods.Matches(labels.Set(pod.Labels)) ||
+				p.podTakenByOthers(pod.Namespace, pod.Spec.ServiceAccountName, pod.Labels) {
 				return
 			}
 			kind, name := pods.Owner(pod)
