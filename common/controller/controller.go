@@ -151,22 +151,12 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 // scopedClient returns the client of environment env; the configured default
 // environment also holds objects without the label.
 func (c *Controller[T]) scopedClient(env string) *scoped.Client {
-	if env == c.opts.Config.DefaultEnvironment {
-		return scoped.NewDefault(c.client, env)
-	}
-	return scoped.New(c.client, env)
+	return scoped.For(c.client, env, c.opts.Config.DefaultEnvironment)
 }
 
-// environment returns the object's environment: its label, else the
-// configured default. ok is false when neither is set.
+// environment returns the object's environment by scoped.EnvironmentOf.
 func (c *Controller[T]) environment(obj T) (string, bool) {
-	if env, ok := obj.GetLabels()[labels.Environment]; ok && env != "" {
-		return env, true
-	}
-	if d := c.opts.Config.DefaultEnvironment; d != "" {
-		return d, true
-	}
-	return "", false
+	return scoped.EnvironmentOf(obj, c.opts.Config.DefaultEnvironment)
 }
 
 // finish maps the handler's error to conditions and a requeue, writes the

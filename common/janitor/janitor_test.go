@@ -159,68 +159,6 @@ var _ = Describe("JanitorClient", func() {
 	})
 })
 
-var _ = Describe("ScopedClient", func() {
-	It("labels what it writes and sees only its environment", func(ctx context.Context) {
-		ns := namespace(ctx)
-		dev, prod := scoped.New(cp.Client, "dev"), scoped.New(cp.Client, "prod")
-		Expect(dev.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: ns}})).To(Succeed())
-		Expect(prod.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})).To(Succeed())
-
-		got := &corev1.ConfigMap{}
-		Expect(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "d"}, got)).To(Succeed())
-		Expect(got.Labels).To(HaveKeyWithValue(labels.Environment, "dev"))
-		Expect(apierrors.IsNotFound(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, got))).To(BeTrue())
-
-		list := &corev1.ConfigMapList{}
-		Expect(dev.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-		Expect(list.Items).To(HaveLen(1))
-		Expect(list.Items[0].Name).To(Equal("d"))
-
-		err := dev.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})
-		Expect(apierrors.IsNotFound(err)).To(BeTrue())
-		Expect(exists(ctx, ns, "p")).To(BeTrue())
-	})
-
-	It("keeps a caller's label selector and adds the environment to it", func(ctx context.Context) {
-		ns := namespace(ctx)
-		dev := scoped.New(cp.Client, "dev")
-		for _, name := range []string{"a", "b"} {
-			Expect(dev.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-				Labels: map[string]string{"app": name}}})).To(Succeed())
-		}
-		list := &corev1.ConfigMapList{}
-		Expect(dev.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "b"})).To(Succeed())
-		Expect(list.Items).To(HaveLen(1))
-		Expect(list.Items[0].Name).To(Equal("b"))
-	})
-
-	It("server-side applies with the environment label", func(ctx context.Context) {
-		ns := namespace(ctx)
-		dev := scoped.New(cp.Client, "dev")
-		u := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "applied", "namespace": ns}, "data": map[string]any{"x": "1"}}
-		Expect(dev.Apply(ctx, client.ApplyConfigurationFromUnstructured(toUnstructured(u)), client.FieldOwner("test"))).To(Succeed())
-		got := &corev1.ConfigMap{}
-		Expect(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "applied"}, got)).To(Succeed())
-		Expect(got.Data).To(HaveKeyWithValue("x", "1"))
-	})
-
-	It("creates or updates within its environment", func(ctx context.Context) {
-		ns := namespace(ctx)
-		dev := scoped.New(cp.Client, "dev")
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cu", Namespace: ns}}
-		_, err := dev.CreateOrUpdate(ctx, cm, func() error { cm.Data = map[string]string{"v": "1"}; return nil })
-		Expect(err).NotTo(HaveOccurred())
-		_, err = dev.CreateOrUpdate(ctx, cm, func() error { cm.Data = map[string]string{"v": "2"}; return nil })
-		Expect(err).NotTo(HaveOccurred())
-		got := &corev1.ConfigMap{}
-		Expect(dev.Get(ctx, client.ObjectKeyFromObject(cm), got)).To(Succeed())
-		Expect(got.Data).To(HaveKeyWithValue("v", "2"))
-		Expect(dev.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns))).To(Succeed())
-		Expect(exists(ctx, ns, "cu")).To(BeFalse())
-	})
-})
-
 var _ = Describe("JanitorClient writes", func() {
 	It("records Create, Update, Patch and Keep as touched, so Cleanup spares them", func(ctx context.Context) {
 		ns := namespace(ctx)
@@ -261,33 +199,5 @@ var _ = Describe("JanitorClient writes", func() {
 	It("rejects a type the scheme does not know", func(ctx context.Context) {
 		j := newJanitor(owner(ctx, namespace(ctx), "w"))
 		Expect(j.Declare(&unknownList{})).To(MatchError(ContainSubstring("declare cleanup type")))
-	})
-})
-
-var _ = Describe("ScopedClient for the default environment", func() {
-	It("sees objects without the label beside its own, but no other environment's", func(ctx context.Context) {
-		ns := namespace(ctx)
-		for name, env := range map[string]string{"mine": "dev", "other": "prod", "unlabelled": ""} {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-			if env != "" {
-				cm.Labels = map[string]string{labels.Environment: env}
-			}
-			Expect(cp.Client.Create(ctx, cm)).To(Succeed())
-		}
-		def := scoped.NewDefault(cp.Client, "dev")
-		list := &corev1.ConfigMapList{}
-		Expect(def.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-		var names []string
-		for _, cm := range list.Items {
-			names = append(names, cm.Name)
-		}
-		Expect(names).To(ConsistOf("mine", "unlabelled"))
-		Expect(def.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unlabelled"}, &corev1.ConfigMap{})).To(Succeed())
-		Expect(apierrors.IsNotFound(def.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, &corev1.ConfigMap{}))).To(BeTrue())
-
-		strict := scoped.New(cp.Client, "dev")
-		Expect(strict.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-		Expect(list.Items).To(HaveLen(1))
-		Expect(apierrors.IsNotFound(strict.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unlabelled"}, &corev1.ConfigMap{}))).To(BeTrue())
 	})
 })
