@@ -68,7 +68,7 @@ generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers
 		 $(CONTROLLER_GEN) crd rbac:roleName=$$m-manager-role paths=./... \
 			output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac); \
 	done
-	cd common && $(CONTROLLER_GEN) object paths=./internal/testapi/... && \
+	cd common && $(CONTROLLER_GEN) object paths=./internal/testapi/... paths=./object/... && \
 		$(CONTROLLER_GEN) crd paths=./internal/testapi/... output:crd:artifacts:config=testdata/crd
 
 fmt: ## gofmt every module

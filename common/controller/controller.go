@@ -165,14 +165,14 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	res, result, retErr := c.classify(hErr)
 	switch result {
 	case ResultSuccess:
-		obj.SetCondition(condition.NewProcessing(condition.ReasonDone, ""))
-		obj.SetCondition(condition.NewReady(""))
+		condition.Set(obj, condition.NewDone())
+		condition.Set(obj, condition.NewReady(""))
 	case ResultBlocked:
-		obj.SetCondition(condition.NewProcessing(condition.ReasonBlocked, hErr.Error()))
-		obj.SetCondition(condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonBlocked), hErr.Error()))
+		condition.Set(obj, condition.NewBlocked(hErr.Error()))
+		condition.Set(obj, condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonBlocked), hErr.Error()))
 	default:
-		obj.SetCondition(condition.NewProcessing(condition.ReasonProcessing, hErr.Error()))
-		obj.SetCondition(condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonError), hErr.Error()))
+		condition.Set(obj, condition.NewProcessing(hErr.Error()))
+		condition.Set(obj, condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonError), hErr.Error()))
 	}
 	stampGeneration(obj)
 
@@ -217,17 +217,15 @@ func (c *Controller[T]) classify(hErr error) (ctrl.Result, string, error) {
 	return ctrl.Result{}, ResultError, hErr
 }
 
+// stampGeneration records that the status describes the object's current
+// generation, on every condition and in observedGeneration.
 func stampGeneration(obj object.Object) {
 	gen := obj.GetGeneration()
-	for _, cond := range obj.GetConditions() {
-		if cond.ObservedGeneration != gen {
-			cond.ObservedGeneration = gen
-			obj.SetCondition(cond)
-		}
+	s := obj.CommonStatus()
+	for i := range s.Conditions {
+		s.Conditions[i].ObservedGeneration = gen
 	}
-	if s, ok := obj.(object.ObservedGenerationSetter); ok {
-		s.SetObservedGeneration(gen)
-	}
+	s.ObservedGeneration = gen
 }
 
 // writeStatus patches the status subresource when the status differs from

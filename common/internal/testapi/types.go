@@ -1,10 +1,11 @@
 package testapi
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
+
+	"github.com/trustplane/trustplane/common/object"
 )
 
 // GroupVersion is the group and version of Widget.
@@ -32,12 +33,7 @@ type WidgetSpec struct {
 
 // WidgetStatus is the observed state of a Widget.
 type WidgetStatus struct {
-	// ObservedGeneration is the generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions are Processing and Ready.
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	object.Status `json:",inline"`
 	// ChildCount is the number of children the last pass ensured.
 	// +optional
 	ChildCount int `json:"childCount,omitempty"`
@@ -56,14 +52,8 @@ type Widget struct {
 	Status WidgetStatus `json:"status,omitempty"`
 }
 
-// GetConditions implements object.Object.
-func (w *Widget) GetConditions() []metav1.Condition { return w.Status.Conditions }
-
-// SetCondition implements object.Object.
-func (w *Widget) SetCondition(c metav1.Condition) { meta.SetStatusCondition(&w.Status.Conditions, c) }
-
-// SetObservedGeneration implements object.ObservedGenerationSetter.
-func (w *Widget) SetObservedGeneration(g int64) { w.Status.ObservedGeneration = g }
+// CommonStatus implements object.Object.
+func (w *Widget) CommonStatus() *object.Status { return &w.Status.Status }
 
 // WidgetList is a list of Widgets.
 //
