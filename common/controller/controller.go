@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,7 +61,6 @@ func (c *Controller[T]) Name() string { return c.name }
 // Reconcile runs one pass of the lifecycle for req, using obj (a fresh, empty
 // object of kind T) as the buffer to read into.
 func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) (ctrl.Result, error) {
-	start := time.Now()
 	log := logf.FromContext(ctx).WithValues("controller", c.name, "object", req.NamespacedName)
 	ctx = logf.IntoContext(ctx, log)
 
@@ -85,7 +83,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	} else {
 		res, result, err = c.reconcile(ctx, obj)
 	}
-	c.opts.Metrics.observe(c.name, result, time.Since(start).Seconds())
+	c.opts.Metrics.observe(c.name, result)
 	if err != nil {
 		log.Error(err, "reconcile failed", "result", result)
 	}

@@ -455,16 +455,41 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		Consistently(func() int64 { return h.calls(key) - start }, "4s", "200ms").Should(BeNumerically("<=", 3))
 	})
 
-	It("records reconcile metrics and Ready counts", func() {
+	It("counts blocked passes and objects by Ready, and leaves reconcile counts and durations to controller-runtime", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		w := newWidget(ns, "metered", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed()) // no children: Blocked
+		value := func(g Gomega, name string, labels map[string]string) float64 {
+			families, err := registry.Gather()
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, f := range families {
+				if f.GetName() != name {
+					continue
+				}
+			metric:
+				for _, m := range f.GetMetric() {
+					for _, l := range m.GetLabel() {
+						if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+							continue metric
+						}
+					}
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+			return 0
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(value(g, "trustplane_reconcile_blocked_total", map[string]string{"controller": "widget-managed"})).To(BeNumerically(">", 0))
+			g.Expect(value(g, "trustplane_objects", map[string]string{"controller": "widget-managed", "ready": "False"})).To(BeNumerically(">", 0))
+		}, "10s").Should(Succeed())
+
 		families, err := registry.Gather()
 		Expect(err).NotTo(HaveOccurred())
 		names := map[string]bool{}
 		for _, f := range families {
 			names[f.GetName()] = true
 		}
-		Expect(names).To(HaveKey("trustplane_reconcile_total"))
-		Expect(names).To(HaveKey("trustplane_reconcile_duration_seconds"))
-		Expect(names).To(HaveKey("trustplane_objects"))
+		Expect(names).To(HaveLen(2), "only trustplane_reconcile_blocked_total and trustplane_objects: %v", names)
 	})
 
 	It("emits events on transitions only", func(ctx context.Context) {
