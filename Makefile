@@ -40,8 +40,9 @@ help: ## list targets
 tools: ## build kube-apiserver, etcd, kubectl, spire-server, spire-agent and the real node's components into the cache (minutes on the first run only)
 	@hack/build-tools.sh all node >/dev/null
 
-vet: ## go vet every module
+vet: ## go vet every module (common also as for macOS, where its tests may run)
 	go vet $(PKGS)
+	GOOS=darwin go vet ./common/...
 
 test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), then each fuzz target briefly
 	go test $(GO_TEST_FLAGS) $(PKGS)
