@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trustplane/trustplane/common/condition"
-	"github.com/trustplane/trustplane/common/internal/testapi"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/object"
 )
 
@@ -30,7 +30,7 @@ func TestProcessingStatusFollowsKstatus(t *testing.T) {
 }
 
 func TestSetStampsTheGenerationAndKeepsTheTransitionTime(t *testing.T) {
-	w := &testapi.Widget{}
+	w := &widgetv1.Widget{}
 	w.Generation = 3
 	condition.SetStatus(w, "Custom", true, "Fine", "m")
 	c := condition.Find(w, "Custom")
@@ -58,7 +58,7 @@ func TestSetStampsTheGenerationAndKeepsTheTransitionTime(t *testing.T) {
 // serialise as status.conditions and status.observedGeneration, beside the
 // kind's own fields.
 func TestStatusKeepsItsFieldNames(t *testing.T) {
-	w := &testapi.Widget{}
+	w := &widgetv1.Widget{}
 	w.Status.ObservedGeneration = 7
 	w.Status.ChildCount = 2
 	w.Status.SetCondition(condition.NewReady(""))
@@ -93,7 +93,7 @@ func TestReadyConstructors(t *testing.T) {
 }
 
 func TestIsReadyNeedsCurrentGeneration(t *testing.T) {
-	w := &testapi.Widget{}
+	w := &widgetv1.Widget{}
 	w.Generation = 2
 	if condition.IsReady(w) {
 		t.Fatal("no condition: not ready")
@@ -121,13 +121,13 @@ func TestIsReadyNeedsCurrentGeneration(t *testing.T) {
 }
 
 func TestListsExposeTheirItems(t *testing.T) {
-	var list object.List[*testapi.Widget] = &testapi.WidgetList{Items: []testapi.Widget{{}, {}}}
+	var list object.List[*widgetv1.Widget] = &widgetv1.WidgetList{Items: []widgetv1.Widget{{}, {}}}
 	items := list.GetItems()
 	if len(items) != 2 {
 		t.Fatalf("GetItems returned %d items, want 2", len(items))
 	}
 	items[0].Name = "changed"
-	if list.(*testapi.WidgetList).Items[0].Name != "changed" {
+	if list.(*widgetv1.WidgetList).Items[0].Name != "changed" {
 		t.Fatal("GetItems must return pointers into the list")
 	}
 }

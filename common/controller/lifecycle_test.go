@@ -26,7 +26,7 @@ import (
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
-	"github.com/trustplane/trustplane/common/internal/testapi"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/labels"
 )
 
@@ -41,9 +41,9 @@ func newNamespace(ctx context.Context) string {
 	return name
 }
 
-func newWidget(ns, name string, withEnv bool, children ...string) *testapi.Widget {
-	w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: testapi.WidgetSpec{Children: children, Data: map[string]string{"k": "v"}}}
+func newWidget(ns, name string, withEnv bool, children ...string) *widgetv1.Widget {
+	w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: widgetv1.WidgetSpec{Children: children, Data: map[string]string{"k": "v"}}}
 	if withEnv {
 		w.Labels = map[string]string{labels.Environment: env}
 	}
@@ -84,8 +84,8 @@ func watchClient() client.WithWatch {
 	return c
 }
 
-func reconcileOnce(ctx context.Context, c *controller.Controller[*testapi.Widget], obj client.Object) (ctrl.Result, error) {
-	return c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, &testapi.Widget{})
+func reconcileOnce(ctx context.Context, c *controller.Controller[*widgetv1.Widget], obj client.Object) (ctrl.Result, error) {
+	return c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, &widgetv1.Widget{})
 }
 
 func get(ctx context.Context, obj client.Object) client.Object {
@@ -93,7 +93,7 @@ func get(ctx context.Context, obj client.Object) client.Object {
 	return obj
 }
 
-func cond(w *testapi.Widget, t string) *metav1.Condition {
+func cond(w *widgetv1.Widget, t string) *metav1.Condition {
 	return meta.FindStatusCondition(w.Status.Conditions, t)
 }
 
@@ -108,7 +108,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		h = &faultyHandler{}
 		cfg = config.Default()
 	})
-	newController := func(c client.Client) *controller.Controller[*testapi.Widget] {
+	newController := func(c client.Client) *controller.Controller[*widgetv1.Widget] {
 		return controller.New("widget-direct", c, h, controller.Options{Config: cfg})
 	}
 
@@ -148,7 +148,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			_, err = reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
 
-			err = cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &testapi.Widget{})
+			err = cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the widget must be gone")
 			err = cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "child"}, &corev1.ConfigMap{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Delete must have removed the child")
@@ -179,7 +179,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			failing = false
 			_, err = reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &testapi.Widget{}))).To(BeTrue())
+			Expect(apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{}))).To(BeTrue())
 		})
 	})
 
@@ -205,7 +205,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			_, err := reconcileOnce(ctx, newController(cp.Client), w)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(condition.IsReady(get(ctx, w).(*testapi.Widget))).To(BeTrue())
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 	})
 
@@ -224,7 +224,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Consistently(func(g Gomega) {
 				_, err := reconcileOnce(ctx, c, w)
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).GetResourceVersion()).To(Equal(rv))
+				g.Expect(get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).GetResourceVersion()).To(Equal(rv))
 				g.Expect(get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}).GetResourceVersion()).To(Equal(childRV))
 			}, "2s", "100ms").Should(Succeed())
 			Expect(counter.n.Load()).To(BeZero())
@@ -247,12 +247,12 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			res, err := reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred(), "a conflict is not an error to log")
 			Expect(res.RequeueAfter).To(Equal(cfg.RequeueAfterOnError), "the pass is retried soon")
-			Expect(condition.Find(get(ctx, w).(*testapi.Widget), condition.TypeReady)).To(BeNil(), "nothing was written")
+			Expect(condition.Find(get(ctx, w).(*widgetv1.Widget), condition.TypeReady)).To(BeNil(), "nothing was written")
 
 			_, err = reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(attempts.Load()).To(Equal(int64(2)))
-			Expect(condition.IsReady(get(ctx, w).(*testapi.Widget))).To(BeTrue())
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 
 		It("never loses the handler's error when the status write fails too", func(ctx context.Context) {
@@ -279,7 +279,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 				if injected.Swap(true) {
 					return
 				}
-				other := &testapi.Widget{}
+				other := &widgetv1.Widget{}
 				Expect(cp.Client.Get(ctx, key, other)).To(Succeed())
 				other.Finalizers = append(other.Finalizers, "example.com/other")
 				other.Labels["edited-by"] = "someone-else"
@@ -307,7 +307,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-					other := &testapi.Widget{}
+					other := &widgetv1.Widget{}
 					Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(obj), other)).To(Succeed())
 					if len(other.Spec.Children) == 1 {
 						other.Spec.Children = append(other.Spec.Children, "b")
@@ -344,10 +344,10 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 	It("does not repeat a transition event when a stale cached copy is read again", func(ctx context.Context) {
 		w := newWidget(ns, "stale-cache", true, "a")
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
-		var stale *testapi.Widget
+		var stale *widgetv1.Widget
 		staleClient := interceptor.NewClient(watchClient(), interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if w, ok := obj.(*testapi.Widget); ok && stale != nil {
+				if w, ok := obj.(*widgetv1.Widget); ok && stale != nil {
 					stale.DeepCopyInto(w)
 					return nil
 				}
@@ -361,8 +361,8 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		Expect(recorder.Events).To(Receive(ContainSubstring("Ready")))
 
 		// A cache that has not seen the status write yet still shows the object as not ready.
-		stale = get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget).DeepCopy()
-		stale.Status = testapi.WidgetStatus{}
+		stale = get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget).DeepCopy()
+		stale.Status = widgetv1.WidgetStatus{}
 		_, err = reconcileOnce(ctx, c, w)
 		Expect(err).NotTo(HaveOccurred())
 		Consistently(recorder.Events, "500ms").ShouldNot(Receive(), "the transition was announced already")
@@ -412,7 +412,7 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		c := controller.New("widget-managed", mgr.GetClient(), h, controller.Options{
 			Config: cfg, Metrics: metrics, Recorder: mgr.GetEventRecorder("widget-managed"),
 		})
-		Expect(controller.SetupWithManager(mgr, c, func() *testapi.Widget { return &testapi.Widget{} }, nil)).To(Succeed())
+		Expect(controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} }, nil)).To(Succeed())
 		var ctx context.Context
 		ctx, cancel = context.WithCancel(context.Background())
 		go func() {
@@ -427,7 +427,7 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		w := newWidget(ns, "late-label", false, "a")
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
 		Eventually(func(g Gomega) {
-			got := get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget)
+			got := get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget)
 			g.Expect(cond(got, condition.TypeProcessing)).NotTo(BeNil())
 			g.Expect(cond(got, condition.TypeProcessing).Reason).To(Equal(condition.ReasonBlocked))
 		}).Should(Succeed())
@@ -435,7 +435,7 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		w.Labels = map[string]string{labels.Environment: env}
 		Expect(cp.Client.Update(ctx, w)).To(Succeed())
 		Eventually(func() bool {
-			return condition.IsReady(get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget))
+			return condition.IsReady(get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget))
 		}, "10s").Should(BeTrue())
 	})
 
@@ -446,7 +446,7 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
 		key := client.ObjectKeyFromObject(w)
 		Eventually(func(g Gomega) {
-			got := get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget)
+			got := get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget)
 			g.Expect(cond(got, condition.TypeReady)).NotTo(BeNil())
 			g.Expect(cond(got, condition.TypeReady).Message).To(ContainSubstring("broken for good"))
 		}).Should(Succeed())
@@ -517,7 +517,7 @@ type countingHandler struct {
 	counts syncMap
 }
 
-func (h *countingHandler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
+func (h *countingHandler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error {
 	h.counts.inc(client.ObjectKeyFromObject(w))
 	return h.faultyHandler.CreateOrUpdate(ctx, w)
 }

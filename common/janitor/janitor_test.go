@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
@@ -42,13 +43,13 @@ func namespace(ctx context.Context) string {
 	return name
 }
 
-func owner(ctx context.Context, ns, name string) *testapi.Widget {
-	w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labels.Environment: "dev"}}}
+func owner(ctx context.Context, ns, name string) *widgetv1.Widget {
+	w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labels.Environment: "dev"}}}
 	Expect(cp.Client.Create(ctx, w)).To(Succeed())
 	return w
 }
 
-func newJanitor(w *testapi.Widget) *janitor.Client {
+func newJanitor(w *widgetv1.Widget) *janitor.Client {
 	j, err := janitor.New(scoped.New(cp.Client, "dev"), w)
 	Expect(err).NotTo(HaveOccurred())
 	return j

@@ -14,19 +14,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trustplane/trustplane/common/ctrlerrors"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/handler"
-	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 )
 
 // Handler reconciles Widgets into ConfigMaps.
 type Handler struct{}
 
-var _ handler.Handler[*testapi.Widget] = &Handler{}
+var _ handler.Handler[*widgetv1.Widget] = &Handler{}
 
 // CreateOrUpdate ensures one ConfigMap per child name, then deletes owned
 // ConfigMaps that are no longer listed.
-func (h *Handler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
+func (h *Handler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error {
 	j := janitor.FromContext(ctx)
 	if len(w.Spec.Children) == 0 {
 		return ctrlerrors.BlockedErrorf("spec.children is empty: list at least one ConfigMap name")
@@ -53,7 +53,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
 
 // Delete removes every owned ConfigMap (the janitor deletes all owned
 // children of a declared type when none was touched).
-func (h *Handler) Delete(ctx context.Context, _ *testapi.Widget) error {
+func (h *Handler) Delete(ctx context.Context, _ *widgetv1.Widget) error {
 	j := janitor.FromContext(ctx)
 	if err := j.Declare(&corev1.ConfigMapList{}); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/testenv"
 )
 
@@ -18,7 +19,7 @@ func StartControlPlane() (*testenv.ControlPlane, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("client-go scheme: %w", err)
 	}
-	if err := AddToScheme(scheme); err != nil {
+	if err := widgetv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("widget scheme: %w", err)
 	}
 	_, file, _, ok := runtime.Caller(0)
