@@ -69,7 +69,7 @@ generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers
 		 $(CONTROLLER_GEN) crd rbac:roleName=$$m-manager-role paths=./... \
 			output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac); \
 	done
-	cd common && $(CONTROLLER_GEN) object paths=./examples/widget/api/... paths=./object/... && \
+	cd common && $(CONTROLLER_GEN) object paths=./examples/widget/api/... paths=./status/... && \
 		$(CONTROLLER_GEN) crd paths=./examples/widget/api/... output:crd:artifacts:config=testdata/crd
 
 fmt: ## gofmt every module

@@ -3,7 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trustplane/trustplane/common/object"
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // InjectAnnotation names the TrustBundle whose PEM bundle is injected into the
@@ -293,7 +293,7 @@ type PublishedJWTAuthority struct {
 // are Ready and Processing (set by the framework), SourcesValid and
 // TargetsInSync (set by the handler).
 type TrustBundleStatus struct {
-	object.Status `json:",inline"`
+	status.Common `json:",inline"`
 
 	// Fingerprint is "sha256:" and the hex SHA-256 of the PEM bundle.
 	// +optional
@@ -366,7 +366,7 @@ type TrustBundle struct {
 }
 
 // CommonStatus implements object.Object.
-func (t *TrustBundle) CommonStatus() *object.Status { return &t.Status.Status }
+func (t *TrustBundle) CommonStatus() *status.Common { return &t.Status.Common }
 
 // +kubebuilder:object:root=true
 

@@ -3,7 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trustplane/trustplane/common/object"
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // Pool kinds an IdentityBinding may reference.
@@ -223,7 +223,7 @@ type OutputReference struct {
 // Processing, Ready and at most one of InvalidRef, UnsafeSelector, Conflict
 // and RenderFailure.
 type IdentityBindingStatus struct {
-	object.Status `json:",inline"`
+	status.Common `json:",inline"`
 	// SPIFFEID is the SPIFFE ID of the binding's outputs; set only while
 	// the binding is Ready.
 	// +optional
@@ -266,7 +266,7 @@ type IdentityBinding struct {
 }
 
 // CommonStatus implements object.Object.
-func (b *IdentityBinding) CommonStatus() *object.Status { return &b.Status.Status }
+func (b *IdentityBinding) CommonStatus() *status.Common { return &b.Status.Common }
 
 // +kubebuilder:object:root=true
 

@@ -3,7 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trustplane/trustplane/common/object"
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // SpiffeEntrySpec is one explicit SPIRE registration entry.
@@ -45,7 +45,7 @@ type SpiffeEntrySpec struct {
 // and Ready, owned by the controller, and Masked when an older object or a
 // foreign entry already holds this entry.
 type SpiffeEntryStatus struct {
-	object.Status `json:",inline"`
+	status.Common `json:",inline"`
 
 	// EntryID is the ID of the SPIRE entry this object holds.
 	// +optional
@@ -84,7 +84,7 @@ type SpiffeEntry struct {
 }
 
 // CommonStatus implements object.Object.
-func (e *SpiffeEntry) CommonStatus() *object.Status { return &e.Status.Status }
+func (e *SpiffeEntry) CommonStatus() *status.Common { return &e.Status.Common }
 
 // SpiffeEntryList is a list of SpiffeEntries.
 //

@@ -3,7 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trustplane/trustplane/common/object"
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // DefaultSpiffeIDTemplate is the SPIFFE ID path template used when a
@@ -67,7 +67,7 @@ type SpiffeRegistrationSpec struct {
 // SpiffeRegistrationStatus reports what the policy registered. Its
 // conditions are Processing and Ready, owned by the controller.
 type SpiffeRegistrationStatus struct {
-	object.Status `json:",inline"`
+	status.Common `json:",inline"`
 
 	// WorkloadsSelected counts the workloads the policy selects.
 	// +optional
@@ -130,7 +130,7 @@ type SpiffeRegistration struct {
 }
 
 // CommonStatus implements object.Object.
-func (r *SpiffeRegistration) CommonStatus() *object.Status { return &r.Status.Status }
+func (r *SpiffeRegistration) CommonStatus() *status.Common { return &r.Status.Common }
 
 // SpiffeRegistrationList is a list of SpiffeRegistrations.
 //

@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
 
-	"github.com/trustplane/trustplane/common/object"
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // GroupVersion is the group and version of Widget.
@@ -33,7 +33,7 @@ type WidgetSpec struct {
 
 // WidgetStatus is the observed state of a Widget.
 type WidgetStatus struct {
-	object.Status `json:",inline"`
+	status.Common `json:",inline"`
 	// ChildCount is the number of children the last pass ensured.
 	// +optional
 	ChildCount int `json:"childCount,omitempty"`
@@ -53,7 +53,7 @@ type Widget struct {
 }
 
 // CommonStatus implements object.Object.
-func (w *Widget) CommonStatus() *object.Status { return &w.Status.Status }
+func (w *Widget) CommonStatus() *status.Common { return &w.Status.Common }
 
 // WidgetList is a list of Widgets.
 //
