@@ -36,6 +36,9 @@ type Options struct {
 	Metrics *Metrics
 	// Random returns a value in [0,1) for jitter; nil means math/rand/v2.
 	Random func() float64
+	// APIReader reads uncached (the manager's GetAPIReader), to confirm
+	// that children of Live types are gone; nil reads through the client.
+	APIReader client.Reader
 }
 
 // Controller runs the reconcile lifecycle of kind T around a Handler.
@@ -108,11 +111,18 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 	}
 	orig = obj.DeepCopyObject().(T)
 
-	j, err := janitor.New(c.scopedClient(env), obj)
+	j, err := c.janitor(c.scopedClient(env), obj)
 	if err != nil {
 		return ctrl.Result{}, ResultError, err
 	}
 	hErr := c.handler.CreateOrUpdate(janitor.IntoContext(ctx, j), obj)
+	if hErr == nil {
+		// The pass succeeded: the children it did not write of the types it
+		// declared are stale.
+		if _, err := j.Cleanup(ctx); err != nil {
+			hErr = fmt.Errorf("clean up children: %w", err)
+		}
+	}
 	return c.finish(ctx, obj, orig, hErr)
 }
 
@@ -129,13 +139,22 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 	if env, ok := c.environment(obj); ok {
 		sc = c.scopedClient(env)
 	}
-	j, err := janitor.New(sc, obj)
+	j, err := c.janitor(sc, obj)
 	if err != nil {
 		return ctrl.Result{}, ResultError, err
 	}
 	if hErr := c.handler.Delete(janitor.IntoContext(ctx, j), obj); hErr != nil {
 		hErr = fmt.Errorf("delete: %w", hErr)
 		return c.finish(ctx, obj, orig, hErr)
+	}
+	if o, ok := c.handler.(handler.Owner); ok {
+		gone, err := j.Withdraw(ctx, o.OwnedTypes()...)
+		if err == nil && !gone {
+			err = ctrlerrors.RetryableWithDelayErrorf(c.opts.Config.RequeueAfterOnError, "waiting for the children of %s to be deleted", obj.GetName())
+		}
+		if err != nil {
+			return c.finish(ctx, obj, orig, fmt.Errorf("delete children: %w", err))
+		}
 	}
 	if err := c.updateFinalizer(ctx, obj, false); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -144,6 +163,11 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 		return ctrl.Result{}, ResultError, fmt.Errorf("remove finalizer: %w", err)
 	}
 	return ctrl.Result{}, ResultDeleted, nil
+}
+
+// janitor returns the janitor of one pass for obj's children.
+func (c *Controller[T]) janitor(sc *scoped.Client, obj T) (*janitor.Client, error) {
+	return janitor.New(sc, obj, janitor.WithLiveReader(c.opts.APIReader))
 }
 
 // scopedClient returns the client of environment env; the configured default

@@ -133,6 +133,36 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		}
 	})
 
+	It("deletes the declared children a successful pass did not write, without the handler calling Cleanup", func(ctx context.Context) {
+		w := newWidget(ns, "shrinking", true, "a", "b")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		c := newController(cp.Client)
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		get(ctx, w)
+		w.Spec.Children = []string{"a"}
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		_, err = reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(apierrors.IsNotFound(cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "b"}, &corev1.ConfigMap{}))).To(BeTrue())
+		Expect(cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "a"}, &corev1.ConfigMap{})).To(Succeed())
+	})
+
+	It("deletes nothing after a failed pass, though the handler declared the type", func(ctx context.Context) {
+		w := newWidget(ns, "failing", true, "a", "b")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		c := newController(cp.Client)
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		get(ctx, w)
+		w.Spec.Children = []string{"a"}
+		w.Spec.Fail = "late"
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		_, err = reconcileOnce(ctx, c, w)
+		Expect(err).To(MatchError(ContainSubstring("failed after writing")))
+		Expect(cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "b"}, &corev1.ConfigMap{})).To(Succeed())
+	})
+
 	Describe("failure mode 1: stuck deletion", func() {
 		It("deletes an object whose environment label was removed, calling Delete first", func(ctx context.Context) {
 			w := newWidget(ns, "unlabelled", true, "child")

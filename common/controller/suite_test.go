@@ -56,6 +56,12 @@ func (h *faultyHandler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) 
 		return ctrlerrors.RetryableWithDelayErrorf(time.Minute, "come back later")
 	case "terminal":
 		return errors.New("something is broken for good")
+	case "late":
+		// Fails after writing the children and declaring their type.
+		if err := h.Handler.CreateOrUpdate(ctx, w); err != nil {
+			return err
+		}
+		return errors.New("failed after writing the children")
 	}
 	return h.Handler.CreateOrUpdate(ctx, w)
 }

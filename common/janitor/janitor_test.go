@@ -202,3 +202,74 @@ var _ = Describe("JanitorClient writes", func() {
 		Expect(j.Declare(&unknownList{})).To(MatchError(ContainSubstring("declare cleanup type")))
 	})
 })
+
+var _ = Describe("Live child types", func() {
+	// child creates a ConfigMap labelled as w's child in environment env, as
+	// a pass would have written it while w carried that label.
+	child := func(ctx context.Context, w *widgetv1.Widget, name, env string) {
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.Namespace,
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: env}}})).To(Succeed())
+	}
+	foreign := func(ctx context.Context, ns, name, env string) {
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{labels.OwnerUID: "someone-else", labels.Environment: env}}})).To(Succeed())
+	}
+	live := janitor.ChildType{List: &corev1.ConfigMapList{}, Live: true}
+
+	It("withdraws the owner's children in every environment and confirms their absence", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		child(ctx, w, "here", "dev")
+		child(ctx, w, "earlier", "prod")
+		foreign(ctx, ns, "theirs", "prod")
+
+		gone, err := newJanitor(w).Withdraw(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeFalse(), "children were seen in this call: not yet confirmed")
+		Expect(exists(ctx, ns, "here")).To(BeFalse())
+		Expect(exists(ctx, ns, "earlier")).To(BeFalse())
+		Expect(exists(ctx, ns, "theirs")).To(BeTrue())
+
+		gone, err = newJanitor(w).Withdraw(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeTrue())
+	})
+
+	It("never deletes an object that copies the owner's UID label without its kind", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "copied", Namespace: ns,
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.Environment: "dev"}}})).To(Succeed())
+		j := newJanitor(w)
+		Expect(j.Declare(&corev1.ConfigMapList{})).To(Succeed())
+		_, err := j.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = newJanitor(w).Withdraw(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(exists(ctx, ns, "copied")).To(BeTrue())
+	})
+
+	It("keeps a scoped type to the owner's environment", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		child(ctx, w, "earlier", "prod")
+		gone, err := newJanitor(w).Withdraw(ctx, janitor.ChildType{List: &corev1.ConfigMapList{}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeTrue(), "only Live types wait for confirmation")
+		Expect(exists(ctx, ns, "earlier")).To(BeTrue())
+	})
+
+	It("spares the Live children this pass wrote", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		child(ctx, w, "stale", "prod")
+		j := newJanitor(w)
+		ensure(ctx, j, ns, "current")
+		Expect(j.DeclareTypes(live)).To(Succeed())
+		n, err := j.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(Equal(1))
+		Expect(exists(ctx, ns, "stale")).To(BeFalse())
+		Expect(exists(ctx, ns, "current")).To(BeTrue())
+	})
+})

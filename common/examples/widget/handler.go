@@ -22,7 +22,10 @@ import (
 // Handler reconciles Widgets into ConfigMaps.
 type Handler struct{}
 
-var _ handler.Handler[*widgetv1.Widget] = &Handler{}
+var (
+	_ handler.Handler[*widgetv1.Widget] = &Handler{}
+	_ handler.Owner                     = &Handler{}
+)
 
 // CreateOrUpdate ensures one ConfigMap per child name, then deletes owned
 // ConfigMaps that are no longer listed.
@@ -40,26 +43,20 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error 
 			return fmt.Errorf("ensure configmap %s/%s: %w", w.Namespace, name, err)
 		}
 	}
-	// The full desired set of ConfigMaps is known: let the janitor clean up.
+	// The full desired set of ConfigMaps is known: once this pass succeeds,
+	// the Controller deletes the owned ConfigMaps it did not write.
 	if err := j.Declare(&corev1.ConfigMapList{}); err != nil {
 		return err
-	}
-	if _, err := j.Cleanup(ctx); err != nil {
-		return fmt.Errorf("clean up configmaps: %w", err)
 	}
 	w.Status.ChildCount = len(w.Spec.Children)
 	return nil
 }
 
-// Delete removes every owned ConfigMap (the janitor deletes all owned
-// children of a declared type when none was touched).
-func (h *Handler) Delete(ctx context.Context, _ *widgetv1.Widget) error {
-	j := janitor.FromContext(ctx)
-	if err := j.Declare(&corev1.ConfigMapList{}); err != nil {
-		return err
-	}
-	if _, err := j.Cleanup(ctx); err != nil {
-		return fmt.Errorf("delete configmaps: %w", err)
-	}
-	return nil
+// OwnedTypes implements handler.Owner: a Widget's children are ConfigMaps.
+func (h *Handler) OwnedTypes() []janitor.ChildType {
+	return []janitor.ChildType{{List: &corev1.ConfigMapList{}}}
 }
+
+// Delete has nothing to do outside the cluster: the Controller deletes the
+// owned children of OwnedTypes before it removes the finalizer.
+func (h *Handler) Delete(context.Context, *widgetv1.Widget) error { return nil }

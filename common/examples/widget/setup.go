@@ -37,9 +37,10 @@ func NewScheme() (*runtime.Scheme, error) {
 // operator on common needs besides its Handler.
 func Setup(mgr ctrl.Manager, cfg config.Config, metrics *controller.Metrics) error {
 	c := controller.New("widget", mgr.GetClient(), &Handler{}, controller.Options{
-		Config:   cfg,
-		Recorder: mgr.GetEventRecorder("widget"),
-		Metrics:  metrics,
+		Config:    cfg,
+		Recorder:  mgr.GetEventRecorder("widget"),
+		Metrics:   metrics,
+		APIReader: mgr.GetAPIReader(),
 	})
 	// Owning ConfigMaps repairs a child deleted or edited by hand at once.
 	return controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} },

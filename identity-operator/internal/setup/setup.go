@@ -198,14 +198,15 @@ func register(ctx context.Context, mgr ctrl.Manager, s Settings, m *controller.M
 		return fmt.Errorf("find the served output kinds: %w", err)
 	}
 	s.Handler.ServedOutputs = served
-	h, err := identitybinding.New(mgr.GetClient(), mgr.GetAPIReader(), s.Handler)
+	h, err := identitybinding.New(mgr.GetClient(), s.Handler)
 	if err != nil {
 		return fmt.Errorf("build handler: %w", err)
 	}
 	c := controller.New(ibcontroller.Name, mgr.GetClient(), h, controller.Options{
-		Config:   s.Framework,
-		Recorder: mgr.GetEventRecorder(ibcontroller.Name),
-		Metrics:  m,
+		Config:    s.Framework,
+		Recorder:  mgr.GetEventRecorder(ibcontroller.Name),
+		Metrics:   m,
+		APIReader: mgr.GetAPIReader(),
 	})
 	return ibcontroller.Setup(ctx, mgr, c, ibcontroller.SetupOptions{
 		TrustDomain:         s.TrustDomain,

@@ -26,7 +26,7 @@ type WidgetSpec struct {
 	// +optional
 	Data map[string]string `json:"data,omitempty"`
 	// Fail makes the test handler return an error of this kind: "blocked",
-	// "retryable", "delay" or "terminal".
+	// "retryable", "delay", "terminal" or "late" (after writing the children).
 	// +optional
 	Fail string `json:"fail,omitempty"`
 }
