@@ -29,7 +29,7 @@ FUZZ_TARGETS := \
 	identity-operator/internal/conflict:FuzzClassifyIsSymmetric:100000x
 FUZZ_TIME ?=
 
-.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-kind images docker-images fuzz \
+.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-deployed e2e-kind images docker-images fuzz installers \
 	$(foreach o,$(OPERATORS),deploy-$(o) undeploy-$(o))
 
 all: test
@@ -44,8 +44,9 @@ vet: ## go vet every module (common also as for macOS, where its tests may run)
 	go vet $(PKGS)
 	GOOS=darwin go vet ./common/...
 
-test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), then each fuzz target briefly
+test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster, then each fuzz target briefly
 	go test $(GO_TEST_FLAGS) $(PKGS)
+	$(MAKE) --no-print-directory e2e-deployed E2E_DEPLOYED_LABELS=smoke E2E_DEPLOYED_FLAGS=
 	$(MAKE) fuzz
 
 fuzz: ## run each fuzz target of FUZZ_TARGETS for its budget (or FUZZ_TIME)
@@ -62,7 +63,7 @@ cover: tools ## per-package coverage (a package counts as covered by every test 
 bench: tools ## benchmarks of every operator; figures go to bench-results/
 	hack/bench.sh
 
-generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers
+generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers, and the chart's copies of them, its flag values and values table
 	@for m in $(OPERATORS); do \
 		echo "generate $$m"; \
 		(cd $$m && $(CONTROLLER_GEN) object paths=./api/... && \
@@ -71,6 +72,8 @@ generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers
 	done
 	cd common && $(CONTROLLER_GEN) object paths=./examples/widget/api/... paths=./status/... && \
 		$(CONTROLLER_GEN) crd paths=./examples/widget/api/... output:crd:artifacts:config=testdata/crd
+	@echo "generate charts/trustplane (CRDs, RBAC and policies from config/, flag values from each operator's --help, values table)"
+	go run ./e2e/cmd/chartgen
 
 fmt: ## gofmt every module
 	gofmt -w $(MODULES)
@@ -80,6 +83,13 @@ demo: tools ## start a local control plane, SPIRE and the three operators, apply
 
 e2e: tools ## the end-to-end suite on a local control plane (also part of make test)
 	go test -timeout 20m -v ./e2e/...
+
+# Ginkgo label filter of make e2e-deployed (empty: every spec).
+E2E_DEPLOYED_LABELS ?=
+E2E_DEPLOYED_FLAGS  ?= -v
+
+e2e-deployed: tools ## the suite with the operators deployed as pods on the real node (images imported, make deploy-<operator>); make test runs its smoke specs
+	E2E_CLUSTER=deployed go test -timeout 20m -count=1 $(E2E_DEPLOYED_FLAGS) ./e2e/ -ginkgo.label-filter='$(E2E_DEPLOYED_LABELS)'
 
 e2e-kind: ## the same suite on a kind cluster (needs Docker): images, SPIRE, make deploy-<operator>
 	hack/e2e-kind.sh
@@ -94,9 +104,17 @@ images: ## the operators' images (trustplane/<operator>:IMAGE_TAG) as tarballs i
 docker-images: ## the same images built with the operators' Dockerfiles into the local Docker engine (needs Docker)
 	@for o in $(OPERATORS); do docker build -t trustplane/$$o:$(IMAGE_TAG) -f $$o/Dockerfile . ; done
 
+installers: ## dist/<operator>.yaml: each operator's config/default in one file for kubectl apply, images trustplane/<operator>:IMAGE_TAG
+	IMAGE_TAG='$(IMAGE_TAG)' hack/installers.sh dist
+
+# make deploy-<operator> applies <operator>/config/default, or, with
+# DEPLOY_OVERLAYS=<dir>, the kustomization <dir>/<operator>: an overlay of
+# config/default for one cluster (image, SPIRE address, agent socket).
+DEPLOY_OVERLAYS ?=
+
 define deploy_rules
-deploy-$(1): ## apply $(1)'s config/default (CRDs, RBAC, manager) to the cluster of $$KUBECONFIG
-	$(KUBECTL) kustomize $(1)/config/default | $(KUBECTL) apply --server-side --field-manager=trustplane-deploy -f -
+deploy-$(1): ## apply $(1)'s config/default (CRDs, RBAC, manager), or its overlay in DEPLOY_OVERLAYS/$(1), to the cluster of $$KUBECONFIG
+	$(KUBECTL) kustomize $$(if $$(DEPLOY_OVERLAYS),$$(DEPLOY_OVERLAYS)/$(1),$(1)/config/default) | $(KUBECTL) apply --server-side --field-manager=trustplane-deploy -f -
 
 undeploy-$(1): ## remove $(1)'s config/default from the cluster
 	$(KUBECTL) kustomize $(1)/config/default | $(KUBECTL) delete --ignore-not-found -f -

@@ -16,10 +16,10 @@ import (
 
 var _ = Describe("make deploy-<operator>", func() {
 	for _, op := range framework.Operators {
-		It("applies "+op+"'s config/default to the cluster, and undeploy would remove it cleanly", func(ctx context.Context) {
+		It("applies "+op+"'s config/default to the cluster, and undeploy would remove it cleanly", smoke, func(ctx context.Context) {
 			root, err := framework.RepoRoot()
 			Expect(err).NotTo(HaveOccurred())
-			cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", root, "deploy-"+op)
+			cmd := exec.CommandContext(ctx, "make", append([]string{"--no-print-directory", "-C", root, "deploy-" + op}, cluster.DeployArgs()...)...)
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.KubeconfigPath())
 			out, err := cmd.CombinedOutput()
 			Expect(err).NotTo(HaveOccurred(), string(out))

@@ -98,7 +98,7 @@ spec:
 `, environment, cluster.TrustDomain(), cluster.AgentParentID())
 	})
 
-	It("gives a Deployment in a selected namespace its entry", func(ctx context.Context) {
+	It("gives a Deployment in a selected namespace its entry", smoke, func(ctx context.Context) {
 		ns := selectedNamespace(ctx)
 		deployment(ctx, ns, "web", "web-sa", "")
 		Eventually(entryCount(ctx, workloadID(ns, "web-sa")), timeout).Should(Equal(1))
@@ -126,7 +126,7 @@ spec:
 		Eventually(entryCount(ctx, id), timeout).Should(Equal(0))
 	})
 
-	It("converges with nothing duplicated after the operator is killed and restarted", func(ctx context.Context) {
+	It("converges with nothing duplicated after the operator is killed and restarted", smoke, func(ctx context.Context) {
 		ns := selectedNamespace(ctx)
 		deployment(ctx, ns, "before", "before-sa", "")
 		Eventually(entryCount(ctx, workloadID(ns, "before-sa")), timeout).Should(Equal(1))
@@ -163,7 +163,7 @@ spec:
 		deployment(ctx, ns, "model", "model-sa", ", identity.trustplane.dev/variant: stable")
 	})
 
-	It("gives two variants two entries", func(ctx context.Context) {
+	It("gives two variants two entries", smoke, func(ctx context.Context) {
 		binding(ctx, "stable", "stable")
 		binding(ctx, "canary", "canary")
 		Eventually(entryCount(ctx, bindingID("stable")), timeout).Should(Equal(1))
@@ -179,7 +179,7 @@ spec:
 })
 
 var _ = Describe("bundle-operator", Ordered, func() {
-	It("brings the SPIRE bundle to a new namespace and an annotated webhook", func(ctx context.Context) {
+	It("brings the SPIRE bundle to a new namespace and an annotated webhook", smoke, func(ctx context.Context) {
 		create(ctx, `
 apiVersion: bundle.trustplane.dev/v1alpha1
 kind: TrustBundle

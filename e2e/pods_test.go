@@ -97,7 +97,7 @@ spec:
 `, environment, cluster.TrustDomain(), cluster.AgentParentID(), podsLabel)
 	})
 
-	It("gives a Deployment's pod exactly the rendered SPIFFE ID and DNS name, as X509-SVID and JWT-SVID", func(ctx context.Context) {
+	It("gives a Deployment's pod exactly the rendered SPIFFE ID and DNS name, as X509-SVID and JWT-SVID", smoke, func(ctx context.Context) {
 		ns := namespace(ctx, true)
 		probeDeployment(ctx, w, ns, "web", "web-sa")
 		id := workloadID(ns, "web-sa")
@@ -216,7 +216,7 @@ spec:
 `, ns, environment)
 	})
 
-	It("gives the pool's pods of the bound variant exactly the binding's ID", func(ctx context.Context) {
+	It("gives the pool's pods of the bound variant exactly the binding's ID", smoke, func(ctx context.Context) {
 		Eventually(probeLog(ctx, ns, "model"), podTimeout, time.Second).Should(ContainSubstring("x509-svid "))
 		log, err := probeLog(ctx, ns, "model")()
 		Expect(err).NotTo(HaveOccurred())
@@ -247,7 +247,7 @@ spec:
 })
 
 var _ = Describe("bundle-operator's bundle between pods on a real node", func() {
-	It("lets a client pod verify a server pod's SVID over mTLS with the bundle from its namespace's ConfigMap, and the server the client's", func(ctx context.Context) {
+	It("lets a client pod verify a server pod's SVID over mTLS with the bundle from its namespace's ConfigMap, and the server the client's", smoke, func(ctx context.Context) {
 		w := requireWorkloads()
 		const label = "e2e.trustplane.dev/mtls"
 		ns := fmt.Sprintf("e2e-mtls-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # build-tools.sh builds the real components the tests run (kube-apiserver, kubectl,
-# etcd, spire-server, spire-agent) from the Go module proxy into a cache outside
+# etcd, spire-server, spire-agent, helm) from the Go module proxy into a cache outside
 # the repository, keyed by version. A binary already in the cache is reused.
 # The node target builds the real node's components the same way: kubelet,
 # kube-controller-manager, kube-scheduler, containerd with its runc shim and its
 # client ctr (which imports images), runc and the CNI plugins bridge, host-local, loopback and portmap.
 #
-# Usage: hack/build-tools.sh [k8s] [spire] [node] [all]   (default: all; all is k8s and spire)
+# Usage: hack/build-tools.sh [k8s] [spire] [helm] [node] [all]   (default: all; all is k8s, spire and helm)
 # Prints the cache directory of the binaries on its last line when asked with --print-dir.
 set -euo pipefail
 
@@ -16,6 +16,7 @@ SPIRE_VERSION=v1.13.3
 CONTAINERD_VERSION=v2.4.2
 RUNC_VERSION=v1.5.3
 CNI_PLUGINS_VERSION=v1.10.0
+HELM_VERSION=v3.22.0
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${TRUSTPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trustplane}
@@ -61,6 +62,20 @@ spire() {
 	build spire-agent "$SPIRE_VERSION" spire github.com/spiffe/spire/cmd/spire-agent 1
 }
 
+# helm builds the Helm command line the chart tests lint and render with,
+# stamped as Helm's release build stamps it: its version, and the Kubernetes
+# version of its client-go as the default of helm template and helm lint.
+helm() {
+	local kv minor ld p
+	kv=$(cd "$root/hack/tools/helm" && GOWORK=off go list -m -f '{{.Version}}' k8s.io/client-go)
+	minor=${kv#v0.}; minor=${minor%%.*}
+	ld="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+	for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+		ld="$ld -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$minor"
+	done
+	build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm 0 "$ld"
+}
+
 # node builds what a real node runs. runc links its nsenter C code (cgo, so gcc is
 # needed) and libseccomp: without seccomp support runc refuses every container whose
 # spec has a seccomp profile, and the kubelet asks for RuntimeDefault for every pod
@@ -102,6 +117,7 @@ assets() {
 	ln -sf "$bin/etcd-$ETCD_VERSION" "$dir/etcd"
 	ln -sf "$bin/spire-server-$SPIRE_VERSION" "$dir/spire-server" 2>/dev/null || true
 	ln -sf "$bin/spire-agent-$SPIRE_VERSION" "$dir/spire-agent" 2>/dev/null || true
+	ln -sf "$bin/helm-$HELM_VERSION" "$dir/helm" 2>/dev/null || true
 	echo "$dir"
 }
 
@@ -110,8 +126,9 @@ for t in $targets; do
 	case $t in
 	k8s) k8s ;;
 	spire) spire ;;
+	helm) helm ;;
 	node) node ;;
-	all) k8s; spire ;;
+	all) k8s; spire; helm ;;
 	--print-dir) ;;
 	*) say "unknown target $t"; exit 2 ;;
 	esac

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -35,7 +36,6 @@ import (
 )
 
 const (
-	namespaces = 1000
 	// The operator's Kubernetes client limits: its flag defaults.
 	operatorQPS   = "100"
 	operatorBurst = "200"
@@ -44,15 +44,65 @@ const (
 	quiet         = 15 * time.Second
 )
 
-// BenchmarkTrustBundle runs the whole scenario once (-benchtime 1x).
+// sizes are the numbers of namespaces the scenario runs at, each on fresh
+// servers; the figures of every size after the first are also given as a
+// ratio to the first's. QUICK=1 (as in `make bench QUICK=1`) runs the first
+// only.
+func sizes() []int {
+	if os.Getenv("QUICK") != "" {
+		return []int{1000}
+	}
+	return []int{1000, 10000}
+}
+
+// BenchmarkTrustBundle runs the whole scenario once per size (-benchtime 1x).
+// BENCH_OPERATOR_BIN runs a prebuilt operator binary instead of building
+// cmd/, so that two builds can be measured in alternation.
 func BenchmarkTrustBundle(b *testing.B) {
-	for range b.N {
-		runScenario(b)
+	bin := os.Getenv("BENCH_OPERATOR_BIN")
+	if bin == "" {
+		bin = buildOperator(b)
+	}
+	var first figures
+	all := map[int]figures{}
+	for _, n := range sizes() {
+		b.Run(fmt.Sprintf("namespaces=%d", n), func(b *testing.B) {
+			for range b.N {
+				f := runScenario(b, bin, n)
+				if first == nil {
+					first = f
+				} else {
+					f.ratios(b, first)
+				}
+				all[n] = f
+			}
+		})
+	}
+	if out := os.Getenv("BENCH_OUT"); out != "" {
+		writeFigures(b, out, all)
 	}
 }
 
-func runScenario(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+// figures are the measured values of one run, by name and unit.
+type figures map[string]float64
+
+// ratios reports, for the figures that scale with the number of
+// namespaces, their ratio to those of the run at the first size.
+func (f figures) ratios(b *testing.B, first figures) {
+	for _, name := range []string{"fan-out time (s_fanout)", "fan-out writes per target (writes/target_fanout)",
+		"rotation time (s_rotation)", "operator RSS (MiB_rss)", "operator anonymous RSS (MiB_rss_anon)",
+		"operator Go heap in use (MiB_heap_inuse)"} {
+		if first[name] == 0 {
+			continue
+		}
+		r := f[name] / first[name]
+		f["ratio to the first size: "+name] = r
+		b.Logf("%s: %.3f x the first size's", name, r)
+	}
+}
+
+func runScenario(b *testing.B, bin string, namespaces int) figures {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute*time.Duration(1+namespaces/2000))
 	defer cancel()
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -80,14 +130,14 @@ func runScenario(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	bin := buildOperator(b)
-	createNamespaces(ctx, b, c)
+	createNamespaces(ctx, b, c, namespaces)
 
-	w := newTargetWatch(ctx, b, c)
+	w := newTargetWatch(ctx, b, c, namespaces)
+	sw := newStatusWatch(ctx, b, c)
 	op := startOperator(ctx, b, bin, cp.KubeconfigPath, sp.SocketPath)
 	defer func() { op.stop() }() // the operator running at the end, after a restart too
 
-	metrics := map[string]float64{}
+	metrics := figures{}
 	report := func(name string, v float64, unit string) {
 		b.ReportMetric(v, unit)
 		metrics[name+" ("+unit+")"] = v
@@ -114,17 +164,18 @@ func runScenario(b *testing.B) {
 	fanOut := time.Since(start)
 	writes := w.takeWrites()
 	report("fan-out time", fanOut.Seconds(), "s_fanout")
-	report("fan-out writes per target", float64(writes)/namespaces, "writes/target_fanout")
-	report("fan-out write requests per target", op.writeRequests(b)/namespaces, "requests/target_fanout")
+	report("fan-out writes per target", float64(writes)/float64(namespaces), "writes/target_fanout")
+	report("fan-out write requests per target", op.writeRequests(b)/float64(namespaces), "requests/target_fanout")
 
 	// 2. Resync with nothing changed: touch the TrustBundle and let the
 	// periodic resync (requeue-after 5s in this run) and polls go by. The
 	// fan-out's own status patch must land first.
-	waitInSync(ctx, b, c)
+	waitInSync(ctx, b, c, namespaces)
 	w.takeWrites()
 	before := op.writeRequests(b)
 	touch(ctx, b, c)
 	time.Sleep(quiet) // a measurement window, not synchronisation
+	report("status writes of the first sync and the resync window", float64(sw.count()), "status_writes")
 	report("resync writes", float64(w.takeWrites()), "writes_resync")
 	report("resync write requests", op.writeRequests(b)-before, "requests_resync")
 
@@ -147,7 +198,7 @@ func runScenario(b *testing.B) {
 	start = time.Now()
 	w.waitAll(ctx, b, rotated)
 	report("rotation time", time.Since(start).Seconds(), "s_rotation")
-	report("rotation writes per target", float64(w.takeWrites())/namespaces, "writes/target_rotation")
+	report("rotation writes per target", float64(w.takeWrites())/float64(namespaces), "writes/target_rotation")
 
 	// 5. Memory of the operator process.
 	mem := op.memory(b)
@@ -161,28 +212,32 @@ func runScenario(b *testing.B) {
 		b.Fatal(err)
 	}
 	report("operator Go heap in use", heap/(1<<20), "MiB_heap_inuse")
-
-	if out := os.Getenv("BENCH_OUT"); out != "" {
-		writeFigures(b, out, metrics)
-	}
+	return metrics
 }
 
 // writeFigures writes one "name: value" line per figure, sorted. A relative
 // path is taken from the module root, where `make bench` runs go test (the
 // test itself runs in bench/).
-func writeFigures(b *testing.B, out string, metrics map[string]float64) {
+func writeFigures(b *testing.B, out string, all map[int]figures) {
 	if !filepath.IsAbs(out) {
 		out = filepath.Join("..", out)
 	}
-	names := make([]string, 0, len(metrics))
-	for k := range metrics {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "# bundle-operator benchmark, %d namespaces, operator --kube-api-qps=%s --kube-api-burst=%s\n", namespaces, operatorQPS, operatorBurst)
-	for _, k := range names {
-		fmt.Fprintf(&sb, "%s: %.3f\n", k, metrics[k])
+	fmt.Fprintf(&sb, "# bundle-operator benchmark, operator --kube-api-qps=%s --kube-api-burst=%s\n", operatorQPS, operatorBurst)
+	for _, n := range sizes() {
+		metrics, ok := all[n]
+		if !ok {
+			continue
+		}
+		names := make([]string, 0, len(metrics))
+		for k := range metrics {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(&sb, "# %d namespaces\n", n)
+		for _, k := range names {
+			fmt.Fprintf(&sb, "%d namespaces, %s: %.3f\n", n, k, metrics[k])
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		b.Fatalf("create %s: %v", filepath.Dir(out), err)
@@ -205,14 +260,14 @@ func buildOperator(b *testing.B) string {
 	return bin
 }
 
-func createNamespaces(ctx context.Context, b *testing.B, c client.Client) {
+func createNamespaces(ctx context.Context, b *testing.B, c client.Client, namespaces int) {
 	var wg sync.WaitGroup
 	errs := make(chan error, namespaces)
 	next := make(chan int)
 	for range 32 {
 		wg.Go(func() {
 			for i := range next {
-				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%04d", i), Labels: map[string]string{"bench": "true"}}}
+				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%05d", i), Labels: map[string]string{"bench": "true"}}}
 				if err := c.Create(ctx, ns); err != nil {
 					errs <- err
 				}
@@ -243,13 +298,13 @@ func spireBundle(ctx context.Context, b *testing.B, sp *testenv.Spire) string {
 }
 
 // waitInSync waits until the TrustBundle's status reports every target in sync.
-func waitInSync(ctx context.Context, b *testing.B, c client.Client) {
+func waitInSync(ctx context.Context, b *testing.B, c client.Client, namespaces int) {
 	for {
 		tb := &v1alpha1.TrustBundle{}
 		if err := c.Get(ctx, client.ObjectKey{Name: bundleName}, tb); err != nil {
 			b.Fatal(err)
 		}
-		if tb.Status.TargetsInSync == namespaces {
+		if int(tb.Status.TargetsInSync) == namespaces {
 			return
 		}
 		select {
@@ -275,22 +330,23 @@ func touch(ctx context.Context, b *testing.B, c client.Client) {
 // targetWatch counts every change of a target ConfigMap (each ADDED or
 // MODIFIED event is one write that reached etcd) and remembers its data.
 type targetWatch struct {
-	mu     sync.Mutex
-	data   map[string]string
-	writes int
-	change chan struct{}
+	namespaces int
+	mu         sync.Mutex
+	data       map[string]string
+	writes     int
+	change     chan struct{}
 }
 
 // newTargetWatch lists the targets and watches them from the list's
 // resourceVersion. A watch the server ends is resumed from the last
 // resourceVersion seen, so no event is lost or counted twice.
-func newTargetWatch(ctx context.Context, b *testing.B, c client.WithWatch) *targetWatch {
+func newTargetWatch(ctx context.Context, b *testing.B, c client.WithWatch, namespaces int) *targetWatch {
 	ours := client.MatchingLabels{target.LabelTrustBundle: bundleName}
 	var list corev1.ConfigMapList
 	if err := c.List(ctx, &list, ours); err != nil {
 		b.Fatal(err)
 	}
-	w := &targetWatch{data: map[string]string{}, change: make(chan struct{}, 1)}
+	w := &targetWatch{namespaces: namespaces, data: map[string]string{}, change: make(chan struct{}, 1)}
 	for i := range list.Items {
 		w.data[list.Items[i].Namespace] = list.Items[i].Data["ca.crt"]
 	}
@@ -354,14 +410,14 @@ func (w *targetWatch) waitAll(ctx context.Context, b *testing.B, want string) {
 			}
 		}
 		w.mu.Unlock()
-		if n == namespaces {
+		if n == w.namespaces {
 			return
 		}
 		select {
 		case <-w.change:
 		case <-time.After(time.Second):
 		case <-ctx.Done():
-			b.Fatalf("only %d of %d targets hold the bundle: %v", n, namespaces, ctx.Err())
+			b.Fatalf("only %d of %d targets hold the bundle: %v", n, w.namespaces, ctx.Err())
 		}
 	}
 }
@@ -527,4 +583,52 @@ func (o *operator) memory(b *testing.B) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// statusWatch counts the writes of the TrustBundle's status that reached
+// etcd: every watch event whose status differs from the one before.
+type statusWatch struct {
+	mu     sync.Mutex
+	last   string
+	writes int
+}
+
+// newStatusWatch watches the TrustBundles from now on; the bundle's
+// creation carries an empty status, so only status writes count.
+func newStatusWatch(ctx context.Context, b *testing.B, c client.WithWatch) *statusWatch {
+	var list v1alpha1.TrustBundleList
+	if err := c.List(ctx, &list); err != nil {
+		b.Fatal(err)
+	}
+	wi, err := c.Watch(ctx, &v1alpha1.TrustBundleList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &statusWatch{}
+	go func() {
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			tb, ok := ev.Object.(*v1alpha1.TrustBundle)
+			if !ok || tb.Name != bundleName || ev.Type == watch.Bookmark {
+				continue
+			}
+			raw, err := json.Marshal(tb.Status)
+			if err != nil {
+				continue
+			}
+			s.mu.Lock()
+			if ev.Type != watch.Added && string(raw) != s.last {
+				s.writes++
+			}
+			s.last = string(raw)
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *statusWatch) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
 }

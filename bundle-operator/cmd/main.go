@@ -102,8 +102,8 @@ func operator() manager.Operator {
 // addFlags registers the operator's own flags.
 func addFlags(fs *pflag.FlagSet) {
 	spireconn.AddFlags(fs)
-	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets (needs the rights of config/components/secrets)")
-	fs.Bool(flagAllowSecretTargets, false, "allow TrustBundles to write Secrets (needs the rights of config/components/secrets)")
+	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets (needs the rights of config/components/secret-sources)")
+	fs.Bool(flagAllowSecretTargets, false, "allow TrustBundles to write Secrets (needs the rights of config/components/secret-targets)")
 	fs.Bool(flagClusterTrustBundles, false, "allow ClusterTrustBundle targets (the API server must serve certificates.k8s.io/v1 ClusterTrustBundles)")
 	fs.Duration(flagPollInterval, bundlecontroller.DefaultPollInterval, "how often to poll SPIRE and ConfigMap/Secret sources for changes")
 	fs.Int(flagTargetWorkers, 16, "concurrent target writes per TrustBundle")

@@ -30,7 +30,8 @@ func envFlag(name string) string { return strings.ReplaceAll(strings.ToLower(nam
 func TestManagerSetsOnlyFlagsTheOperatorHas(t *testing.T) {
 	for _, file := range []string{
 		filepath.Join("..", "config", "manager", "manager.yaml"),
-		filepath.Join("..", "config", "components", "secrets", "manager_secrets.yaml"),
+		filepath.Join("..", "config", "components", "secret-targets", "manager.yaml"),
+		filepath.Join("..", "config", "components", "secret-sources", "manager.yaml"),
 	} {
 		t.Run(filepath.Base(file), func(t *testing.T) { testManagerSetsOnlyFlags(t, file) })
 	}

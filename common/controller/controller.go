@@ -50,12 +50,15 @@ type Controller[T object.Object] struct {
 	// emitted remembers the state each object's events last announced, so a
 	// reconcile that reads a stale cached copy does not announce it again.
 	emitted *transitions
+	// written remembers each object's last status write, so a reconcile
+	// that reads a cached copy older than that write does not send it again.
+	written *statusWrites
 }
 
 // New returns a Controller named name (used in logs, events and metrics)
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
-	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions()}
+	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newStatusWrites()}
 }
 
 // Name returns the controller name.
@@ -71,6 +74,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		if apierrors.IsNotFound(err) {
 			c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
 			c.emitted.forget(req.NamespacedName)
+			c.written.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
@@ -131,6 +135,7 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, string, error) {
 	defer c.opts.Metrics.setReady(c.name, client.ObjectKeyFromObject(obj), "")
 	defer c.emitted.forget(client.ObjectKeyFromObject(obj))
+	defer c.written.forget(client.ObjectKeyFromObject(obj))
 	if !controllerutil.ContainsFinalizer(obj, labels.Finalizer) {
 		return ctrl.Result{}, ResultDeleted, nil
 	}
@@ -199,7 +204,7 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	stampGeneration(obj)
 
 	if err := c.writeStatus(ctx, obj, orig); err != nil {
-		if apierrors.IsConflict(err) && hErr == nil {
+		if (apierrors.IsConflict(err) || errors.Is(err, errStaleRead)) && hErr == nil {
 			// The object changed since it was read (or the read came from a
 			// stale cache): the status describes an outdated object. Run the
 			// whole pass again on a fresh read rather than write it.
@@ -254,13 +259,27 @@ func stampGeneration(obj object.Object) {
 // orig. The merge patch carries only the changed status fields and is guarded
 // by the resourceVersion that was read, so a status computed from an outdated
 // or stale-cached object never overwrites a newer one: the write conflicts and
-// the caller reconciles again.
+// the caller reconciles again. A read of the very version its own last status
+// write was made over is known to be outdated without asking the server:
+// errStaleRead, handled as a conflict, and no request.
 func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
 	if equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj)) {
 		return nil
 	}
-	return c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	key, rv := client.ObjectKeyFromObject(obj), orig.GetResourceVersion()
+	if c.written.stale(key, rv) {
+		return errStaleRead
+	}
+	if err := c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	c.written.record(key, rv)
+	return nil
 }
+
+// errStaleRead: the pass read a cached copy older than the controller's own
+// last status write.
+var errStaleRead = errors.New("the cache has not seen the last status write yet")
 
 func statusOf(obj client.Object) any {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)

@@ -285,6 +285,48 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 
+		It("sends no status write when it reads again the version its own last status write was made over", func(ctx context.Context) {
+			w := newWidget(ns, "stale-status", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			var (
+				patches atomic.Int64
+				before  *widgetv1.Widget
+				stale   bool
+			)
+			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if w, ok := obj.(*widgetv1.Widget); ok && stale {
+						before.DeepCopyInto(w)
+						return nil
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					if patches.Add(1) == 1 {
+						// The object as a cache that misses this write will show it.
+						before = &widgetv1.Widget{}
+						Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), before)).To(Succeed())
+					}
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}))
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(patches.Load()).To(Equal(int64(1)))
+
+			stale = true
+			res, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(patches.Load()).To(Equal(int64(1)), "a status computed from the outdated copy is not sent")
+			Expect(res.RequeueAfter).To(Equal(cfg.RequeueAfterOnError), "the pass runs again soon, as after a conflict")
+
+			stale = false
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(patches.Load()).To(Equal(int64(1)), "the status is current")
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
+		})
+
 		It("never loses the handler's error when the status write fails too", func(ctx context.Context) {
 			w := newWidget(ns, "doublefault", true, "a")
 			w.Spec.Fail = "terminal"

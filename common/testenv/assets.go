@@ -17,6 +17,9 @@ const (
 	ContainerdVersion = "v2.4.2"
 	RuncVersion       = "v1.5.3"
 	CNIPluginsVersion = "v1.10.0"
+	// HelmVersion is the Helm command line the chart tests run
+	// (hack/build-tools.sh helm).
+	HelmVersion = "v3.22.0"
 )
 
 // CacheDir is where hack/build-tools.sh puts the binaries:
@@ -43,11 +46,11 @@ var toolVersions = map[string]struct{ version, target string }{
 	"containerd-shim-runc-v2": {ContainerdVersion, "node"}, "ctr": {ContainerdVersion, "node"},
 	"runc": {RuncVersion, "node"}, "cni-bridge": {CNIPluginsVersion, "node"},
 	"cni-host-local": {CNIPluginsVersion, "node"}, "cni-loopback": {CNIPluginsVersion, "node"},
-	"cni-portmap": {CNIPluginsVersion, "node"},
+	"cni-portmap": {CNIPluginsVersion, "node"}, "helm": {HelmVersion, "helm"},
 }
 
 // Binary returns the path of a built tool (kube-apiserver, etcd, kubectl,
-// spire-server, spire-agent, and the real node's kubelet,
+// spire-server, spire-agent, helm, and the real node's kubelet,
 // kube-controller-manager, kube-scheduler, containerd,
 // containerd-shim-runc-v2, ctr, runc, cni-<plugin>) or an error that says
 // how to build it.

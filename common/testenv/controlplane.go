@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +24,11 @@ type ControlPlaneOptions struct {
 	// APIServerFlags are extra kube-apiserver flags (name without dashes);
 	// an empty value removes a flag envtest sets by default.
 	APIServerFlags map[string]string
+	// BindAddress is the address the kube-apiserver serves on (and names
+	// in its serving certificate), 127.0.0.1 by default. Pods on a real
+	// node reach the apiserver at the node's IP (NodeIP), never at an
+	// address of all interfaces.
+	BindAddress string
 	// KeepLogs keeps LogDir (logs and kubeconfigs) after Stop; by default
 	// Stop removes it, so print Logs() from a failing test before Stop.
 	KeepLogs bool
@@ -75,7 +81,18 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	}
 	env.ControlPlane.GetAPIServer().Out = logFile
 	env.ControlPlane.GetAPIServer().Err = logFile
+	if opts.BindAddress != "" {
+		port, err := freePortOn(opts.BindAddress)
+		if err != nil {
+			return nil, err
+		}
+		serving := &env.ControlPlane.GetAPIServer().SecureServing
+		serving.Address, serving.Port = opts.BindAddress, strconv.Itoa(port)
+	}
 	args := env.ControlPlane.GetAPIServer().Configure()
+	if opts.BindAddress != "" {
+		args.Set("advertise-address", opts.BindAddress)
+	}
 	for k, v := range opts.APIServerFlags {
 		if v == "" {
 			args.Disable(k)

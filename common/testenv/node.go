@@ -163,7 +163,7 @@ func StartNode(ctx context.Context, cp *ControlPlane, opts NodeOptions) (_ *Node
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 3 * time.Minute
 	}
-	ip, err := hostIP()
+	ip, err := NodeIP()
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func (n *Node) prepare() error {
 	}
 	files := map[string]string{
 		filepath.Join(dir, "containerd.toml"):                     n.layout.containerdConfig(PauseImage),
-		filepath.Join(n.layout.cniConf, "10-trustplane.conflist"): n.layout.cniConfig("tpn-"+id, s.Bridge),
+		filepath.Join(n.layout.cniConf, "10-trustplane.conflist"): n.layout.cniConfig("tpn-"+id, s.Bridge, n.IP),
 	}
 	for path, content := range files {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -282,9 +282,10 @@ func runID() (string, int, error) {
 	return hex.EncodeToString(b), int(b[0]), nil
 }
 
-// hostIP is the machine's first global IPv4 address; the kubelet refuses a
-// loopback node IP.
-func hostIP() (string, error) {
+// NodeIP is the address a real node on this machine registers as its
+// InternalIP: the machine's first global IPv4 address (the kubelet refuses a
+// loopback one). Pods reach the host at it through the node's bridge.
+func NodeIP() (string, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		return "", fmt.Errorf("list interfaces: %w", err)

@@ -113,20 +113,22 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
 }
 
 // cniConfig is a bridge network with host-local addresses, no masquerade
-// (nothing leaves the machine) and the loopback interface. The portmap
-// plugin is built but not chained: it needs iptables, which the machine
-// may lack, and no spec maps host ports.
-func (l *nodeLayout) cniConfig(network, bridge string) string {
+// (nothing leaves the machine) and the loopback interface. Pods have no
+// default route: besides their subnet they reach only nodeIP, through the
+// bridge's gateway address, where servers meant for pods listen. The portmap
+// plugin is built but not chained: it needs iptables, which the machine may
+// lack, and no spec maps host ports.
+func (l *nodeLayout) cniConfig(network, bridge, nodeIP string) string {
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": %q,
   "plugins": [
     {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}},
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": %q}], "dataDir": %q}},
     {"type": "loopback"}
   ]
 }
-`, network, bridge, l.subnet, l.cniData)
+`, network, bridge, l.subnet, nodeIP+"/32", l.cniData)
 }
 
 // kubeletConfig is the kubelet's configuration. Its API is open to anyone

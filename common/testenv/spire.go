@@ -27,6 +27,10 @@ type SpireOptions struct {
 	// an agent presents a projected service-account token, which the
 	// server reviews with the cluster's apiserver (TokenReview).
 	PSATClusters []PSATCluster
+	// BindAddress is the address the server API listens on, 127.0.0.1 by
+	// default. Pods on a real node reach the server at the node's IP
+	// (NodeIP), never at an address of all interfaces.
+	BindAddress string
 	// LogLevel is the server's log level, "DEBUG" by default (its log is
 	// what a failed test prints). Benchmarks set "INFO": DEBUG logging
 	// slows the server several times.
@@ -44,7 +48,7 @@ type PSATCluster struct {
 	ServiceAccounts []string
 }
 
-// Spire is a running spire-server on 127.0.0.1 with a sqlite file datastore,
+// Spire is a running spire-server on 127.0.0.1 (or BindAddress) with a sqlite file datastore,
 // a disk key manager, the join_token node attestor (and k8s_psat when
 // asked) and its admin API on a Unix socket.
 type Spire struct {
@@ -80,12 +84,15 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 	if opts.LogLevel == "" {
 		opts.LogLevel = "DEBUG"
 	}
+	if opts.BindAddress == "" {
+		opts.BindAddress = "127.0.0.1"
+	}
 	// A socket path over 108 bytes makes spire-server hang: keep it short.
 	dir, err := os.MkdirTemp("/tmp", "tps")
 	if err != nil {
 		return nil, fmt.Errorf("spire dir: %w", err)
 	}
-	port, err := freePort()
+	port, err := freePortOn(opts.BindAddress)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +100,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 		TrustDomain: opts.TrustDomain,
 		Dir:         dir,
 		SocketPath:  filepath.Join(dir, "api.sock"),
-		Address:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		Address:     net.JoinHostPort(opts.BindAddress, strconv.Itoa(port)),
 		ServerID:    "spiffe://" + opts.TrustDomain + "/spire/server",
 		bin:         bin,
 		config:      filepath.Join(dir, "server.conf"),
@@ -103,7 +110,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 		admins = append(admins, strconv.Quote(id))
 	}
 	conf := fmt.Sprintf(`server {
-    bind_address = "127.0.0.1"
+    bind_address = %q
     bind_port = "%d"
     socket_path = %q
     trust_domain = %q
@@ -128,7 +135,7 @@ plugins {
         }
     }
 }
-`, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.LogLevel, opts.DefaultX509SVIDTTL.String(),
+`, opts.BindAddress, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.LogLevel, opts.DefaultX509SVIDTTL.String(),
 		strings.Join(admins, ", "), filepath.Join(dir, "datastore.sqlite3"), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
 	if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write spire-server config: %w", err)
@@ -271,10 +278,13 @@ func (s *Spire) Cleanup() error {
 	return err
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort() (int, error) { return freePortOn("127.0.0.1") }
+
+// freePortOn is a port free on address host.
+func freePortOn(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil

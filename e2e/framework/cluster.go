@@ -33,6 +33,10 @@ type Cluster interface {
 	TrustDomain() string
 	// AgentParentID is the SPIFFE ID entries of workloads in the cluster use as parent.
 	AgentParentID() string
+	// DeployArgs are the make arguments with which `make deploy-<operator>`
+	// deploys into this cluster as its operators were deployed (none: the
+	// operators' config/default as it is).
+	DeployArgs() []string
 	// RestartOperator kills an operator abruptly and starts it again.
 	RestartOperator(ctx context.Context, name string) error
 	// Workloads says how a spec runs pods that ask SPIRE for their

@@ -200,6 +200,9 @@ func (k *Kind) TrustDomain() string { return k.opts.TrustDomain }
 // AgentParentID implements Cluster: the node alias hack/e2e-kind.sh registers.
 func (k *Kind) AgentParentID() string { return "spiffe://" + k.opts.TrustDomain + "/k8s-cluster-nodes" }
 
+// DeployArgs implements Cluster: config/default as it is.
+func (k *Kind) DeployArgs() []string { return nil }
+
 // RestartOperator implements Cluster: delete the operator's pod and wait for
 // its Deployment to be available again.
 func (k *Kind) RestartOperator(ctx context.Context, op string) error {

@@ -66,7 +66,14 @@ type Local struct {
 var _ Cluster = &Local{}
 
 // StartLocal starts everything; on error it stops what it started.
-func StartLocal(ctx context.Context, opts LocalOptions) (_ *Local, err error) {
+func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
+	return startLocal(ctx, opts, false)
+}
+
+// startLocal starts everything; with servePods, which needs a real node,
+// the kube-apiserver and the spire-server API listen on the node's IP (not
+// on 127.0.0.1), where pods reach them through the node's bridge.
+func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Local, err error) {
 	if opts.Root == "" {
 		if opts.Root, err = RepoRoot(); err != nil {
 			return nil, err
@@ -124,7 +131,21 @@ func StartLocal(ctx context.Context, opts LocalOptions) (_ *Local, err error) {
 	if opts.RealNode {
 		if l.noNode = testenv.NodePreflight(); l.noNode == nil {
 			cpOpts.APIServerFlags = testenv.NodeAPIServerFlags()
+			// No kube-proxy runs, so no ClusterIP routes: the apiserver
+			// calls a Service's webhook at a ready endpoint's pod IP, still
+			// verifying the name <service>.<namespace>.svc.
+			cpOpts.APIServerFlags["enable-aggregator-routing"] = "true"
 		}
+	}
+	var bindAddress string
+	if servePods {
+		if l.noNode != nil {
+			return nil, fmt.Errorf("operators deployed as pods need a real node: %w", l.noNode)
+		}
+		if bindAddress, err = testenv.NodeIP(); err != nil {
+			return nil, err
+		}
+		cpOpts.BindAddress = bindAddress
 	}
 	if l.cp, err = testenv.StartControlPlane(cpOpts); err != nil {
 		return nil, err
@@ -133,7 +154,7 @@ func StartLocal(ctx context.Context, opts LocalOptions) (_ *Local, err error) {
 		return nil, err
 	}
 
-	spireOpts := testenv.SpireOptions{TrustDomain: l.td}
+	spireOpts := testenv.SpireOptions{TrustDomain: l.td, BindAddress: bindAddress}
 	if l.noNode == nil {
 		reviewer, err := l.cp.SpireServerKubeconfig(ctx)
 		if err != nil {
@@ -243,6 +264,10 @@ func (l *Local) Spire() *testenv.Spire { return l.spire }
 
 // Dir is the working directory with binaries, logs and kubeconfigs.
 func (l *Local) Dir() string { return l.dir }
+
+// DeployArgs implements Cluster: the operators run as processes here, and
+// config/default is applied as it is.
+func (l *Local) DeployArgs() []string { return nil }
 
 // RestartOperator implements Cluster: SIGKILL, then start again.
 func (l *Local) RestartOperator(_ context.Context, op string) error {

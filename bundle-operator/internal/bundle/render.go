@@ -30,6 +30,9 @@ func (b *Bundle) SPIFFE(trustDomain string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trust domain %q of the SPIFFE format: %w", trustDomain, err)
 	}
+	if err := b.checkJWKs(); err != nil {
+		return nil, err
+	}
 	sb := spiffebundle.FromX509Authorities(td, b.X509())
 	for _, a := range b.jwt {
 		if err := sb.AddJWTAuthority(a.KeyID, a.PublicKey); err != nil {
@@ -101,6 +104,9 @@ func canonicalKeys(raw []byte) ([]byte, error) {
 
 // JWKS renders the JWT authorities as a JSON Web Key Set, sorted by key ID.
 func (b *Bundle) JWKS() ([]byte, error) {
+	if err := b.checkJWKs(); err != nil {
+		return nil, err
+	}
 	set := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, 0, len(b.jwt))}
 	for _, a := range b.jwt {
 		set.Keys = append(set.Keys, jose.JSONWebKey{Key: a.PublicKey, KeyID: a.KeyID, Use: "sig"})
@@ -110,4 +116,15 @@ func (b *Bundle) JWKS() ([]byte, error) {
 		return nil, fmt.Errorf("marshal JWKS: %w", err)
 	}
 	return out, nil
+}
+
+// checkJWKs returns an error naming the first JWT authority (by key ID and
+// key type) that a JSON Web Key cannot hold, such as an X25519 key.
+func (b *Bundle) checkJWKs() error {
+	for _, a := range b.jwt {
+		if _, err := json.Marshal(jose.JSONWebKey{Key: a.PublicKey, KeyID: a.KeyID, Use: "sig"}); err != nil {
+			return fmt.Errorf("JWT authority %q holds a %T, which a JSON Web Key cannot hold: %w", a.KeyID, a.PublicKey, err)
+		}
+	}
+	return nil
 }

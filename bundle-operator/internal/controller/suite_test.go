@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -78,10 +79,14 @@ var _ = BeforeSuite(func() {
 
 // startManager runs the operator's controller in this process, as
 // cmd/main.go wires it, and returns a function that stops it.
-func startManager() context.CancelFunc {
+func startManager() context.CancelFunc { return startManagerAs(cp.Config, spireSrv.SocketPath) }
+
+// startManagerAs is startManager with the identity and transport of cfg,
+// reading the spire-server of spireSocket.
+func startManagerAs(cfg *rest.Config, spireSocket string) context.CancelFunc {
 	cacheOpts, err := bundlecontroller.CacheOptions([]string{sourceNamespace}, true)
 	Expect(err).NotTo(HaveOccurred())
-	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -89,15 +94,15 @@ func startManager() context.CancelFunc {
 		Controller:             crconfig.Controller{SkipNameValidation: ptrTo(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	sc, err := spire.Dial(context.Background(), spireconn.Options{SocketPath: spireSrv.SocketPath})
+	sc, err := spire.Dial(context.Background(), spireconn.Options{SocketPath: spireSocket})
 	Expect(err).NotTo(HaveOccurred())
 	m, err := controller.NewMetrics(prometheus.NewRegistry())
 	Expect(err).NotTo(HaveOccurred())
-	cfg := config.Default()
-	cfg.RequeueAfterOnError = 200 * time.Millisecond
-	cfg.MaxBackoff = 2 * time.Second
+	opts := config.Default()
+	opts.RequeueAfterOnError = 200 * time.Millisecond
+	opts.MaxBackoff = 2 * time.Second
 	Expect(bundlecontroller.Setup(mgr, bundlecontroller.Options{
-		Config: cfg, Metrics: m, Spire: sc, AllowSecretSources: true, AllowSecretTargets: true, ClusterTrustBundles: true, SourceNamespaces: []string{sourceNamespace},
+		Config: opts, Metrics: m, Spire: sc, AllowSecretSources: true, AllowSecretTargets: true, ClusterTrustBundles: true, SourceNamespaces: []string{sourceNamespace},
 		PollInterval: 300 * time.Millisecond,
 	})).To(Succeed())
 

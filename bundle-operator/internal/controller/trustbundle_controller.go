@@ -42,7 +42,7 @@ const DefaultPollInterval = 5 * time.Second
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=bundle.trustplane.dev,resources=trustbundles/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=clustertrustbundles,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;patch

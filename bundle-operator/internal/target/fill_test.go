@@ -2,12 +2,14 @@ package target
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,7 +21,9 @@ import (
 
 // TestFillCreatesOnlyWhereNoObjectExists proves Fill's two guards: it
 // applies only in namespaces where neither the cache (our targets) nor the
-// API server (any object of that name) holds the target, and it creates
+// API server (any object of that name) holds the target (its write is
+// create-only: the server refuses it with a conflict where an object of
+// that name exists, modelled here), and it creates
 // nothing when the existing targets do not carry the hash of what it was
 // given, since that would not be what they hold.
 func TestFillCreatesOnlyWhereNoObjectExists(t *testing.T) {
@@ -48,15 +52,21 @@ func TestFillCreatesOnlyWhereNoObjectExists(t *testing.T) {
 			)
 			writer := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
 				Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+					u := obj.(interface {
+						GetNamespace() string
+						GetResourceVersion() string
+					})
+					if u.GetResourceVersion() == createOnly && (u.GetNamespace() == ours.Namespace || u.GetNamespace() == foreign.Namespace) {
+						return apierrors.NewConflict(corev1.Resource("configmaps"), "ca", errors.New("the object has been modified"))
+					}
 					mu.Lock()
 					defer mu.Unlock()
-					applied = append(applied, obj.(interface{ GetNamespace() string }).GetNamespace())
+					applied = append(applied, u.GetNamespace())
 					return nil
 				},
 			}).Build()
 			o := &Objects{
 				Cache:  fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(ours).Build(),
-				Live:   fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(ours.DeepCopy(), foreign).Build(),
 				Client: writer,
 			}
 			rep, err := o.Fill(context.Background(), d)

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -33,10 +35,11 @@ type Objects struct {
 	Cache client.Reader
 	// Client applies and deletes.
 	Client client.Client
-	// Live reads object metadata from the API server, uncached. Fill needs
-	// it to create a target only where no object of its name exists, and a
-	// write that finds an object of the target's name someone else created
-	// needs it to see whether any writer owns a field of that object.
+	// Live lists object metadata from the API server, uncached: a write
+	// that finds an object of the target's name someone else created needs
+	// it to see whether any writer owns a field of that object. It lists
+	// (by name) rather than gets, so that the operator needs no get right
+	// on the target kind (see inspect).
 	Live client.Reader
 	// Workers bounds concurrent writes; 0 means 16.
 	Workers int
@@ -116,9 +119,6 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 // (the last good bundle it was given is not the one they were written with).
 func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 	var rep Report
-	if o.Live == nil {
-		return rep, fmt.Errorf("fill %ss: no live reader", d.Kind)
-	}
 	hash := Hash(d.Data)
 	owned, err := o.list(ctx, d.Kind, d.Bundle)
 	if err != nil {
@@ -151,8 +151,8 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 
 // createOne creates the target of d in ns unless an object of its name
 // exists: our target in the cache, a write of ours on its way to the cache,
-// or any object the API server holds (checked live, since the cache only
-// holds ours).
+// or any object the API server holds (the create-only write fails with a
+// conflict then, and the object is left as it is).
 func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Report {
 	var rep Report
 	what := fmt.Sprintf("%s %s/%s", d.Kind, ns, d.Name)
@@ -169,15 +169,13 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 	case !o.expectationsMet(d.Kind, ns, d.Name, ""):
 		return rep
 	}
-	err = o.Live.Get(ctx, key, m)
-	switch {
-	case err == nil:
-		return rep
-	case !apierrors.IsNotFound(err):
+	obj := applyObject(d, ns, hash)
+	obj.SetResourceVersion(createOnly)
+	rep, err = o.write(ctx, d, ns, obj, false)
+	if err != nil && !apierrors.IsConflict(err) {
 		rep.Fail(what, err)
-		return rep
 	}
-	return o.claim(ctx, d, ns, hash, what)
+	return rep
 }
 
 // ReleaseAll releases every target of kind that belongs to bundle: when the
@@ -281,13 +279,8 @@ func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string) R
 		}
 		return rep
 	}
-	if o.Live == nil {
-		rep.Fail(what, fmt.Errorf("an object of that name exists and there is no live reader to inspect it: %w", err))
-		return rep
-	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(d.Kind)))
-	switch err := o.Live.Get(ctx, client.ObjectKey{Namespace: ns, Name: d.Name}, m); {
+	m, err := o.inspect(ctx, d.Kind, ns, d.Name)
+	switch {
 	case apierrors.IsNotFound(err):
 		// Deleted since: the next pass creates it.
 		rep.Fail(what, errors.New("an object of that name was deleted while being written"))
@@ -300,6 +293,28 @@ func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string) R
 		return rep
 	}
 	return o.apply(ctx, d, ns, hash, what, false)
+}
+
+// inspect reads the metadata of the object kind ns/name from the API
+// server. It lists by name instead of getting: the target cache's watch
+// already needs list on every object of the kind, which reads every one of
+// them, so a get right would add nothing but a verb to the role.
+func (o *Objects) inspect(ctx context.Context, kind Kind, ns, name string) (*metav1.PartialObjectMetadata, error) {
+	gk := corev1.SchemeGroupVersion.WithKind(string(kind)).GroupKind()
+	if o.Live == nil {
+		return nil, fmt.Errorf("an object of that name exists and there is no live reader to inspect it")
+	}
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind) + "List"))
+	if err := o.Live.List(ctx, l, client.InNamespace(ns), client.MatchingFields{"metadata.name": name}); err != nil {
+		return nil, err
+	}
+	for i := range l.Items {
+		if l.Items[i].Name == name {
+			return &l.Items[i], nil
+		}
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: gk.Group, Resource: strings.ToLower(string(kind)) + "s"}, name)
 }
 
 // apply writes target d in namespace ns (what names it in failures) and

@@ -15,6 +15,10 @@
 //	mtls-served peer=<client SPIFFE ID>
 //	mtls-ok peer=<server SPIFFE ID> reply=<what the server answered>
 //	mtls-error error=<why>
+//
+// With --webhook it serves a validating admission webhook over TLS with its
+// X509-SVID as the serving certificate, denying every object it reviews
+// (see serveWebhook).
 package main
 
 import (
@@ -39,6 +43,7 @@ func main() {
 	serve := flag.String("serve", "", "serve mTLS on this address (needs --bundle)")
 	dial := flag.String("dial", "", "call this mTLS server (host:port) every interval (needs --bundle and --peer-id)")
 	peerID := flag.String("peer-id", "", "the SPIFFE ID the dialled server must have")
+	webhook := flag.String("webhook", "", "serve a validating admission webhook that denies every object over TLS with the SVID on this address")
 	flag.Parse()
 	p := &probe{out: os.Stdout, addr: *addr, audience: *audience}
 	if *serve != "" || *dial != "" {
@@ -53,6 +58,9 @@ func main() {
 		if *dial != "" {
 			go m.dialEvery(*dial, *interval, os.Stdout)
 		}
+	}
+	if *webhook != "" {
+		go serveWebhook(*addr, *webhook, os.Stdout)
 	}
 	for {
 		p.fetch(context.Background())
