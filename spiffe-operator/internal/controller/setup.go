@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,16 +83,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	})
 	events := &policyEvents{reader: mgr.GetClient(), dirty: o.Dirty, notifier: o.Notifier}
 	workloadChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return workload.Changed(e.ObjectOld, e.ObjectNew) }}
-	nsChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return !equalLabels(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
-			(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-	}}
 	err := controller.SetupWithManager(mgr, regCtrl, func() *v1alpha1.SpiffeRegistration { return &v1alpha1.SpiffeRegistration{} },
 		func(b *builder.Builder) *builder.Builder {
 			for kind, obj := range workload.Objects() {
 				b = b.Watches(obj, events.forWorkloads(kind), builder.WithPredicates(workloadChanged))
 			}
-			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(nsChanged)).
+			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(controller.LabelsOrDeletionChanged())).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
 		})
@@ -137,7 +134,7 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, okO := oldObj.(*corev1.Pod)
 			n, okN := newObj.(*corev1.Pod)
-			if okO && okN && (!equalLabels(o.Labels, n.Labels) || pods.Running(o) != pods.Running(n)) {
+			if okO && okN && (!maps.Equal(o.Labels, n.Labels) || pods.Running(o) != pods.Running(n)) {
 				s.PodsChanged(n.Namespace)
 			}
 		},
@@ -168,23 +165,11 @@ func ignoreOwnStatusUpdates() predicate.Predicate {
 		}
 		o, n := e.ObjectOld, e.ObjectNew
 		return o.GetGeneration() != n.GetGeneration() ||
-			!equalLabels(o.GetLabels(), n.GetLabels()) ||
-			!equalLabels(o.GetAnnotations(), n.GetAnnotations()) ||
+			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
 			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
 			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 	}}
-}
-
-func equalLabels(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
 
 // AliveOwners returns an entrysync.Options.Alive that reads every
