@@ -50,9 +50,24 @@ type Options struct {
 	Manager manager.Options
 }
 
-// AddFlags registers the framework's and the operator's flags on fs.
+// AddFlags registers the framework's, the manager's and the operator's
+// flags on fs (Operator's flag set without the logger's).
 func AddFlags(fs *pflag.FlagSet) {
 	config.AddFlags(fs)
+	addFlags(fs)
+	manager.AddFlags(fs, managerDefaults())
+}
+
+// managerDefaults: the operator is mostly idle, so it trades a little CPU
+// for memory with a low GC target.
+func managerDefaults() manager.Options {
+	d := manager.Defaults()
+	d.GCPercent = 10
+	return d
+}
+
+// addFlags registers the operator's own flags on fs.
+func addFlags(fs *pflag.FlagSet) {
 	spireconn.AddFlags(fs)
 	fs.String(KeyTrustDomain, "", "the SPIRE server's trust domain; objects of other trust domains are refused")
 	fs.String(KeyEntryIDPrefix, "", "prefix of the IDs of entries this operator creates (it owns exactly those); empty means trustplane.<cluster tag>., from the kube-system namespace's UID. Instances in different clusters sharing a SPIRE server must not share a prefix")
@@ -60,9 +75,6 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int(KeyWriteConcurrency, 1, "SPIRE batch calls in flight at once per pass; 1 suits a sqlite datastore, raise it for PostgreSQL or MySQL")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
-	d := manager.Defaults()
-	d.GCPercent = 10
-	manager.AddFlags(fs, d)
 }
 
 // Load reads and validates Options from v.
