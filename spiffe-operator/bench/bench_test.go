@@ -145,8 +145,8 @@ func run(b *testing.B, s settings) error {
 	}
 
 	bin := filepath.Join(b.TempDir(), "spiffe-operator")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd").CombinedOutput(); err != nil {
-		return fmt.Errorf("build operator: %w: %s", err, out)
+	if err := buildOperator(bin); err != nil {
+		return err
 	}
 
 	for i, n := range s.sizes {
@@ -613,7 +613,16 @@ type process struct {
 	log        string
 }
 
-func startOperator(bin, kubeconfig, socket string) (*process, error) {
+// buildOperator builds the operator's binary at bin.
+func buildOperator(bin string) error {
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd").CombinedOutput(); err != nil {
+		return fmt.Errorf("build operator: %w: %s", err, out)
+	}
+	return nil
+}
+
+// startOperator starts the operator with the benchmark's flags and extra.
+func startOperator(bin, kubeconfig, socket string, extra ...string) (*process, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -636,6 +645,7 @@ func startOperator(bin, kubeconfig, socket string) (*process, error) {
 		"--pprof-bind-address", pprofAddr(),
 		"--gc-percent", gcPercent(),
 	)
+	cmd.Args = append(cmd.Args, extra...)
 	if os.Getenv("BENCH_DEBUG_LOG") == "1" {
 		cmd.Args = append(cmd.Args, "--zap-log-level", "debug")
 	}

@@ -8,7 +8,18 @@ import (
 
 // SpiffeEntrySpec is one explicit SPIRE registration entry.
 // +kubebuilder:validation:XValidation:rule="self.spiffeID.split('/')[2] == self.parentID.split('/')[2]",message="spiffeID and parentID must be in the same trust domain"
+// +kubebuilder:validation:XValidation:rule="has(self.className) == has(oldSelf.className) && (!has(self.className) || self.className == oldSelf.className)",message="className is immutable"
 type SpiffeEntrySpec struct {
+	// ClassName names the spiffe-operator instance (its --class-name) that
+	// takes this object, when several instances (for several SPIRE servers)
+	// share a cluster. Unset: the instance without a class name, and those
+	// started with --watch-classless. It cannot be changed: create a new
+	// object to move entries to another instance.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	ClassName string `json:"className,omitempty"`
+
 	// SpiffeID is the identity the entry issues.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^spiffe://[a-z0-9._-]+(/[A-Za-z0-9._-]+)+$`

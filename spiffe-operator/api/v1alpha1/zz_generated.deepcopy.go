@@ -227,9 +227,24 @@ func (in *SpiffeRegistrationSpec) DeepCopyInto(out *SpiffeRegistrationSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.WorkloadSelectorTemplates != nil {
+		in, out := &in.WorkloadSelectorTemplates, &out.WorkloadSelectorTemplates
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	in.EntryOptions.DeepCopyInto(&out.EntryOptions)
+	if in.IgnoreNamespaces != nil {
+		in, out := &in.IgnoreNamespaces, &out.IgnoreNamespaces
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.NamespaceSelector != nil {
 		in, out := &in.NamespaceSelector, &out.NamespaceSelector
+		*out = new(v1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.PodSelector != nil {
+		in, out := &in.PodSelector, &out.PodSelector
 		*out = new(v1.LabelSelector)
 		(*in).DeepCopyInto(*out)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
 )
@@ -31,6 +33,8 @@ type policyEvents struct {
 	reader   client.Reader
 	dirty    *spifferegistration.Dirty
 	notifier *Notifier
+	// class says which policies this instance takes.
+	class class.Filter
 }
 
 // forWorkloads handles events of workloads of kind: every policy selecting
@@ -74,6 +78,59 @@ func (pe *policyEvents) forNamespaces() handler.EventHandler {
 	}
 }
 
+// forNodeBound handles pod and node events: they concern the policies with
+// per-node parents (no spec.parentID), per-pod entries or a podSelector,
+// each of which gets a full pass. Pod events concern only those whose
+// namespaceSelector selects the pod's namespace.
+func (pe *policyEvents) forNodeBound() handler.EventHandler {
+	return pe.fullPassesIn(func(p *v1alpha1.SpiffeRegistration) bool {
+		return p.Spec.ParentID == "" || p.Spec.EntryGranularity == v1alpha1.EntryPerPod || p.Spec.PodSelector != nil
+	})
+}
+
+// forServices handles Service events: they concern the policies with
+// autoPopulateDNSNames whose namespaceSelector selects the Service's
+// namespace; each gets a full pass.
+func (pe *policyEvents) forServices() handler.EventHandler {
+	return pe.fullPassesIn(func(p *v1alpha1.SpiffeRegistration) bool { return p.Spec.AutoPopulateDNSNames })
+}
+
+// fullPassesIn returns a handler that gives a full pass to every policy for
+// which concerns is true and whose namespaceSelector selects the event
+// object's namespace (every such policy for a cluster-scoped object, or
+// when the namespace cannot be read).
+func (pe *policyEvents) fullPassesIn(concerns func(*v1alpha1.SpiffeRegistration) bool) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var sets []labels.Set
+		if ns := obj.GetNamespace(); ns != "" {
+			var nsObj corev1.Namespace
+			if err := pe.reader.Get(ctx, client.ObjectKey{Name: ns}, &nsObj); err == nil {
+				sets = []labels.Set{nsObj.Labels}
+			}
+		}
+		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool {
+			return concerns(p) && (sets == nil || selectsAny(p, sets))
+		})
+		for _, r := range reqs {
+			pe.dirty.All(r.Name)
+		}
+		return reqs
+	})
+}
+
+// forFallbacks handles events of policies: what a policy selects decides
+// what the fallback policies register, so each other fallback policy gets a
+// full pass.
+func (pe *policyEvents) forFallbacks() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool { return p.Spec.Fallback && p.UID != obj.GetUID() })
+		for _, r := range reqs {
+			pe.dirty.All(r.Name)
+		}
+		return reqs
+	})
+}
+
 // selectsAny reports whether p's namespaceSelector selects a namespace with
 // any of the label sets. A selector that does not parse counts as selecting,
 // so the policy's pass reports it.
@@ -105,7 +162,7 @@ func (pe *policyEvents) policies(ctx context.Context, concerns func(*v1alpha1.Sp
 	}
 	out := make([]reconcile.Request, 0, len(l.Items))
 	for i := range l.Items {
-		if concerns(&l.Items[i]) {
+		if pe.class.Takes(l.Items[i].Spec.ClassName) && concerns(&l.Items[i]) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: l.Items[i].Name}})
 		}
 	}
@@ -126,6 +183,9 @@ func (pe *policyEvents) retryAll(ctx context.Context, delay time.Duration) {
 			return
 		}
 		for i := range l.Items {
+			if !pe.class.Takes(l.Items[i].Spec.ClassName) {
+				continue
+			}
 			pe.dirty.All(l.Items[i].Name)
 			pe.notifier.Notify(entrysync.Owner{Kind: spifferegistration.Kind, Name: l.Items[i].Name})
 		}

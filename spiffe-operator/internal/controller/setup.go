@@ -18,11 +18,14 @@ import (
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/services"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
@@ -32,6 +35,8 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -48,6 +53,8 @@ func CacheOptions() cache.Options {
 	by := map[client.Object]cache.ByObject{
 		&corev1.Namespace{}: {Transform: workload.Transform},
 		&corev1.Pod{}:       {Transform: pods.Transform},
+		&corev1.Node{}:      {Transform: nodes.Transform},
+		&corev1.Service{}:   {Transform: services.Transform},
 	}
 	for _, obj := range workload.Objects() {
 		by[obj] = cache.ByObject{Transform: workload.Transform}
@@ -73,15 +80,32 @@ type Options struct {
 	// Syncer's Notify must call its All for SpiffeRegistrations. Nil makes
 	// every pass a full one.
 	Dirty *spifferegistration.Dirty
+	// ClusterName is the {clusterName} of parent ID templates.
+	ClusterName string
+	// Class says which objects this instance takes.
+	Class class.Filter
+	// DryRun is true when the Syncer writes nothing.
+	DryRun bool
 }
 
 // Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
 func Setup(mgr ctrl.Manager, o Options) error {
-	regHandler := &spifferegistration.Handler{Reader: mgr.GetClient(), Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics, Dirty: o.Dirty}
+	cached := mgr.GetClient()
+	regHandler := &spifferegistration.Handler{
+		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
+		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached), Class: o.Class,
+		DryRun: o.DryRun,
+		Pods: func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error) {
+			return pods.RunningPods(ctx, cached, namespace, serviceAccount)
+		},
+		ServiceNames: func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error) {
+			return services.DNSNames(ctx, cached, namespace, podLabels)
+		},
+	}
 	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
 		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics,
 	})
-	events := &policyEvents{reader: mgr.GetClient(), dirty: o.Dirty, notifier: o.Notifier}
+	events := &policyEvents{reader: mgr.GetClient(), dirty: o.Dirty, notifier: o.Notifier, class: o.Class}
 	workloadChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return workload.Changed(e.ObjectOld, e.ObjectNew) }}
 	err := controller.SetupWithManager(mgr, regCtrl, func() *v1alpha1.SpiffeRegistration { return &v1alpha1.SpiffeRegistration{} },
 		func(b *builder.Builder) *builder.Builder {
@@ -89,9 +113,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				b = b.Watches(obj, events.forWorkloads(kind), builder.WithPredicates(workloadChanged))
 			}
 			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(controller.LabelsOrDeletionChanged())).
+				Watches(&corev1.Pod{}, events.forNodeBound(), builder.WithPredicates(podPlacementChanged())).
+				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
+				Watches(&v1alpha1.SpiffeRegistration{}, events.forFallbacks()).
+				Watches(&corev1.Service{}, events.forServices(), builder.WithPredicates(serviceSelectorChanged())).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
-		})
+		}, builder.WithPredicates(o.Class.Predicate()))
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", RegistrationControllerName, err)
 	}
@@ -100,14 +128,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 
-	entryHandler := &spiffeentry.Handler{Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
+	entryHandler := &spiffeentry.Handler{DryRun: o.DryRun, Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
 	entryCtrl := controller.New(EntryControllerName, mgr.GetClient(), entryHandler, controller.Options{
 		Config: o.Config, Recorder: mgr.GetEventRecorder(EntryControllerName), Metrics: o.Metrics,
 	})
 	err = controller.SetupWithManager(mgr, entryCtrl, func() *v1alpha1.SpiffeEntry { return &v1alpha1.SpiffeEntry{} },
 		func(b *builder.Builder) *builder.Builder {
 			return b.WatchesRawSource(o.Notifier.source(spiffeentry.Kind)).WithEventFilter(ignoreOwnStatusUpdates())
-		})
+		}, builder.WithPredicates(o.Class.Predicate()))
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", EntryControllerName, err)
 	}
@@ -151,6 +179,38 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 		return fmt.Errorf("watch pods: %w", err)
 	}
 	return nil
+}
+
+// podPlacementChanged passes the pod events that can change which pods of a
+// workload run, on which nodes, and what a policy of pods renders for
+// them: a pod created, bound to a node, relabelled, annotated, finished or
+// deleted.
+func podPlacementChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*corev1.Pod)
+			n, okN := e.ObjectNew.(*corev1.Pod)
+			return !okO || !okN || o.Spec.NodeName != n.Spec.NodeName || !maps.Equal(o.Labels, n.Labels) ||
+				!maps.Equal(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n)
+		},
+	}
+}
+
+// serviceSelectorChanged passes Service creations, deletions and changes
+// of the selector, what autoPopulateDNSNames reads.
+func serviceSelectorChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okO := e.ObjectOld.(*corev1.Service)
+		n, okN := e.ObjectNew.(*corev1.Service)
+		return !okO || !okN || !maps.Equal(o.Spec.Selector, n.Spec.Selector) ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	}}
+}
+
+// nodeCreatedOrDeleted passes Node creations and deletions: an update never
+// changes the name or UID that parent IDs are rendered from.
+func nodeCreatedOrDeleted() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
 }
 
 // ignoreOwnStatusUpdates drops update events of our own kinds that change

@@ -2,7 +2,6 @@ package entrysync
 
 import (
 	"context"
-	"strings"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -21,71 +20,6 @@ type Pod struct {
 // serviceAccount. It reads a cache and must not block.
 type PodLister func(ctx context.Context, namespace, serviceAccount string) ([]Pod, error)
 
-// podShape is what an entry's selectors ask of a pod, when they are all
-// k8s:ns, k8s:sa and k8s:pod-label selectors (the ones the operator can
-// check against its pod cache).
-type podShape struct {
-	namespace, serviceAccount string
-	labels                    map[string]string
-}
-
-// shapeOf returns the pod shape of e, and false when e has a selector of
-// another kind, lacks the namespace or service account, or can match no pod
-// at all (two namespaces, two service accounts or two values of one label:
-// SPIRE requires every selector to match), so that no pod needs it.
-func shapeOf(e *entries.Entry) (podShape, bool) {
-	var sh podShape
-	// set records v in *field, and fails when another value is there.
-	set := func(field *string, v string) bool {
-		if *field != "" && *field != v {
-			return false
-		}
-		*field = v
-		return true
-	}
-	for _, sel := range e.Selectors {
-		if sel.Type != "k8s" {
-			return podShape{}, false
-		}
-		ok := true
-		switch {
-		case strings.HasPrefix(sel.Value, "ns:"):
-			ok = set(&sh.namespace, strings.TrimPrefix(sel.Value, "ns:"))
-		case strings.HasPrefix(sel.Value, "sa:"):
-			ok = set(&sh.serviceAccount, strings.TrimPrefix(sel.Value, "sa:"))
-		case strings.HasPrefix(sel.Value, "pod-label:"):
-			k, v, cut := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
-			if !cut {
-				return podShape{}, false
-			}
-			if sh.labels == nil {
-				sh.labels = map[string]string{}
-			}
-			if have, dup := sh.labels[k]; dup && have != v {
-				return podShape{}, false
-			}
-			sh.labels[k] = v
-		default:
-			ok = false
-		}
-		if !ok {
-			return podShape{}, false
-		}
-	}
-	return sh, sh.namespace != "" && sh.serviceAccount != ""
-}
-
-// matches reports whether a pod with the given labels (in the shape's
-// namespace and service account) is selected by the shape.
-func (sh podShape) matches(labels map[string]string) bool {
-	for k, v := range sh.labels {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
 // retention records an entry kept only because pods still run under it.
 type retention struct {
 	owner     Owner
@@ -102,7 +36,7 @@ type retainer struct {
 	p     *plan
 	// cover maps "namespace/serviceAccount" to the shapes of the entries
 	// the owner wants; built on first use.
-	cover map[string][]podShape
+	cover map[string][]entries.PodShape
 }
 
 // drop plans the deletion of owner's entry o (ID id, under parent), which
@@ -124,15 +58,15 @@ func (r *retainer) keep(id string, o *ours) bool {
 	if r.s.opts.Pods == nil {
 		return false
 	}
-	sh, ok := shapeOf(&o.entry)
+	sh, ok := entries.ShapeOf(&o.entry)
 	if !ok {
 		return false
 	}
-	pods, err := r.s.opts.Pods(r.ctx, sh.namespace, sh.serviceAccount)
+	pods, err := r.s.opts.Pods(r.ctx, sh.Namespace, sh.ServiceAccount)
 	if err != nil {
 		// Not knowing which pods run, keep the entry: the next pass decides.
 		logf.FromContext(r.ctx).Error(err, "reading pods; keeping an entry no longer wanted", "entryID", id)
-		r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
+		r.s.retained[id] = retention{owner: r.owner, namespace: sh.Namespace}
 		return true
 	}
 	needy, recorded := r.s.withdrawn[id]
@@ -141,7 +75,7 @@ func (r *retainer) keep(id string, o *ours) bool {
 	}
 	kept := false
 	for _, pod := range pods {
-		if recorded && !needy[pod.UID] || !sh.matches(pod.Labels) || r.covered(sh.namespace, sh.serviceAccount, pod.Labels) {
+		if recorded && !needy[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) || r.covered(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels) {
 			continue
 		}
 		kept = true
@@ -154,18 +88,18 @@ func (r *retainer) keep(id string, o *ours) bool {
 		r.s.withdrawn[id] = needy
 	}
 	if kept {
-		r.s.retained[id] = retention{owner: r.owner, namespace: sh.namespace}
+		r.s.retained[id] = retention{owner: r.owner, namespace: sh.Namespace}
 	}
 	return kept
 }
 
 // covered reports whether an entry the owner wants selects the pod.
-func (r *retainer) covered(namespace, serviceAccount string, labels map[string]string) bool {
+func (r *retainer) covered(namespace, serviceAccount, uid string, labels map[string]string) bool {
 	if r.cover == nil {
-		r.cover = map[string][]podShape{}
+		r.cover = map[string][]entries.PodShape{}
 		add := func(e *entries.Entry) {
-			if sh, ok := shapeOf(e); ok {
-				k := sh.namespace + "/" + sh.serviceAccount
+			if sh, ok := entries.ShapeOf(e); ok {
+				k := sh.Namespace + "/" + sh.ServiceAccount
 				r.cover[k] = append(r.cover[k], sh)
 			}
 		}
@@ -183,7 +117,7 @@ func (r *retainer) covered(namespace, serviceAccount string, labels map[string]s
 		}
 	}
 	for _, sh := range r.cover[namespace+"/"+serviceAccount] {
-		if sh.matches(labels) {
+		if sh.MatchesPod(uid, labels) {
 			return true
 		}
 	}

@@ -678,13 +678,16 @@ func TestNoPodShapeForSelectorsNoPodCanMatch(t *testing.T) {
 		{[]string{"ns:a", "sa:x", "sa:y"}, false},
 		{[]string{"ns:a", "sa:x", "pod-label:app:web", "pod-label:app:api"}, false},
 		{[]string{"ns:a", "sa:x", "pod-name:p"}, false},
+		{[]string{"ns:a", "sa:x", "container-name:app", "pod-owner:ReplicaSet:web-1"}, true},
+		{[]string{"ns:a", "sa:x", "pod-uid:1234"}, true},
+		{[]string{"ns:a", "sa:x", "pod-uid:1234", "pod-uid:5678"}, false},
 		{[]string{"ns:a"}, false},
 	} {
 		e := entries.Entry{}
 		for _, v := range tc.selectors {
 			e.Selectors = append(e.Selectors, entries.Selector{Type: "k8s", Value: v})
 		}
-		if _, ok := shapeOf(&e); ok != tc.judged {
+		if _, ok := entries.ShapeOf(&e); ok != tc.judged {
 			t.Errorf("%v: judged by pods %v, want %v", tc.selectors, ok, tc.judged)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	opcontroller "github.com/trustplane/trustplane/spiffe-operator/internal/controller"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
@@ -163,7 +164,11 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
 		syncOpts.AliveNow = opcontroller.AliveOwners(mgr.GetAPIReader())
 	}
-	syncer := entrysync.New(api, syncOpts)
+	var entryAPI spire.EntryAPI = api
+	if o.DryRun {
+		entryAPI = spire.NewDryRun(api, ctrl.LoggerFrom(ctx).WithName("dry-run"), rpcMetrics)
+	}
+	syncer := entrysync.New(entryAPI, syncOpts)
 	if o.CollectOrphans {
 		if err := mgr.Add(collectOnce(syncer, o.Config.RequeueAfterOnError, o.Config.MaxBackoff)); err != nil {
 			_ = closer.Close()
@@ -172,7 +177,8 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	}
 	err = opcontroller.Setup(mgr, opcontroller.Options{
 		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
-		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty,
+		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty, ClusterName: o.ClusterName,
+		Class: class.Filter{Name: o.ClassName, Classless: o.WatchClassless}, DryRun: o.DryRun,
 	})
 	if err != nil {
 		_ = closer.Close()

@@ -23,6 +23,10 @@ const (
 	KeyWriteConcurrency = "spire-write-concurrency"
 	KeyRPCTimeout       = "spire-rpc-timeout"
 	KeyCollectOrphans   = "collect-orphans"
+	KeyClusterName      = "cluster-name"
+	KeyClassName        = "class-name"
+	KeyWatchClassless   = "watch-classless"
+	KeyDryRun           = "dry-run"
 )
 
 // Options are the settings of one operator process.
@@ -44,6 +48,20 @@ type Options struct {
 	RPCTimeout time.Duration
 	// CollectOrphans deletes entries (with this prefix) whose object no longer exists.
 	CollectOrphans bool
+	// ClusterName is the cluster's name in the SPIRE server's k8s_psat node
+	// attestor, the {clusterName} of parent ID templates (the default one
+	// uses it).
+	ClusterName string
+	// ClassName is the class of objects this instance takes; empty takes
+	// the objects without one.
+	ClassName string
+	// DryRun makes the operator write nothing to SPIRE: it reads SPIRE,
+	// logs and counts every write it would make, and reports DryRun on
+	// every object.
+	DryRun bool
+	// WatchClassless makes an instance with a ClassName also take objects
+	// without one.
+	WatchClassless bool
 	// Manager holds the process settings: metrics and probe addresses,
 	// leader election, client rate limits (50 QPS, burst 100) and the GC
 	// target (10: the operator is mostly idle, so it trades a little CPU for memory).
@@ -75,6 +93,10 @@ func addFlags(fs *pflag.FlagSet) {
 	fs.Int(KeyWriteConcurrency, 1, "SPIRE batch calls in flight at once per pass; 1 suits a sqlite datastore, raise it for PostgreSQL or MySQL")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
+	fs.String(KeyClassName, "", "take only SpiffeRegistrations and SpiffeEntries of this spec.className (several instances, for several SPIRE servers, in one cluster); empty takes those without one")
+	fs.Bool(KeyDryRun, false, "write nothing to SPIRE: log and count (trustplane_spire_dry_run_writes_total) every entry write the operator would make, and report Ready=False with reason DryRun")
+	fs.Bool(KeyWatchClassless, false, "with --class-name, also take objects without a className")
+	fs.String(KeyClusterName, "", "the cluster's name in the SPIRE server's k8s_psat node attestor configuration; per-node parent IDs (the default) need it")
 }
 
 // Load reads and validates Options from v.
@@ -92,6 +114,10 @@ func Load(v *viper.Viper) (Options, error) {
 		WriteConcurrency: v.GetInt(KeyWriteConcurrency),
 		RPCTimeout:       v.GetDuration(KeyRPCTimeout),
 		CollectOrphans:   v.GetBool(KeyCollectOrphans),
+		ClusterName:      v.GetString(KeyClusterName),
+		ClassName:        v.GetString(KeyClassName),
+		WatchClassless:   v.GetBool(KeyWatchClassless),
+		DryRun:           v.GetBool(KeyDryRun),
 	}
 	if o.Manager, err = manager.Load(v); err != nil {
 		return Options{}, err
@@ -111,6 +137,9 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", KeyEntryIDPrefix, err))
 		}
 	}
+	if o.ClusterName != "" && !validClusterName(o.ClusterName) {
+		errs = append(errs, fmt.Errorf("%s %q: want letters, digits, '.', '-' or '_' (it becomes one segment of the agents' SPIFFE IDs)", KeyClusterName, o.ClusterName))
+	}
 	if o.PageSize < 1 {
 		errs = append(errs, fmt.Errorf("%s must be positive", KeyPageSize))
 	}
@@ -118,4 +147,18 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("%s must be at least 1", KeyWriteConcurrency))
 	}
 	return errors.Join(errs...)
+}
+
+// validClusterName reports whether name can be one path segment of a SPIFFE
+// ID, as in the k8s_psat agent ID spiffe://<td>/spire/agent/k8s_psat/<cluster>/<node UID>.
+func validClusterName(name string) bool {
+	if name == "." || name == ".." {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

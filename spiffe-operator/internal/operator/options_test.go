@@ -32,9 +32,11 @@ var _ = Describe("Options", func() {
 		o.EntryIDPrefix = "no dot"
 		o.PageSize = 0
 		o.WriteConcurrency = 0
+		o.ClusterName = "prod/../other"
 		err := o.Validate()
 		Expect(err).To(HaveOccurred())
-		for _, want := range []string{"entry-id-prefix", "spire-page-size must be positive", "spire-write-concurrency must be at least 1"} {
+		for _, want := range []string{"entry-id-prefix", "spire-page-size must be positive", "spire-write-concurrency must be at least 1",
+			`cluster-name "prod/../other"`} {
 			Expect(err.Error()).To(ContainSubstring(want))
 		}
 	})
@@ -44,7 +46,7 @@ var _ = Describe("Options", func() {
 		operator.AddFlags(fs)
 		GinkgoT().Setenv("SPIRE_PAGE_SIZE", "250")
 		GinkgoT().Setenv("SPIRE_WRITE_CONCURRENCY", "3")
-		Expect(fs.Parse([]string{"--spire-socket=/run/spire/api.sock", "--spire-write-concurrency=4"})).To(Succeed())
+		Expect(fs.Parse([]string{"--spire-socket=/run/spire/api.sock", "--spire-write-concurrency=4", "--cluster-name=prod"})).To(Succeed())
 		v, err := config.NewViper(fs)
 		Expect(err).NotTo(HaveOccurred())
 		o, err := operator.Load(v)
@@ -55,6 +57,7 @@ var _ = Describe("Options", func() {
 		Expect(o.WriteConcurrency).To(Equal(4), "the flag wins over the environment")
 		Expect(o.RPCTimeout).To(Equal(30 * time.Second))
 		Expect(o.CollectOrphans).To(BeTrue())
+		Expect(o.ClusterName).To(Equal("prod"))
 		Expect(o.Manager.GCPercent).To(Equal(10))
 		Expect(o.Manager.KubeQPS).To(Equal(float32(50)))
 	})

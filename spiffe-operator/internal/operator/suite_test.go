@@ -29,6 +29,8 @@ const (
 	trustDomain = "example.org"
 	adminID     = "spiffe://example.org/test/admin"
 	resync      = 3 * time.Second
+	// clusterName is the operator's --cluster-name.
+	clusterName = "test-cluster"
 )
 
 var (
@@ -109,6 +111,7 @@ func launch(restCfg *rest.Config, mut func(*operator.Options)) (*operator.Operat
 		WriteConcurrency: 2,
 		RPCTimeout:       5 * time.Second,
 		CollectOrphans:   true,
+		ClusterName:      clusterName,
 		Manager:          manager.Options{KubeQPS: 100, KubeBurst: 200, MetricsAddr: "0", ProbeAddr: "0", Reentrant: true},
 	}
 	if mut != nil {

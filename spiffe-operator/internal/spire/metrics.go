@@ -11,6 +11,7 @@ type Metrics struct {
 	rpcs     *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	results  *prometheus.CounterVec
+	dryRuns  *prometheus.CounterVec
 }
 
 // NewMetrics creates the SPIRE RPC metrics and registers them with reg.
@@ -29,11 +30,23 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "trustplane_spire_entry_results_total",
 			Help: "Per-entry results inside batch calls, by method and code.",
 		}, []string{"method", "code"}),
+		dryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trustplane_spire_dry_run_writes_total",
+			Help: "Entry writes not made because of --dry-run, by method.",
+		}, []string{"method"}),
 	}
-	for _, c := range []prometheus.Collector{m.rpcs, m.duration, m.results} {
+	for _, c := range []prometheus.Collector{m.rpcs, m.duration, m.results, m.dryRuns} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register SPIRE metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// dryRun counts n writes of method not made; a nil Metrics counts nothing.
+func (m *Metrics) dryRun(method string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.dryRuns.WithLabelValues(method).Add(float64(n))
 }

@@ -55,3 +55,56 @@ func TestRenderFailsOnMissingOrEmptyValue(t *testing.T) {
 		t.Errorf("Render = %q, %v", got, err)
 	}
 }
+
+func TestParseParentAcceptsOnlyNodeVariablesAndNeedsTheNode(t *testing.T) {
+	for _, src := range []string{"agent/{namespace}/{nodeUID}", "agent/{label:app}/{nodeName}", "agent/{clusterName}", "agent/fixed", "{trustDomain}"} {
+		if _, err := ParseParent(src); err == nil {
+			t.Errorf("ParseParent(%q) succeeded, want an error", src)
+		}
+	}
+	for _, src := range []string{"agent/{nodeName}", "ns/{nodeUID}"} {
+		if _, err := Parse(src); err == nil {
+			t.Errorf("Parse(%q) accepted a node variable in a workload template", src)
+		}
+	}
+	tpl, err := ParseParent("spire/agent/k8s_psat/{clusterName}/{nodeUID}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tpl.Render(Values{NodeName: "n1", NodeUID: "u-1", ClusterName: "prod", TrustDomain: "example.org"})
+	if err != nil || got != "spire/agent/k8s_psat/prod/u-1" {
+		t.Errorf("Render = %q, %v", got, err)
+	}
+	if _, err := tpl.Render(Values{NodeUID: "u-1"}); err == nil || !strings.Contains(err.Error(), "{clusterName}: empty") {
+		t.Errorf("empty cluster name: err = %v", err)
+	}
+}
+
+func TestParsePodRendersPodVariablesAndOnePathSegmentEach(t *testing.T) {
+	for _, src := range []string{"w/{name}", "k/{kind}", "n/{nodeUID}", "a/{annotation:}", "a/{annotation:a b}"} {
+		if _, err := ParsePod(src); err == nil {
+			t.Errorf("ParsePod(%q) succeeded, want an error", src)
+		}
+	}
+	if _, err := Parse("p/{podName}"); err == nil {
+		t.Error("Parse accepted a pod variable in a workload template")
+	}
+	tpl, err := ParsePod("{trustDomain}/{clusterName}/ns/{namespace}/{ownerKind}/{ownerName}/{podName}/{nodeName}/{annotation:example.com/role}/{label:app}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Values{Namespace: "a", ServiceAccount: "sa", PodName: "p-1", OwnerKind: "Job", OwnerName: "backup", NodeName: "n1",
+		ClusterName: "c", TrustDomain: "td", Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"example.com/role": "reader"}}
+	got, err := tpl.Render(v)
+	if err != nil || got != "td/c/ns/a/Job/backup/p-1/n1/reader/x" {
+		t.Errorf("Render = %q, %v", got, err)
+	}
+	v.Annotations["example.com/role"] = "reader/../../admin"
+	if _, err := tpl.Render(v); err == nil || !strings.Contains(err.Error(), "contains '/'") {
+		t.Errorf("annotation with '/': err = %v", err)
+	}
+	delete(v.Annotations, "example.com/role")
+	if _, err := tpl.Render(v); err == nil || !strings.Contains(err.Error(), "no annotation") {
+		t.Errorf("missing annotation: err = %v", err)
+	}
+}

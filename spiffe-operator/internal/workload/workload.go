@@ -89,6 +89,40 @@ type Selection struct {
 	Namespaces labels.Selector
 	// Workloads selects workloads by label; nil selects all.
 	Workloads labels.Selector
+	// ServiceAccount, when set, selects only workloads whose pods run as it.
+	ServiceAccount string
+	// IgnoreNamespaces are never selected, whatever their labels.
+	IgnoreNamespaces []string
+}
+
+// SelectsWorkload reports whether sel selects w, a workload that is not
+// being deleted, in namespace ns.
+func (sel Selection) SelectsWorkload(ns *corev1.Namespace, w Workload) bool {
+	return sel.SelectsNamespace(ns) && slices.Contains(sel.Kinds, w.Kind) &&
+		(sel.Workloads == nil || sel.Workloads.Matches(labels.Set(w.Labels))) &&
+		(sel.ServiceAccount == "" || sel.ServiceAccount == w.ServiceAccount)
+}
+
+// SelectsNamespace reports whether sel selects the namespace ns.
+func (sel Selection) SelectsNamespace(ns *corev1.Namespace) bool {
+	return ns != nil && ns.DeletionTimestamp == nil && !slices.Contains(sel.IgnoreNamespaces, ns.Name) &&
+		(sel.Namespaces == nil || sel.Namespaces.Matches(labels.Set(ns.Labels)))
+}
+
+// selectsObject applies the workload tests of sel (labels, service account,
+// deletion) to obj.
+func (sel Selection) selectsObject(obj client.Object) (Workload, bool) {
+	if obj.GetDeletionTimestamp() != nil {
+		return Workload{}, false
+	}
+	if sel.Workloads != nil && !sel.Workloads.Matches(labels.Set(obj.GetLabels())) {
+		return Workload{}, false
+	}
+	w, ok := FromObject(obj)
+	if !ok || sel.ServiceAccount != "" && w.ServiceAccount != sel.ServiceAccount {
+		return Workload{}, false
+	}
+	return w, true
 }
 
 // Lister yields the cached workload objects of one kind in one namespace
@@ -219,13 +253,11 @@ func (rl ReaderLister) Get(ctx context.Context, kind v1alpha1.WorkloadKind, name
 // namespace ns (nil when the namespace does not exist): the same test Each
 // applies.
 func Selects(sel Selection, kind v1alpha1.WorkloadKind, ns *corev1.Namespace, obj client.Object) bool {
-	if ns == nil || ns.DeletionTimestamp != nil || (sel.Namespaces != nil && !sel.Namespaces.Matches(labels.Set(ns.Labels))) {
+	if !sel.SelectsNamespace(ns) || !slices.Contains(sel.Kinds, kind) {
 		return false
 	}
-	if !slices.Contains(sel.Kinds, kind) || obj.GetDeletionTimestamp() != nil {
-		return false
-	}
-	return sel.Workloads == nil || sel.Workloads.Matches(labels.Set(obj.GetLabels()))
+	_, ok := sel.selectsObject(obj)
+	return ok
 }
 
 func lreader(ctx context.Context, r client.Reader, l client.ObjectList, opts []client.ListOption) error {
@@ -245,18 +277,12 @@ func Each(ctx context.Context, r client.Reader, l Lister, sel Selection, fn func
 	n := 0
 	for i := range nsList.Items {
 		ns := &nsList.Items[i]
-		if ns.DeletionTimestamp != nil || (sel.Namespaces != nil && !sel.Namespaces.Matches(labels.Set(ns.Labels))) {
+		if !sel.SelectsNamespace(ns) {
 			continue
 		}
 		for _, k := range sel.Kinds {
 			err := l.InNamespace(ctx, k, ns.Name, func(obj client.Object) {
-				if obj.GetDeletionTimestamp() != nil {
-					return
-				}
-				if sel.Workloads != nil && !sel.Workloads.Matches(labels.Set(obj.GetLabels())) {
-					return
-				}
-				if w, ok := FromObject(obj); ok {
+				if w, ok := sel.selectsObject(obj); ok {
 					n++
 					fn(w)
 				}

@@ -44,6 +44,8 @@ const (
 
 // Handler registers one explicit entry.
 type Handler struct {
+	// DryRun is true when the Syncer writes nothing (--dry-run).
+	DryRun bool
 	// Syncer writes the entry.
 	Syncer *entrysync.Syncer
 	// TrustDomain is the SPIRE server's trust domain; empty skips the check.
@@ -131,7 +133,12 @@ func build(spec *v1alpha1.SpiffeEntrySpec, serverTD string) (entries.Entry, *fie
 }
 
 // CreateOrUpdate makes SPIRE hold the entry for this object.
-func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry) error {
+func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry) (err error) {
+	defer func() {
+		if err == nil && h.DryRun {
+			err = spifferegistration.DryRunError()
+		}
+	}()
 	e, fe := build(&obj.Spec, h.TrustDomain)
 	if fe != nil {
 		return ctrlerrors.WithReason(fe.reason, ctrlerrors.BlockedErrorf("%w", fe))

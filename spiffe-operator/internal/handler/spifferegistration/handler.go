@@ -17,8 +17,11 @@ import (
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/handler"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
@@ -46,6 +49,24 @@ type Handler struct {
 	// makes every pass a full one. Incremental passes also need Lister to
 	// implement workload.Getter.
 	Dirty *Dirty
+	// ClusterName is the operator's --cluster-name, the {clusterName} of
+	// parent ID templates.
+	ClusterName string
+	// Nodes looks up the nodes that pods run on, for per-node parents.
+	Nodes nodes.Getter
+	// ServiceNames returns the DNS names of the Services of a namespace
+	// selecting pods with the given labels, for autoPopulateDNSNames; nil
+	// means none.
+	ServiceNames func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error)
+	// DryRun is true when the Syncer writes nothing (--dry-run): a pass
+	// that succeeded reports Ready=False with ReasonDryRun.
+	DryRun bool
+	// Class says which policies this instance takes; fallback policies
+	// yield only to those.
+	Class class.Filter
+	// Pods returns the running pods of a service account, for per-node
+	// parents and per-pod entries; nil means no pod runs anywhere.
+	Pods func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error)
 
 	memo renders
 }
@@ -62,16 +83,31 @@ func OwnerOf(obj *v1alpha1.SpiffeRegistration) entrysync.Owner {
 // workloads renders and diffs just those (its cost does not grow with the
 // number of workloads); any other pass (first, resync, retry, spec or
 // namespace change) renders every selected workload and diffs the whole set.
-func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegistration) error {
-	p, specErr := compile(&obj.Spec, h.TrustDomain)
+func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegistration) (err error) {
+	defer func() {
+		if err == nil && h.DryRun {
+			err = DryRunError()
+		}
+	}()
+	p, specErr := compile(&obj.Spec, h.TrustDomain, h.ClusterName)
 	if specErr != nil {
 		// Keep what is registered: a bad edit must not revoke identities.
 		h.Dirty.forget(obj.Name)
 		return ctrlerrors.WithReason(specErr.reason, ctrlerrors.BlockedErrorf("%w", specErr))
 	}
-	memo := h.memo.forPolicy(obj.UID, obj.Generation)
 	changed, full := h.Dirty.take(obj.Name)
-	if !full && memo.ready {
+	if obj.Spec.Fallback {
+		if p.others, err = h.othersOf(ctx, obj); err != nil {
+			return err
+		}
+	}
+	if p.pods != nil {
+		return h.podPass(ctx, obj, p)
+	}
+	memo := h.memo.forPolicy(obj.UID, obj.Generation)
+	// With per-node parents or per-pod entries, what a workload needs
+	// depends on its pods, so every pass is a full one.
+	if !full && memo.ready && !p.byPods() && !obj.Spec.Fallback && !p.autoDNS {
 		if done, err := h.incremental(ctx, obj, p, memo, changed); done {
 			return err
 		}
@@ -91,10 +127,21 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	)
 	memo.ready = false
 	memo.begin()
+	yielded := 0
+	var autoErr error
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
+		if p.takenByOthers(w) {
+			yielded++
+			return
+		}
 		e, f := memo.render(p, w)
 		if f != nil {
 			failures = append(failures, *f)
+		}
+		if e != nil && p.autoDNS {
+			if e, autoErr = h.withServiceNames(ctx, e, w.Namespace, w.MatchLabels); autoErr != nil {
+				return
+			}
 		}
 		if e != nil {
 			rendered = append(rendered, e)
@@ -104,7 +151,18 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
+	if autoErr != nil {
+		return autoErr
+	}
+	selected -= yielded
 	want := merge(rendered)
+	if p.byPods() {
+		var podFailures []v1alpha1.Failure
+		if want, podFailures, err = h.byPods(ctx, p, want); err != nil {
+			return err
+		}
+		failures = append(failures, podFailures...)
+	}
 
 	owner := OwnerOf(obj)
 	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
@@ -112,7 +170,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
 	}
-	if syncErr == nil {
+	if syncErr == nil && !p.byPods() && !p.autoDNS {
 		memo.rebuild(want, &out)
 	}
 	return h.report(ctx, obj, owner, counts{
@@ -176,6 +234,22 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeRegistration) 
 	h.memo.forget(obj.UID)
 	h.Dirty.forget(obj.Name)
 	return nil
+}
+
+// withServiceNames returns e with the DNS names of the Services of namespace
+// that select pods with podLabels added (a copy; e is not modified).
+func (h *Handler) withServiceNames(ctx context.Context, e *entries.Entry, namespace string, podLabels map[string]string) (*entries.Entry, error) {
+	if h.ServiceNames == nil || len(podLabels) == 0 {
+		return e, nil
+	}
+	names, err := h.ServiceNames(ctx, namespace, podLabels)
+	if err != nil || len(names) == 0 {
+		return e, err
+	}
+	c := *e
+	c.DNSNames = append(slices.Clone(e.DNSNames), names...)
+	c.Normalize()
+	return &c, nil
 }
 
 func (h *Handler) now() time.Time {

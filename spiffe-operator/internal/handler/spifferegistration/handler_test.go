@@ -187,6 +187,19 @@ func TestBadSpecIsRefusedNamingTheField(t *testing.T) {
 		"label selector": {func(s *v1alpha1.SpiffeRegistrationSpec) {
 			s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
 		}, ReasonInvalidWorkloadSelector, "spec.workloadSelector"},
+		"default parent without cluster name": {func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" },
+			ReasonClusterNameUnset, "spec.parentIDTemplate (default spire/agent/k8s_psat/{clusterName}/{nodeUID})"},
+		"parent template without node": {func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.ParentID, s.ParentIDTemplate = "", "agents/all"
+		}, ReasonInvalidParentIDTemplate, "spec.parentIDTemplate"},
+		"admin on labelled namespaces": {func(s *v1alpha1.SpiffeRegistrationSpec) { s.Admin, s.ServiceAccountName = true, "ops" },
+			ReasonUnsafeAdmin, "spec.admin"},
+		"downstream without a service account": {func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.Downstream = true
+			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.NamespaceNameLabel: "a"}}
+		}, ReasonUnsafeAdmin, "spec.downstream"},
+		"both parents": {func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentIDTemplate = "agents/{nodeName}" },
+			ReasonInvalidParentID, "not both"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

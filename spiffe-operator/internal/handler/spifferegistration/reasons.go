@@ -1,6 +1,9 @@
 package spifferegistration
 
-import "github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+import (
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+)
 
 // Condition reasons of Ready=False; each names the field or the party at fault.
 const (
@@ -10,24 +13,39 @@ const (
 	ReasonTrustDomainMismatch = "TrustDomainMismatch"
 	// ReasonInvalidParentID: spec.parentID is not a SPIFFE ID of the trust domain.
 	ReasonInvalidParentID = "InvalidParentID"
+	// ReasonInvalidParentIDTemplate: spec.parentIDTemplate does not parse,
+	// or renders an invalid parent ID for some node.
+	ReasonInvalidParentIDTemplate = "InvalidParentIDTemplate"
+	// ReasonClusterNameUnset: the parent ID template uses {clusterName} (the
+	// default does) and the operator runs without --cluster-name.
+	ReasonClusterNameUnset = "ClusterNameUnset"
 	// ReasonInvalidSpiffeIDTemplate: spec.spiffeIDTemplate does not parse, or
 	// renders an invalid SPIFFE ID for some workload.
 	ReasonInvalidSpiffeIDTemplate = "InvalidSpiffeIDTemplate"
 	// ReasonInvalidDNSNameTemplate: an entry of spec.dnsNameTemplates does not
 	// parse, or renders an invalid DNS name for some workload.
 	ReasonInvalidDNSNameTemplate = "InvalidDNSNameTemplate"
+	// ReasonInvalidWorkloadSelectorTemplate: an entry of
+	// spec.workloadSelectorTemplates does not parse, or renders a selector
+	// the k8s workload attestor never produces for some workload.
+	ReasonInvalidWorkloadSelectorTemplate = "InvalidWorkloadSelectorTemplate"
 	// ReasonInvalidFederatesWith: an entry of spec.federatesWith is not a trust domain.
 	ReasonInvalidFederatesWith = "InvalidFederatesWith"
 	// ReasonInvalidTTL: spec.x509SVIDTTL or spec.jwtSVIDTTL is out of range.
 	ReasonInvalidTTL = "InvalidTTL"
 	// ReasonInvalidNamespaceSelector: spec.namespaceSelector does not parse.
 	ReasonInvalidNamespaceSelector = "InvalidNamespaceSelector"
+	// ReasonInvalidPodSelector: spec.podSelector does not parse.
+	ReasonInvalidPodSelector = "InvalidPodSelector"
 	// ReasonInvalidWorkloadSelector: spec.workloadSelector does not parse.
 	ReasonInvalidWorkloadSelector = "InvalidWorkloadSelector"
 	// ReasonUnsafePodSelector: a per-workload template needs the workload's
 	// pods told apart by spec.selector.matchLabels, and the workload has none
 	// (or also uses matchExpressions, which SPIRE selectors cannot express).
 	ReasonUnsafePodSelector = "UnsafePodSelector"
+	// ReasonUnsafeAdmin: spec.admin or spec.downstream on a policy that does
+	// not select one namespace by name and one service account.
+	ReasonUnsafeAdmin = "UnsafeAdmin"
 	// ReasonEntryRejected: SPIRE refused some entries (InvalidArgument or similar).
 	ReasonEntryRejected = "EntryRejected"
 	// ReasonEntryIDNotKept: SPIRE created an entry under another ID than the
@@ -42,4 +60,14 @@ const (
 	ReasonSpirePermissionDenied = "SpirePermissionDenied"
 	// ReasonSpireChanged: SPIRE changed during the pass; retried at once.
 	ReasonSpireChanged = "SpireChanged"
+	// ReasonDryRun: the operator runs with --dry-run and wrote nothing.
+	ReasonDryRun = "DryRun"
 )
+
+// DryRunError is what a pass that succeeded returns under --dry-run, so
+// that Ready=False says nothing was written.
+func DryRunError() error {
+	return ctrlerrors.WithReason(ReasonDryRun, ctrlerrors.BlockedErrorf(
+		"dry run (--dry-run): nothing was written to SPIRE; the writes this object needs are logged and counted in "+
+			"trustplane_spire_dry_run_writes_total, and the entry counts are those that would be registered"))
+}

@@ -22,37 +22,9 @@ func (p *policy) render(w workload.Workload) (entries.Entry, *v1alpha1.Failure) 
 		return entries.Entry{}, &v1alpha1.Failure{Object: w.String(), Reason: reason, Message: fmt.Sprintf("%s: %v", field, err)}
 	}
 	vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
-	path, err := p.idTemplate.Render(vals)
+	e, reason, field, err := p.renderTemplates(vals, p.parentID, w.Namespace, w.ServiceAccount)
 	if err != nil {
-		return fail(ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err)
-	}
-	id, err := spiffeid.FromPath(p.trustDomain, "/"+path)
-	if err != nil {
-		return fail(ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", fmt.Errorf("renders %q: %w", path, err))
-	}
-	e := entries.Entry{
-		SpiffeID: id,
-		ParentID: p.parentID,
-		Selectors: []entries.Selector{
-			{Type: "k8s", Value: "ns:" + w.Namespace},
-			{Type: "k8s", Value: "sa:" + w.ServiceAccount},
-		},
-		X509SVIDTTL:   p.x509TTL,
-		JWTSVIDTTL:    p.jwtTTL,
-		FederatesWith: p.federatesWith,
-		Hint:          p.hint,
-		Admin:         p.admin,
-		Downstream:    p.downstream,
-	}
-	for i, t := range p.dnsNames {
-		name, err := t.Render(vals)
-		if err == nil {
-			err = validDNSName(name)
-		}
-		if err != nil {
-			return fail(ReasonInvalidDNSNameTemplate, fmt.Sprintf("spec.dnsNameTemplates[%d]", i), err)
-		}
-		e.DNSNames = append(e.DNSNames, name)
+		return fail(reason, field, err)
 	}
 	if p.podSelectors {
 		if len(w.MatchLabels) == 0 || w.HasMatchExpressions {
@@ -70,6 +42,59 @@ func (p *policy) render(w workload.Workload) (entries.Entry, *v1alpha1.Failure) 
 	}
 	e.Normalize()
 	return e, nil
+}
+
+// renderTemplates renders the SPIFFE ID, DNS name and selector templates
+// with vals into an entry under parent for the pods of a namespace and
+// service account; on failure it names the reason and the field at fault.
+func (p *policy) renderTemplates(vals template.Values, parent spiffeid.ID, namespace, serviceAccount string) (
+	e entries.Entry, reason, field string, err error) {
+	path, err := p.idTemplate.Render(vals)
+	if err != nil {
+		return e, ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err
+	}
+	id, err := spiffeid.FromPath(p.trustDomain, "/"+path)
+	if err != nil {
+		return e, ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", fmt.Errorf("renders %q: %w", path, err)
+	}
+	e = p.newEntry(id, parent, namespace, serviceAccount)
+	for i, t := range p.dnsNames {
+		name, err := t.Render(vals)
+		if err == nil {
+			err = validDNSName(name)
+		}
+		if err != nil {
+			return e, ReasonInvalidDNSNameTemplate, fmt.Sprintf("spec.dnsNameTemplates[%d]", i), err
+		}
+		e.DNSNames = append(e.DNSNames, name)
+	}
+	for i, t := range p.selectors {
+		sel, err := t.Render(vals)
+		if err != nil {
+			return e, ReasonInvalidWorkloadSelectorTemplate, fmt.Sprintf("spec.workloadSelectorTemplates[%d]", i), err
+		}
+		e.Selectors = append(e.Selectors, sel)
+	}
+	return e, "", "", nil
+}
+
+// newEntry returns the entry of id under parent for the pods of a
+// namespace and service account, with the policy's options.
+func (p *policy) newEntry(id, parent spiffeid.ID, namespace, serviceAccount string) entries.Entry {
+	return entries.Entry{
+		SpiffeID: id,
+		ParentID: parent,
+		Selectors: []entries.Selector{
+			{Type: "k8s", Value: "ns:" + namespace},
+			{Type: "k8s", Value: "sa:" + serviceAccount},
+		},
+		X509SVIDTTL:   p.x509TTL,
+		JWTSVIDTTL:    p.jwtTTL,
+		FederatesWith: p.federatesWith,
+		Hint:          p.hint,
+		Admin:         p.admin,
+		Downstream:    p.downstream,
+	}
 }
 
 func validDNSName(name string) error {

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/selectortemplate"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/template"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
@@ -17,10 +19,25 @@ import (
 // policy is a validated, compiled SpiffeRegistrationSpec.
 type policy struct {
 	trustDomain spiffeid.TrustDomain
-	parentID    spiffeid.ID
-	idTemplate  *template.Template
-	dnsNames    []*template.Template
-	selection   workload.Selection
+	// parentID is the fixed parent; zero in per-node mode.
+	parentID spiffeid.ID
+	// parentTemplate renders the parent of each (workload, node) entry;
+	// nil with a fixed parent.
+	parentTemplate *template.Template
+	clusterName    string
+	// perPod is true for one entry per pod (k8s:pod-uid).
+	perPod bool
+	// pods selects pods by label in a policy of pods (spec.podSelector); nil
+	// for a policy of workloads.
+	pods labels.Selector
+	// autoDNS adds the DNS names of the Services selecting the pods.
+	autoDNS bool
+	// others, for a fallback policy, are the policies it yields to.
+	others     *yield
+	idTemplate *template.Template
+	dnsNames   []*template.Template
+	selectors  []*selectortemplate.Template
+	selection  workload.Selection
 	// podSelectors is true when entries must also carry the workload's
 	// matchLabels as pod-label selectors.
 	podSelectors  bool
@@ -47,9 +64,9 @@ func fieldErr(reason, field string, err error) *specError {
 
 // compile validates spec the way admission cannot (the same rules run in
 // the CRD where CEL can express them). serverTD, when set, is the SPIRE
-// server's trust domain.
-func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD string) (*policy, *specError) {
-	p := &policy{hint: spec.Hint, admin: spec.Admin, downstream: spec.Downstream}
+// server's trust domain; clusterName is the operator's --cluster-name.
+func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string) (*policy, *specError) {
+	p := &policy{hint: spec.Hint, admin: spec.Admin, downstream: spec.Downstream, clusterName: clusterName}
 	var err error
 	if p.trustDomain, err = spiffeid.TrustDomainFromString(string(spec.TrustDomain)); err != nil {
 		return nil, fieldErr(ReasonInvalidTrustDomain, "spec.trustDomain", err)
@@ -58,28 +75,39 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD string) (*policy, *
 		return nil, fieldErr(ReasonTrustDomainMismatch, "spec.trustDomain",
 			fmt.Errorf("%q is not the SPIRE server's trust domain %q", p.trustDomain.Name(), serverTD))
 	}
-	if p.parentID, err = spiffeid.FromString(spec.ParentID); err != nil {
-		return nil, fieldErr(ReasonInvalidParentID, "spec.parentID", err)
-	}
-	if !p.parentID.MemberOf(p.trustDomain) || p.parentID.Path() == "" {
-		return nil, fieldErr(ReasonInvalidParentID, "spec.parentID",
-			fmt.Errorf("%q is not a non-root SPIFFE ID in trust domain %q", spec.ParentID, p.trustDomain.Name()))
+	if err := p.compileParent(spec); err != nil {
+		return nil, err
 	}
 	src := spec.SpiffeIDTemplate
 	if src == "" {
 		src = v1alpha1.DefaultSpiffeIDTemplate
 	}
-	if p.idTemplate, err = template.Parse(src); err != nil {
+	parse := template.Parse
+	if spec.PodSelector != nil {
+		parse = template.ParsePod
+		if p.pods, err = metav1.LabelSelectorAsSelector(spec.PodSelector); err != nil {
+			return nil, fieldErr(ReasonInvalidPodSelector, "spec.podSelector", err)
+		}
+	}
+	if p.idTemplate, err = parse(src); err != nil {
 		return nil, fieldErr(ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err)
 	}
-	p.podSelectors = p.idTemplate.PerWorkload()
+	// Entries of a pod policy carry the pod's UID: no pod-label selectors needed.
+	p.podSelectors = p.idTemplate.PerWorkload() && p.pods == nil
 	for i, s := range spec.DNSNameTemplates {
-		t, err := template.Parse(s)
+		t, err := parse(s)
 		if err != nil {
 			return nil, fieldErr(ReasonInvalidDNSNameTemplate, fmt.Sprintf("spec.dnsNameTemplates[%d]", i), err)
 		}
-		p.podSelectors = p.podSelectors || t.PerWorkload()
+		p.podSelectors = p.podSelectors || t.PerWorkload() && p.pods == nil
 		p.dnsNames = append(p.dnsNames, t)
+	}
+	for i, s := range spec.WorkloadSelectorTemplates {
+		t, err := selectortemplate.Parse(s)
+		if err != nil {
+			return nil, fieldErr(ReasonInvalidWorkloadSelectorTemplate, fmt.Sprintf("spec.workloadSelectorTemplates[%d]", i), err)
+		}
+		p.selectors = append(p.selectors, t)
 	}
 	for i, f := range spec.FederatesWith {
 		td, err := spiffeid.TrustDomainFromString(string(f))
@@ -100,11 +128,93 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD string) (*policy, *
 	if p.selection.Workloads, err = selector(spec.WorkloadSelector); err != nil {
 		return nil, fieldErr(ReasonInvalidWorkloadSelector, "spec.workloadSelector", err)
 	}
+	p.perPod = spec.EntryGranularity == v1alpha1.EntryPerPod
+	p.autoDNS = spec.AutoPopulateDNSNames
+	p.selection.ServiceAccount = spec.ServiceAccountName
+	p.selection.IgnoreNamespaces = spec.IgnoreNamespaces
+	if spec.IgnoreNamespaces == nil {
+		p.selection.IgnoreNamespaces = v1alpha1.DefaultIgnoreNamespaces()
+	}
+	if (spec.Admin || spec.Downstream) && !singleAccount(spec) {
+		field := "spec.admin"
+		if !spec.Admin {
+			field = "spec.downstream"
+		}
+		return nil, fieldErr(ReasonUnsafeAdmin, field, fmt.Errorf(
+			"grants SPIRE admin or downstream rights, so the policy must select one namespace by name (namespaceSelector.matchLabels[%s]) and set serviceAccountName",
+			v1alpha1.NamespaceNameLabel))
+	}
 	p.selection.Kinds = spec.WorkloadKinds
 	if len(p.selection.Kinds) == 0 {
 		p.selection.Kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
 	}
 	return p, nil
+}
+
+// compileParent sets the fixed parent, or the per-node parent template.
+func (p *policy) compileParent(spec *v1alpha1.SpiffeRegistrationSpec) *specError {
+	if spec.ParentID != "" && spec.ParentIDTemplate != "" {
+		return fieldErr(ReasonInvalidParentID, "spec.parentID",
+			fmt.Errorf("set parentID (one fixed parent) or parentIDTemplate (a parent per node), not both"))
+	}
+	if spec.ParentID != "" {
+		var err error
+		if p.parentID, err = spiffeid.FromString(spec.ParentID); err != nil {
+			return fieldErr(ReasonInvalidParentID, "spec.parentID", err)
+		}
+		if !p.parentID.MemberOf(p.trustDomain) || p.parentID.Path() == "" {
+			return fieldErr(ReasonInvalidParentID, "spec.parentID",
+				fmt.Errorf("%q is not a non-root SPIFFE ID in trust domain %q", spec.ParentID, p.trustDomain.Name()))
+		}
+		return nil
+	}
+	src, field := spec.ParentIDTemplate, "spec.parentIDTemplate"
+	if src == "" {
+		src, field = v1alpha1.DefaultParentIDTemplate, "spec.parentIDTemplate (default "+v1alpha1.DefaultParentIDTemplate+")"
+	}
+	t, err := template.ParseParent(src)
+	if err != nil {
+		return fieldErr(ReasonInvalidParentIDTemplate, field, err)
+	}
+	if t.Uses(template.VarClusterName) && p.clusterName == "" {
+		return fieldErr(ReasonClusterNameUnset, field,
+			fmt.Errorf("uses {clusterName} and the operator runs without --cluster-name; set it to the cluster name of the SPIRE server's k8s_psat node attestor"))
+	}
+	p.parentTemplate = t
+	return nil
+}
+
+// perNode reports whether entries hang under the agent of each node that
+// runs the workload's pods rather than under one fixed parent.
+func (p *policy) perNode() bool { return p.parentTemplate != nil }
+
+// byPods reports whether what a workload needs depends on its pods (per-node
+// parents or per-pod entries), so every pass must read them.
+func (p *policy) byPods() bool { return p.perNode() || p.perPod }
+
+// nodeParent renders the parent ID of the entries of pods on node n.
+func (p *policy) nodeParent(n nodes.Node) (spiffeid.ID, error) {
+	path, err := p.parentTemplate.Render(template.Values{
+		NodeName: n.Name, NodeUID: n.UID, ClusterName: p.clusterName, TrustDomain: p.trustDomain.Name(),
+	})
+	if err != nil {
+		return spiffeid.ID{}, err
+	}
+	id, err := spiffeid.FromPath(p.trustDomain, "/"+path)
+	if err != nil {
+		return spiffeid.ID{}, fmt.Errorf("renders %q: %w", path, err)
+	}
+	return id, nil
+}
+
+// singleAccount reports whether spec selects at most one namespace, by the
+// name label the API server sets, and one service account.
+func singleAccount(spec *v1alpha1.SpiffeRegistrationSpec) bool {
+	if spec.ServiceAccountName == "" || spec.NamespaceSelector == nil {
+		return false
+	}
+	_, ok := spec.NamespaceSelector.MatchLabels[v1alpha1.NamespaceNameLabel]
+	return ok
 }
 
 func ttlSeconds(d *metav1.Duration, def time.Duration) (int32, error) {

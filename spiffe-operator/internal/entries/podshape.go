@@ -1,0 +1,97 @@
+package entries
+
+import "strings"
+
+// PodShape is what an entry's selectors ask of a pod, when they are all
+// k8s:ns, k8s:sa and k8s:pod-label selectors (the ones the operator can
+// check against its pod cache).
+type PodShape struct {
+	// Namespace and ServiceAccount the pod must run in and as.
+	Namespace, ServiceAccount string
+	// Labels the pod must carry (at least).
+	Labels map[string]string
+	// PodUID, when set, is the one pod the shape matches (k8s:pod-uid).
+	PodUID string
+}
+
+// ShapeOf returns the pod shape of e, and false when e has a selector of
+// another kind, lacks the namespace or service account, or can match no pod
+// at all (two namespaces, two service accounts or two values of one label:
+// SPIRE requires every selector to match). Selectors of a pod's containers,
+// images, owner or node (what workloadSelectorTemplates add) only narrow
+// which of the shape's pods match; the shape leaves them out, so it
+// matches every pod that such an entry may serve, and perhaps more.
+func ShapeOf(e *Entry) (PodShape, bool) {
+	var sh PodShape
+	// set records v in *field, and fails when another value is there.
+	set := func(field *string, v string) bool {
+		if *field != "" && *field != v {
+			return false
+		}
+		*field = v
+		return true
+	}
+	for _, sel := range e.Selectors {
+		if sel.Type != "k8s" {
+			return PodShape{}, false
+		}
+		ok := true
+		switch {
+		case strings.HasPrefix(sel.Value, "ns:"):
+			ok = set(&sh.Namespace, strings.TrimPrefix(sel.Value, "ns:"))
+		case strings.HasPrefix(sel.Value, "sa:"):
+			ok = set(&sh.ServiceAccount, strings.TrimPrefix(sel.Value, "sa:"))
+		case narrowing(sel.Value):
+		case strings.HasPrefix(sel.Value, "pod-uid:"):
+			ok = set(&sh.PodUID, strings.TrimPrefix(sel.Value, "pod-uid:"))
+		case strings.HasPrefix(sel.Value, "pod-label:"):
+			k, v, cut := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
+			if !cut {
+				return PodShape{}, false
+			}
+			if sh.Labels == nil {
+				sh.Labels = map[string]string{}
+			}
+			if have, dup := sh.Labels[k]; dup && have != v {
+				return PodShape{}, false
+			}
+			sh.Labels[k] = v
+		default:
+			ok = false
+		}
+		if !ok {
+			return PodShape{}, false
+		}
+	}
+	return sh, sh.Namespace != "" && sh.ServiceAccount != ""
+}
+
+// MatchesPod reports whether the pod with the given UID and labels (in the
+// shape's namespace and service account) is selected by the shape.
+func (sh PodShape) MatchesPod(uid string, labels map[string]string) bool {
+	return (sh.PodUID == "" || sh.PodUID == uid) && sh.Matches(labels)
+}
+
+// Matches reports whether a pod with the given labels (in the shape's
+// namespace and service account) is selected by the shape's labels; it
+// does not check PodUID (see MatchesPod).
+func (sh PodShape) Matches(labels map[string]string) bool {
+	for k, v := range sh.Labels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// narrowing reports whether a k8s selector value is of a type the shape
+// leaves out: one about a pod's containers, images, owner or node.
+func narrowing(value string) bool {
+	typ, _, _ := strings.Cut(value, ":")
+	switch typ {
+	case "container-name", "container-image", "pod-owner", "pod-owner-uid", "pod-image", "pod-init-image",
+		"pod-image-count", "pod-init-image-count", "node-name":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,95 @@
+package spifferegistration
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
+)
+
+// yield holds, for a fallback policy, what the policies it yields to
+// select: the other non-fallback policies of the instance's class.
+type yield struct {
+	workloads  []workload.Selection
+	pods       []podSelection
+	namespaces map[string]*corev1.Namespace
+}
+
+// podSelection is what a policy of pods selects.
+type podSelection struct {
+	sel  workload.Selection
+	pods labels.Selector
+}
+
+// othersOf reads the policies the fallback policy obj yields to. A policy
+// whose spec does not compile (it keeps what it registered, but selects
+// nothing new) or that is being deleted is not one of them.
+func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration) (*yield, error) {
+	var l v1alpha1.SpiffeRegistrationList
+	if err := h.Reader.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list SpiffeRegistrations: %w", err)
+	}
+	y := &yield{}
+	for i := range l.Items {
+		o := &l.Items[i]
+		if o.UID == obj.UID || o.Spec.Fallback || o.DeletionTimestamp != nil || !h.Class.Takes(o.Spec.ClassName) {
+			continue
+		}
+		op, err := compile(&o.Spec, h.TrustDomain, h.ClusterName)
+		if err != nil {
+			continue
+		}
+		if op.pods != nil {
+			y.pods = append(y.pods, podSelection{sel: op.selection, pods: op.pods})
+		} else {
+			y.workloads = append(y.workloads, op.selection)
+		}
+	}
+	if len(y.workloads)+len(y.pods) == 0 {
+		return nil, nil
+	}
+	var nsList corev1.NamespaceList
+	if err := h.Reader.List(ctx, &nsList, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	y.namespaces = make(map[string]*corev1.Namespace, len(nsList.Items))
+	for i := range nsList.Items {
+		y.namespaces[nsList.Items[i].Name] = &nsList.Items[i]
+	}
+	return y, nil
+}
+
+// takenByOthers reports whether a policy the fallback policy p yields to
+// selects the workload w.
+func (p *policy) takenByOthers(w workload.Workload) bool {
+	if p.others == nil {
+		return false
+	}
+	ns := p.others.namespaces[w.Namespace]
+	for _, sel := range p.others.workloads {
+		if sel.SelectsWorkload(ns, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// podTakenByOthers reports whether a policy of pods the fallback policy p
+// yields to selects a pod with these labels in namespace.
+func (p *policy) podTakenByOthers(namespace string, podLabels map[string]string) bool {
+	if p.others == nil {
+		return false
+	}
+	ns := p.others.namespaces[namespace]
+	for _, o := range p.others.pods {
+		if o.sel.SelectsNamespace(ns) && o.pods.Matches(labels.Set(podLabels)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,88 @@
+package operator_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
+)
+
+// entryIDsAt returns the IDs of the entries under parent.
+func entryIDsAt(parent string) func() []string {
+	return func() []string {
+		var out []string
+		for _, e := range entriesUnder(parent) {
+			out = append(out, e.Id)
+		}
+		return out
+	}
+}
+
+var _ = Describe("Classes of instances", func() {
+	It("let each instance take only the policies and entries of its class, and the classless ones only "+
+		"the classless instance or one told to watch them", func() {
+		namespace("class-a", map[string]string{"test": "class"})
+		deployment("class-a", "web", "web", nil)
+		blue := policyFor("class", func(s *v1alpha1.SpiffeRegistrationSpec) { s.ClassName = "blue" })
+		Expect(k8s.Create(ctx, blue)).To(Succeed())
+		blueEntry := &v1alpha1.SpiffeEntry{Spec: v1alpha1.SpiffeEntrySpec{ClassName: "blue",
+			SpiffeID: "spiffe://example.org/vm/class-blue", ParentID: parentOf("class-entry"), Selectors: []string{"unix:uid:1000"}}}
+		blueEntry.Name = "class-blue"
+		Expect(k8s.Create(ctx, blueEntry)).To(Succeed())
+		// The suite's instance has no class: it never touches them.
+		Consistently(func() []string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(blue), blue)).To(Succeed())
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(blueEntry), blueEntry)).To(Succeed())
+			return append(append(paths(parentOf("class"))(), paths(parentOf("class-entry"))()...),
+				append(blue.Finalizers, blueEntry.Finalizers...)...)
+		}, resync).Should(BeEmpty())
+
+		// The blue instance takes them, under its own prefix; and, not told
+		// to watch classless objects, leaves the classless policy alone.
+		classless := policyFor("class-none", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.NamespaceSelector.MatchLabels["test"] = "class"
+		})
+		Expect(k8s.Create(ctx, classless)).To(Succeed())
+		_, stopBlue := launch(cp.Config, func(o *operator.Options) { o.ClassName, o.EntryIDPrefix = "blue", "blue." })
+		defer stopBlue()
+		Eventually(entryIDsAt(parentOf("class"))).Should(ConsistOf(HavePrefix("blue.")))
+		Eventually(entryIDsAt(parentOf("class-entry"))).Should(ConsistOf(HavePrefix("blue.")))
+		Eventually(policyReady(blue)).Should(Equal("True/Ready"))
+		Eventually(entryIDsAt(parentOf("class-none"))).Should(HaveLen(1))
+		Consistently(entryIDsAt(parentOf("class-none")), resync).Should(ConsistOf(Not(HavePrefix("blue."))))
+
+		// The class cannot be changed to move a policy between instances.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(blue), blue)).To(Succeed())
+		patch := client.MergeFrom(blue.DeepCopy())
+		blue.Spec.ClassName = "green"
+		Expect(k8s.Patch(ctx, blue, patch)).To(MatchError(ContainSubstring("className is immutable")))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(classless), classless)).To(Succeed())
+		patch = client.MergeFrom(classless.DeepCopy())
+		classless.Spec.ClassName = "blue"
+		Expect(k8s.Patch(ctx, classless, patch)).To(MatchError(ContainSubstring("className is immutable")))
+
+		// Deleted, the blue policy's entries go through the blue instance.
+		Expect(k8s.Delete(ctx, blue)).To(Succeed())
+		Eventually(paths(parentOf("class"))).Should(BeEmpty())
+	})
+
+	It("let an instance told to watch classless objects take them too", func() {
+		namespace("class-wc", map[string]string{"test": "class-wc"})
+		deployment("class-wc", "web", "web", nil)
+		p := policyFor("class-wc", nil)
+		// With the classless instance down, so that one instance alone acts.
+		whileOperatorDown(func() {
+			_, stopGreen := launch(cp.Config, func(o *operator.Options) {
+				o.ClassName, o.WatchClassless, o.EntryIDPrefix = "green", true, "green."
+			})
+			defer stopGreen()
+			Expect(k8s.Create(ctx, p)).To(Succeed())
+			Eventually(entryIDsAt(parentOf("class-wc"))).Should(ConsistOf(HavePrefix("green.")))
+			Expect(k8s.Delete(ctx, p)).To(Succeed())
+			Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(p), p) }).Should(MatchError(ContainSubstring("not found")))
+			Expect(entryIDsAt(parentOf("class-wc"))()).To(BeEmpty())
+		})
+	})
+})
