@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -85,7 +86,7 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 		rep.Add(r)
 		mu.Unlock()
 	}
-	o.parallel(len(d.Namespaces), func(i int) {
+	o.parallel(ctx, len(d.Namespaces), func(i int) {
 		record(o.syncOne(ctx, d, d.Namespaces[i], hash))
 	})
 
@@ -104,7 +105,7 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 			stale = append(stale, &owned[i])
 		}
 	}
-	o.parallel(len(stale), func(i int) { record(o.release(ctx, d.Kind, stale[i])) })
+	o.parallel(ctx, len(stale), func(i int) { record(o.release(ctx, d.Kind, stale[i])) })
 	return rep
 }
 
@@ -140,7 +141,7 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 		return rep, fmt.Errorf("the %d existing targets hold a bundle other than the last published one (hash %q, not %q)", existing, other, hash)
 	}
 	var mu sync.Mutex
-	o.parallel(len(d.Namespaces), func(i int) {
+	o.parallel(ctx, len(d.Namespaces), func(i int) {
 		r := o.createOne(ctx, d, d.Namespaces[i], hash)
 		mu.Lock()
 		rep.Add(r)
@@ -188,7 +189,7 @@ func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, bundle string) Repo
 		return rep
 	}
 	var mu sync.Mutex
-	o.parallel(len(owned), func(i int) {
+	o.parallel(ctx, len(owned), func(i int) {
 		r := o.release(ctx, kind, &owned[i])
 		mu.Lock()
 		rep.Add(r)
@@ -197,26 +198,13 @@ func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, bundle string) Repo
 	return rep
 }
 
-func (o *Objects) parallel(n int, f func(i int)) {
+// parallel runs f for 0..n-1 on at most Workers goroutines (16 when unset).
+func (o *Objects) parallel(ctx context.Context, n int, f func(i int)) {
 	workers := o.Workers
 	if workers <= 0 {
 		workers = 16
 	}
-	workers = min(workers, n)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				f(i)
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	workqueue.ParallelizeUntil(ctx, workers, n, f)
 }
 
 func (o *Objects) list(ctx context.Context, kind Kind, bundle string) ([]metav1.PartialObjectMetadata, error) {
