@@ -74,7 +74,7 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 		empty.SetNamespace(m.Namespace)
 		empty.SetName(m.Name)
 		if err := w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(w.FieldManager), client.ForceOwnership); err != nil {
-			return "", fmt.Errorf("release %s %s/%s: %w", gvk.Kind, m.Namespace, m.Name, err)
+			return "", fmt.Errorf("drop our fields: %w", err)
 		}
 		return empty.GetResourceVersion(), nil
 	}
@@ -84,7 +84,7 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 	obj.SetName(m.Name)
 	uid, rv := m.UID, m.ResourceVersion
 	if err := client.IgnoreNotFound(w.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv})); err != nil {
-		return "", fmt.Errorf("release %s %s/%s: %w", gvk.Kind, m.Namespace, m.Name, err)
+		return "", fmt.Errorf("delete: %w", err)
 	}
 	// The delete event carries a newer resourceVersion than rv.
 	return nextRV(rv), nil
