@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -17,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/shared"
 )
 
 // Kind is the kind of a namespaced target object.
@@ -48,11 +49,6 @@ type Objects struct {
 	// has not yet seen our last write. Feed them from the target watch.
 	Expectations *Expectations
 }
-
-// createOnly is the resourceVersion that makes a server-side apply create
-// its object and fail with a conflict where one exists: no object holds it,
-// since the first write to etcd is its revision 2.
-const createOnly = "1"
 
 // Desired is the content every target of one kind should hold.
 type Desired struct {
@@ -171,7 +167,7 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 		return rep
 	}
 	obj := applyObject(d, ns, hash)
-	obj.SetResourceVersion(createOnly)
+	obj.SetResourceVersion(shared.CreateOnly)
 	rep, err = o.write(ctx, d, ns, obj, false)
 	if err != nil && !apierrors.IsConflict(err) {
 		rep.Fail(what, err)
@@ -259,7 +255,7 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 // on release, so it is left as it is and reported.
 func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string) Report {
 	obj := applyObject(d, ns, hash)
-	obj.SetResourceVersion(createOnly)
+	obj.SetResourceVersion(shared.CreateOnly)
 	rep, err := o.write(ctx, d, ns, obj, false)
 	if !apierrors.IsConflict(err) {
 		if err != nil {
@@ -427,34 +423,11 @@ func (o *Objects) release(ctx context.Context, kind Kind, m *metav1.PartialObjec
 	if !o.expectationsMet(kind, m.Namespace, m.Name, m.ResourceVersion) {
 		return rep
 	}
-	shared := false
-	for _, e := range m.ManagedFields {
-		if e.Manager != FieldManager {
-			shared = true
-		}
-	}
-	var err error
-	if shared {
-		empty := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1",
-			"kind":       string(kind),
-			"metadata":   map[string]any{"name": m.Name, "namespace": m.Namespace},
-		}}
-		err = o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(FieldManager), client.ForceOwnership)
-		if err == nil {
-			o.expect(kind, m.Namespace, m.Name, empty.GetResourceVersion())
-		}
-	} else {
-		obj := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
-		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
-		obj.SetNamespace(m.Namespace)
-		obj.SetName(m.Name)
-		uid, rv := m.UID, m.ResourceVersion
-		err = client.IgnoreNotFound(o.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
-		if err == nil {
-			// The delete event carries a newer resourceVersion than rv.
-			o.expect(kind, m.Namespace, m.Name, nextRV(rv))
-		}
+	target := m.DeepCopy()
+	target.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
+	rv, err := writer(o.Client).Release(ctx, target)
+	if err == nil {
+		o.expect(kind, m.Namespace, m.Name, rv)
 	}
 	if err != nil {
 		rep.Fail(what, err)
@@ -472,13 +445,4 @@ func (o *Objects) expect(kind Kind, ns, name, rv string) {
 	if o.Expectations != nil {
 		o.Expectations.expect(kind, ns, name, rv)
 	}
-}
-
-// nextRV returns the resourceVersion after rv, or rv when it is not numeric.
-func nextRV(rv string) string {
-	n, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		return rv
-	}
-	return strconv.FormatUint(n+1, 10)
 }
