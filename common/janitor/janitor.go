@@ -16,6 +16,7 @@ package janitor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -23,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -124,14 +124,7 @@ func (j *Client) SetOwnership(obj client.Object) error {
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[labels.OwnerUID] = string(j.owner.GetUID())
-	l[labels.OwnerKind] = j.ownerGVK.Kind
-	if len(validation.IsValidLabelValue(j.owner.GetName())) == 0 {
-		l[labels.OwnerName] = j.owner.GetName()
-	}
-	if ns := j.owner.GetNamespace(); ns != "" {
-		l[labels.OwnerNamespace] = ns
-	}
+	maps.Copy(l, labels.Owner(j.owner, j.ownerGVK.Kind))
 	obj.SetLabels(l)
 	if j.canReference(obj) {
 		if err := controllerutil.SetControllerReference(j.owner, obj, j.Scheme()); err != nil {

@@ -353,13 +353,10 @@ func targetLabels(ctx context.Context, tb *v1alpha1.TrustBundle) map[string]stri
 	if j := janitor.FromContext(ctx); j != nil {
 		env = j.Environment()
 	}
-	return map[string]string{
-		labels.Environment:      env,
-		target.LabelTrustBundle: tb.Name,
-		labels.OwnerUID:         string(tb.UID),
-		labels.OwnerKind:        "TrustBundle",
-		labels.OwnerName:        tb.Name,
-	}
+	l := labels.Owner(tb, "TrustBundle")
+	l[labels.Environment] = env
+	l[target.LabelTrustBundle] = tb.Name
+	return l
 }
 
 // objectTarget is one per-namespace target kind of a TrustBundle and its
