@@ -29,7 +29,7 @@ FUZZ_TARGETS := \
 	identity-operator/internal/conflict:FuzzClassifyIsSymmetric:100000x
 FUZZ_TIME ?=
 
-.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-deployed e2e-kind images docker-images fuzz installers \
+.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-deployed e2e-helm e2e-installer e2e-kind images docker-images fuzz installers \
 	$(foreach o,$(OPERATORS),deploy-$(o) undeploy-$(o))
 
 all: test
@@ -44,9 +44,11 @@ vet: ## go vet every module (common also as for macOS, where its tests may run)
 	go vet $(PKGS)
 	GOOS=darwin go vet ./common/...
 
-test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster, then each fuzz target briefly
+test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster (operators from make deploy, then from the installers), the Helm specs there, then each fuzz target briefly
 	go test $(GO_TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory e2e-deployed E2E_DEPLOYED_LABELS=smoke E2E_DEPLOYED_FLAGS=
+	$(MAKE) --no-print-directory e2e-installer E2E_INSTALLER_FLAGS=
+	$(MAKE) --no-print-directory e2e-helm E2E_HELM_FLAGS=
 	$(MAKE) fuzz
 
 fuzz: ## run each fuzz target of FUZZ_TARGETS for its budget (or FUZZ_TIME)
@@ -90,6 +92,16 @@ E2E_DEPLOYED_FLAGS  ?= -v
 
 e2e-deployed: tools ## the suite with the operators deployed as pods on the real node (images imported, make deploy-<operator>); make test runs its smoke specs
 	E2E_CLUSTER=deployed go test -timeout 20m -count=1 $(E2E_DEPLOYED_FLAGS) ./e2e/ -ginkgo.label-filter='$(E2E_DEPLOYED_LABELS)'
+
+E2E_HELM_FLAGS ?= -v -ginkgo.v
+
+e2e-helm: tools ## helm install, upgrade and uninstall of charts/trustplane on the deployed cluster with no operator of its own (E2E_INSTALL=helm, e2e/helm_test.go); make test runs it
+	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 20m -count=1 $(E2E_HELM_FLAGS) ./e2e/ -ginkgo.label-filter=helm
+
+E2E_INSTALLER_FLAGS ?= -v
+
+e2e-installer: tools ## the smoke specs on the deployed cluster with the operators applied from the installers of make installers (E2E_INSTALL=installer); make test runs it
+	E2E_CLUSTER=deployed E2E_INSTALL=installer go test -timeout 20m -count=1 $(E2E_INSTALLER_FLAGS) ./e2e/ -ginkgo.label-filter=smoke
 
 e2e-kind: ## the same suite on a kind cluster (needs Docker): images, SPIRE, make deploy-<operator>
 	hack/e2e-kind.sh

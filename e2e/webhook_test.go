@@ -75,7 +75,9 @@ spec:
 				Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}},
 		})).To(Succeed())
 		webhookID := workloadID(ns, "webhook")
-		Eventually(probeLog(ctx, ns, "webhook"), podTimeout, time.Second).Should(ContainSubstring("webhook-serving id=" + webhookID + "\n"))
+		// The webhook and the probe's own fetch print independently.
+		Eventually(probeLog(ctx, ns, "webhook"), podTimeout, time.Second).Should(SatisfyAll(
+			ContainSubstring("webhook-serving id="+webhookID+"\n"), MatchRegexp(`(?m)^x509-svid `)))
 		log, err := probeLog(ctx, ns, "webhook")()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(framework.X509SVIDs(log)).To(ConsistOf(webhookID+" dns=webhook."+ns+".svc"), "the serving SVID names the Service")

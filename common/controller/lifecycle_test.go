@@ -327,6 +327,27 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 
+		It("takes a status write the server found nothing to change in for no write, and sends the next", func(ctx context.Context) {
+			w := newWidget(ns, "noop-status", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			var patches atomic.Int64
+			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					if patches.Add(1) == 1 {
+						return nil // as for a field the schema prunes: accepted, nothing changed
+					}
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}))
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			res, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(patches.Load()).To(Equal(int64(2)), "the version read is current, so the status is sent")
+			Expect(res.RequeueAfter).To(BeNumerically(">=", cfg.RequeueAfter))
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
+		})
+
 		It("never loses the handler's error when the status write fails too", func(ctx context.Context) {
 			w := newWidget(ns, "doublefault", true, "a")
 			w.Spec.Fail = "terminal"

@@ -297,7 +297,12 @@ func (l *Local) OperatorLogs(op string) string {
 func (l *Local) Diagnostics() string {
 	var b strings.Builder
 	for _, op := range Operators {
-		fmt.Fprintf(&b, "--- %s (last lines) ---\n%s\n", op, tail(l.OperatorLogs(op), 60))
+		l.mu.Lock()
+		p := l.proc[op]
+		l.mu.Unlock()
+		if p != nil {
+			fmt.Fprintf(&b, "--- %s (last lines) ---\n%s\n", op, tail(p.Logs(), 60))
+		}
 	}
 	if l.spire != nil {
 		fmt.Fprintf(&b, "--- spire-server (last lines) ---\n%s\n", tail(l.spire.Logs(), 30))

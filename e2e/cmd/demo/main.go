@@ -1,5 +1,7 @@
 // Command demo is `make demo`: it starts a local control plane and a
-// spire-server, runs the three operators as processes under their own RBAC,
+// spire-server, runs the three operators under their own RBAC (as pods on a
+// real node, deployed with make deploy-<operator>, where the machine can run
+// one; as processes otherwise),
 // applies hack/demo/*.yaml and every operator's config/samples, prints what
 // happened, and keeps running until Ctrl-C with the kubeconfig path printed.
 // Where the machine can run a real node (root, Linux, cgroup v1), it also
@@ -40,7 +42,7 @@ func run() (err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	local, err := framework.StartLocal(ctx, framework.LocalOptions{Progress: os.Stdout, RealNode: true})
+	local, asPods, err := start(ctx)
 	if err != nil {
 		return err
 	}
@@ -66,6 +68,14 @@ func run() (err error) {
 	fmt.Println("[trustplane] waiting for the operators to settle")
 	waitSettled(ctx, local)
 	report(ctx, local)
+	if asPods {
+		fmt.Println("\n=== The operators, deployed as pods (make deploy-<operator>) ===")
+		out, err := kubectl(ctx, local, "get", "deployments,pods", "-n", framework.Namespace, "-o", "wide")
+		if err != nil {
+			out = err.Error()
+		}
+		fmt.Print(indent(out))
+	}
 	if w, err := local.Workloads(); err != nil {
 		fmt.Printf("\n[trustplane] pods do not run here, so this demo shows entries only: %v\n", err)
 	} else if err := showPods(ctx, local, w); err != nil {
@@ -82,6 +92,21 @@ Press Ctrl-C to stop and clean up.
 `, local.KubeconfigPath(), kubectlPath(), kubectlPath(), spireServerPath(), local.Spire().SocketPath)
 	<-signals
 	return nil
+}
+
+// start runs the operators as pods on a real node where the machine can run
+// one, and says so; as processes otherwise.
+func start(ctx context.Context) (*framework.Local, bool, error) {
+	if err := testenv.NodePreflight(); err != nil {
+		fmt.Printf("[trustplane] the operators run as processes: %v\n", err)
+		l, err := framework.StartLocal(ctx, framework.LocalOptions{Progress: os.Stdout, RealNode: true})
+		return l, false, err
+	}
+	d, err := framework.StartDeployed(ctx, framework.LocalOptions{Progress: os.Stdout})
+	if err != nil {
+		return nil, false, err
+	}
+	return d.Local, true, nil
 }
 
 func spireServerPath() string {
