@@ -2,8 +2,6 @@ package janitor_test
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -35,11 +33,9 @@ var _ = BeforeSuite(func() {
 	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
 })
 
-var nsCount atomic.Int64
-
 func namespace(ctx context.Context) string {
-	name := fmt.Sprintf("j-%d", nsCount.Add(1))
-	Expect(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	name, err := testapi.NewNamespace(ctx, cp.Client, "j-")
+	Expect(err).NotTo(HaveOccurred())
 	return name
 }
 
@@ -225,11 +221,26 @@ var _ = Describe("Live child types", func() {
 
 		gone, err := newJanitor(w).Withdraw(ctx, live)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(gone).To(BeFalse(), "children were seen in this call: not yet confirmed")
+		Expect(gone).To(BeTrue(), "nothing held them: the second read confirms them gone")
 		Expect(exists(ctx, ns, "here")).To(BeFalse())
 		Expect(exists(ctx, ns, "earlier")).To(BeFalse())
 		Expect(exists(ctx, ns, "theirs")).To(BeTrue())
+	})
 
+	It("reports a Live child a finalizer holds as not gone, until it is", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: ns, Finalizers: []string{"test.trustplane.dev/hold"},
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "dev"}}}
+		Expect(cp.Client.Create(ctx, held)).To(Succeed())
+		gone, err := newJanitor(w).Withdraw(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeFalse())
+
+		Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(held), held)).To(Succeed())
+		Expect(held.DeletionTimestamp).NotTo(BeNil())
+		held.Finalizers = nil
+		Expect(cp.Client.Update(ctx, held)).To(Succeed())
 		gone, err = newJanitor(w).Withdraw(ctx, live)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(gone).To(BeTrue())

@@ -2,8 +2,6 @@ package scoped_test
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -32,11 +30,9 @@ var _ = BeforeSuite(func() {
 	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
 })
 
-var nsCount atomic.Int64
-
 func namespace(ctx context.Context) string {
-	name := fmt.Sprintf("s-%d", nsCount.Add(1))
-	Expect(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	name, err := testapi.NewNamespace(ctx, cp.Client, "s-")
+	Expect(err).NotTo(HaveOccurred())
 	return name
 }
 

@@ -2,8 +2,6 @@ package shared_test
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -33,11 +31,9 @@ var _ = BeforeSuite(func() {
 	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
 })
 
-var nsCount atomic.Int64
-
 func namespace(ctx context.Context) string {
-	name := fmt.Sprintf("sh-%d", nsCount.Add(1))
-	Expect(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	name, err := testapi.NewNamespace(ctx, cp.Client, "sh-")
+	Expect(err).NotTo(HaveOccurred())
 	return name
 }
 

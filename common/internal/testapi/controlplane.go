@@ -1,12 +1,16 @@
 package testapi
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"runtime"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/testenv"
@@ -28,4 +32,14 @@ func StartControlPlane() (*testenv.ControlPlane, error) {
 	}
 	crds := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "crd")
 	return testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: []string{crds}, Scheme: scheme})
+}
+
+// NewNamespace creates a namespace named prefix and a random suffix through
+// c and returns its name.
+func NewNamespace(ctx context.Context, c client.Client, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := c.Create(ctx, ns); err != nil {
+		return "", fmt.Errorf("create namespace %s*: %w", prefix, err)
+	}
+	return ns.Name, nil
 }
