@@ -36,11 +36,11 @@ import (
 type ChildType struct {
 	// List is an empty list of the type, e.g. &corev1.ConfigMapList{}.
 	List client.ObjectList
-	// Live children are looked for with an uncached read (WithLiveReader)
-	// and in every environment, by the owner's UID, which alone identifies
-	// its children: a child the cache has not seen yet, or one written while
-	// the owner carried another environment label, is found too, and
-	// Withdraw confirms their absence.
+	// Live children are looked for in every environment, by the owner's
+	// UID, which alone identifies its children, so one written while the
+	// owner carried another environment label is found too; Withdraw reads
+	// them uncached (WithLiveReader), so one the cache has not seen yet is
+	// found as well, and confirms their absence.
 	Live bool
 }
 
@@ -223,20 +223,27 @@ func (j *Client) record(obj client.Object) {
 // Cleanup deletes the owned children of the declared types that this
 // reconcile did not touch, and returns how many it deleted.
 func (j *Client) Cleanup(ctx context.Context) (int, error) {
-	deleted, _, err := j.cleanup(ctx)
+	deleted, _, err := j.cleanup(ctx, false)
 	return deleted, err
 }
 
 // Withdraw declares types, so that every owned child of them that this
 // reconcile did not touch goes, and reports whether the children of the Live
-// types are confirmed gone: the uncached read saw none. A Live child seen
-// now (deleted now, or still being deleted) is confirmed gone by a later
-// call. Children of other types are deleted without confirmation.
+// types are confirmed gone: after deleting what it saw, a second uncached
+// read saw none. A Live child still being deleted (a finalizer holds it) is
+// confirmed gone by a later call. Children of other types are deleted
+// without confirmation.
 func (j *Client) Withdraw(ctx context.Context, types ...ChildType) (gone bool, err error) {
 	if err := j.DeclareTypes(types...); err != nil {
 		return false, err
 	}
-	_, seen, err := j.cleanup(ctx)
+	_, seen, err := j.cleanup(ctx, true)
+	if err != nil || seen == 0 {
+		return err == nil, err
+	}
+	// Children were seen and deleted: a fresh uncached read confirms
+	// whether they are gone already (no finalizer held them).
+	_, seen, err = j.cleanup(ctx, true)
 	if err != nil {
 		return false, err
 	}
@@ -245,8 +252,9 @@ func (j *Client) Withdraw(ctx context.Context, types ...ChildType) (gone bool, e
 
 // cleanup deletes the untouched owned children of the declared types. It
 // returns how many it deleted and how many untouched owned children of Live
-// types it saw, those already being deleted included.
-func (j *Client) cleanup(ctx context.Context) (deleted, seen int, err error) {
+// types it saw, those already being deleted included. Live types are read
+// in every environment; with confirm, uncached (the live reader).
+func (j *Client) cleanup(ctx context.Context, confirm bool) (deleted, seen int, err error) {
 	j.mu.Lock()
 	declared := make(map[schema.GroupVersionKind]ChildType, len(j.declared))
 	for k, v := range j.declared {
@@ -266,7 +274,7 @@ func (j *Client) cleanup(ctx context.Context) (deleted, seen int, err error) {
 		)
 		if t.Live {
 			reader, writer = j.Client.Client, j.Client.Client
-			if j.live != nil {
+			if confirm && j.live != nil {
 				reader = j.live
 			}
 		}
