@@ -240,12 +240,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	var lat []time.Duration
 	for j := range s.samples {
 		name := fmt.Sprintf("new-%d", j)
-		e := entries.Entry{
-			SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, name)),
-			ParentID:  spiffeid.RequireFromString(parentID),
-			Selectors: []entries.Selector{{Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + name}},
-		}
-		e.Normalize()
+		e := benchEntry(ns, name)
 		id := ids.EntryID(tag, e.Key())
 		t0 := time.Now()
 		if err := k8s.Create(ctx, deployment(ns, name, name)); err != nil {
@@ -259,6 +254,18 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	slices.Sort(lat)
 	rep.add("N=%d one new Deployment to its entry (%d samples): p50 %s, p99 %s, max %s (target p99 < 100ms)",
 		n, len(lat), pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(100*time.Microsecond))
+
+	// One workload changed, at a time: an existing Deployment moves to
+	// another service account, so its entry is replaced (an incremental
+	// pass). From the Update call to the new entry being readable, and to
+	// the old one being gone (no Pods run here, so none retains it).
+	created, replaced, err := measureReplace(ctx, k8s, entryClient, ids, tag, ns, n, s.samples)
+	if err != nil {
+		return err
+	}
+	rep.add("N=%d one Deployment changed to its entry replaced (%d samples): new entry p50 %s, p99 %s, max %s; old entry gone p50 %s, p99 %s, max %s",
+		n, len(created), pct(created, 50), pct(created, 99), created[len(created)-1].Round(100*time.Microsecond),
+		pct(replaced, 50), pct(replaced, 99), replaced[len(replaced)-1].Round(100*time.Microsecond))
 
 	// For context: SPIRE's own latency for one BatchCreateEntry of one entry
 	// at this size, under a parent the operator does not use.
@@ -422,6 +429,56 @@ func rounds2str(converges, floors []time.Duration, ratios []float64) string {
 	return strings.Join(parts, ", ")
 }
 
+// benchEntry is the entry the benchmark's policy renders for service
+// account sa in namespace ns.
+func benchEntry(ns, sa string) entries.Entry {
+	e := entries.Entry{
+		SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, sa)),
+		ParentID:  spiffeid.RequireFromString(parentID),
+		Selectors: []entries.Selector{{Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + sa}},
+	}
+	e.Normalize()
+	return e
+}
+
+// measureReplace moves k of the n converged Deployments (w-0, w-1, ...,
+// spread over the range) to a new service account, one at a time, and times
+// from each Update call to the new entry being readable (created) and to the
+// old entry being gone (replaced), both sorted.
+func measureReplace(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, n, k int) (created, replaced []time.Duration, err error) {
+	if k > n {
+		k = n
+	}
+	for j := range k {
+		name := fmt.Sprintf("w-%d", j*(n/k))
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+			return nil, nil, err
+		}
+		oldE, newE := benchEntry(ns, d.Spec.Template.Spec.ServiceAccountName), benchEntry(ns, name+"-moved")
+		oldID, newID := ids.EntryID(tag, oldE.Key()), ids.EntryID(tag, newE.Key())
+		if _, err := c.GetEntry(ctx, &entryv1.GetEntryRequest{Id: oldID}); err != nil {
+			return nil, nil, fmt.Errorf("entry of %s before the change: %w", name, err)
+		}
+		d.Spec.Template.Spec.ServiceAccountName = name + "-moved"
+		t0 := time.Now()
+		if err := k8s.Update(ctx, d); err != nil {
+			return nil, nil, err
+		}
+		if err := waitEntry(ctx, c, newID, 30*time.Second); err != nil {
+			return nil, nil, fmt.Errorf("new entry of %s: %w", name, err)
+		}
+		created = append(created, time.Since(t0))
+		if err := waitGone(ctx, c, oldID, 30*time.Second); err != nil {
+			return nil, nil, fmt.Errorf("old entry of %s: %w", name, err)
+		}
+		replaced = append(replaced, time.Since(t0))
+	}
+	slices.Sort(created)
+	slices.Sort(replaced)
+	return created, replaced, nil
+}
+
 // rawCreates times k single-entry creates straight against SPIRE.
 func rawCreates(ctx context.Context, api *spire.Client, n, k int) ([]time.Duration, error) {
 	var out []time.Duration
@@ -578,6 +635,26 @@ func waitEntry(ctx context.Context, c entryv1.EntryClient, id string, timeout ti
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("entry %s not there after %s", id, timeout)
+		}
+	}
+	return nil
+}
+
+// waitGone polls entry id every 2 ms until SPIRE answers NotFound.
+func waitGone(ctx context.Context, c entryv1.EntryClient, id string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		_, err := c.GetEntry(ctx, &entryv1.GetEntryRequest{Id: id})
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("entry %s still there after %s", id, timeout)
 		}
 	}
 	return nil
