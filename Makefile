@@ -40,8 +40,9 @@ help: ## list targets
 tools: ## build kube-apiserver, etcd, kubectl, spire-server, spire-agent and the real node's components into the cache (minutes on the first run only)
 	@hack/build-tools.sh all node >/dev/null
 
-vet: ## go vet every module
+vet: ## go vet every module (common also as for macOS, where its tests may run)
 	go vet $(PKGS)
+	GOOS=darwin go vet ./common/...
 
 test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster (operators from make deploy, then from the installers), the Helm specs there, then each fuzz target briefly
 	go test $(GO_TEST_FLAGS) $(PKGS)
@@ -71,8 +72,8 @@ generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers, a
 		 $(CONTROLLER_GEN) crd rbac:roleName=$$m-manager-role paths=./... \
 			output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac); \
 	done
-	cd common && $(CONTROLLER_GEN) object paths=./internal/testapi/... && \
-		$(CONTROLLER_GEN) crd paths=./internal/testapi/... output:crd:artifacts:config=testdata/crd
+	cd common && $(CONTROLLER_GEN) object paths=./examples/widget/api/... paths=./status/... && \
+		$(CONTROLLER_GEN) crd paths=./examples/widget/api/... output:crd:artifacts:config=testdata/crd
 	@echo "generate charts/trustplane (CRDs, RBAC and policies from config/, flag values from each operator's --help, values table)"
 	go run ./e2e/cmd/chartgen
 

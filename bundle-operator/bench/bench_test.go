@@ -531,7 +531,7 @@ func (o *operator) writeRequests(b *testing.B) float64 {
 // waitReconciled waits until the restarted operator reconciled the bundle.
 func (o *operator) waitReconciled(ctx context.Context, b *testing.B) {
 	for {
-		v, err := o.scrape(b, "trustplane_reconcile_total", `result="success"`)
+		v, err := o.scrape(b, "controller_runtime_reconcile_total", `result="success"`)
 		if err == nil && v > 0 {
 			return
 		}

@@ -6,8 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -16,15 +14,10 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/trustplane/trustplane/common/config"
-	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/common/spireconn"
 
@@ -63,19 +56,51 @@ func managerDefaults() manager.Options {
 	return d
 }
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bundle-operator:", err)
-		os.Exit(1)
+func main() { manager.Main(operator()) }
+
+// operator describes the bundle-operator process for manager.Main.
+func operator() manager.Operator {
+	defaults := managerDefaults()
+	// Configure decides the source namespaces (they shape the cache);
+	// Setup hands them to the controller.
+	var srcNamespaces []string
+	return manager.Operator{
+		Name:     "bundle-operator",
+		Defaults: &defaults,
+		AddFlags: addFlags,
+		Scheme:   newScheme,
+		Configure: func(p *manager.Process, o *ctrl.Options) error {
+			var err error
+			if srcNamespaces, err = sourceNamespaces(p.Viper.GetString(flagSourceNamespaces), ownNamespace); err != nil {
+				return err
+			}
+			o.Cache, err = bundlecontroller.CacheOptions(srcNamespaces, p.Viper.GetBool(flagClusterTrustBundles))
+			return err
+		},
+		Setup: func(ctx context.Context, p *manager.Process) (func(), error) {
+			v := p.Viper
+			spireReader, closeSpire, err := dialSpire(ctx, v)
+			if err != nil {
+				return nil, err
+			}
+			ctrl.Log.Info("bundle-operator sources", "spire", spireReader != nil, "sourceNamespaces", srcNamespaces)
+			return closeSpire, bundlecontroller.Setup(p.Manager, bundlecontroller.Options{
+				Config:              p.Config,
+				Metrics:             p.Metrics,
+				Spire:               spireReader,
+				AllowSecretSources:  v.GetBool(flagAllowSecretSources),
+				AllowSecretTargets:  v.GetBool(flagAllowSecretTargets),
+				ClusterTrustBundles: v.GetBool(flagClusterTrustBundles),
+				SourceNamespaces:    srcNamespaces,
+				PollInterval:        v.GetDuration(flagPollInterval),
+				Workers:             v.GetInt(flagTargetWorkers),
+			})
+		},
 	}
 }
 
-// newFlagSet returns the operator's flags: the framework's, its own and the
-// logger's (bound to the returned zap.Options).
-func newFlagSet() (*pflag.FlagSet, *zap.Options) {
-	fs := pflag.NewFlagSet("bundle-operator", pflag.ContinueOnError)
-	config.AddFlags(fs)
-	manager.AddFlags(fs, managerDefaults())
+// addFlags registers the operator's own flags.
+func addFlags(fs *pflag.FlagSet) {
 	spireconn.AddFlags(fs)
 	fs.Bool(flagAllowSecretSources, false, "allow TrustBundles to read Secrets (needs the rights of config/components/secret-sources)")
 	fs.Bool(flagAllowSecretTargets, false, "allow TrustBundles to write Secrets (needs the rights of config/components/secret-targets)")
@@ -83,93 +108,17 @@ func newFlagSet() (*pflag.FlagSet, *zap.Options) {
 	fs.Duration(flagPollInterval, bundlecontroller.DefaultPollInterval, "how often to poll SPIRE and ConfigMap/Secret sources for changes")
 	fs.Int(flagTargetWorkers, 16, "concurrent target writes per TrustBundle")
 	fs.String(flagSourceNamespaces, "", "comma-separated namespaces ConfigMap and Secret sources are read from (default: the operator's own namespace)")
-	zapOpts := &zap.Options{}
-	goFlags := flag.NewFlagSet("", flag.ContinueOnError)
-	zapOpts.BindFlags(goFlags)
-	fs.AddGoFlagSet(goFlags)
-	return fs, zapOpts
 }
 
-func run() error {
-	fs, zapOpts := newFlagSet()
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
-
-	v, err := config.NewViper(fs)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load(v)
-	if err != nil {
-		return err
-	}
-	mgrOpts, err := manager.Load(v)
-	if err != nil {
-		return err
-	}
-	mgrOpts.ApplyGCPercent()
-
-	restCfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	restCfg = mgrOpts.RestConfig(restCfg)
-
+// newScheme returns the built-in kinds and TrustBundle.
+func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-
-	srcNamespaces, err := sourceNamespaces(v.GetString(flagSourceNamespaces), ownNamespace)
-	if err != nil {
-		return err
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
 	}
-	cacheOpts, err := bundlecontroller.CacheOptions(srcNamespaces, v.GetBool(flagClusterTrustBundles))
-	if err != nil {
-		return err
-	}
-	ctrlOpts := mgrOpts.ManagerOptions("bundle-operator")
-	ctrlOpts.Scheme = scheme
-	ctrlOpts.Cache = cacheOpts
-	mgr, err := ctrl.NewManager(restCfg, ctrlOpts)
-	if err != nil {
-		return fmt.Errorf("manager: %w", err)
-	}
-	if err := manager.AddHealthChecks(mgr); err != nil {
-		return err
-	}
-
-	ctx := ctrl.SetupSignalHandler()
-	spireReader, closeSpire, err := dialSpire(ctx, v)
-	if err != nil {
-		return err
-	}
-	defer closeSpire()
-
-	m, err := controller.NewMetrics(metrics.Registry)
-	if err != nil {
-		return err
-	}
-	if err := bundlecontroller.Setup(mgr, bundlecontroller.Options{
-		Config:              cfg,
-		Metrics:             m,
-		Spire:               spireReader,
-		AllowSecretSources:  v.GetBool(flagAllowSecretSources),
-		AllowSecretTargets:  v.GetBool(flagAllowSecretTargets),
-		ClusterTrustBundles: v.GetBool(flagClusterTrustBundles),
-		SourceNamespaces:    srcNamespaces,
-		PollInterval:        v.GetDuration(flagPollInterval),
-		Workers:             v.GetInt(flagTargetWorkers),
-	}); err != nil {
-		return fmt.Errorf("set up controller: %w", err)
-	}
-	ctrl.Log.Info("starting bundle-operator", "qps", restCfg.QPS, "burst", restCfg.Burst, "spire", spireReader != nil,
-		"sourceNamespaces", srcNamespaces)
-	return mgr.Start(ctx)
+	return scheme, nil
 }
 
 // dialSpire connects to SPIRE when a socket or address is configured; a nil

@@ -38,7 +38,7 @@ func TestManagerSetsOnlyFlagsTheOperatorHas(t *testing.T) {
 }
 
 func testManagerSetsOnlyFlags(t *testing.T, file string) {
-	fs, _ := newFlagSet()
+	fs, _ := operator().FlagSet()
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func testManagerSetsOnlyFlags(t *testing.T, file string) {
 // exists, and every flag of the operator (besides the framework's and the
 // logger's, documented elsewhere) is named there.
 func TestDocumentedFlagsExistAndOwnFlagsAreDocumented(t *testing.T) {
-	fs, _ := newFlagSet()
+	fs, _ := operator().FlagSet()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "bundle-operator.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -37,16 +37,25 @@ const (
 	ReasonError = "ReconcileError"
 )
 
-// NewProcessing returns a Processing condition with the given reason
-// (ReasonProcessing, ReasonBlocked or ReasonDone). Processing is True while
+// NewProcessing returns Processing=True with reason ReasonProcessing: the
+// controller is working towards the desired state. Processing is True while
 // work is in progress or blocked and False when done, as kstatus expects of
-// an "in progress" condition.
-func NewProcessing(reason, message string) metav1.Condition {
-	status := metav1.ConditionTrue
-	if reason == ReasonDone {
-		status = metav1.ConditionFalse
-	}
-	return metav1.Condition{Type: TypeProcessing, Status: status, Reason: reason, Message: message}
+// an "in progress" condition; each of NewProcessing, NewBlocked and NewDone
+// fixes its own status, so no reason string decides it.
+func NewProcessing(message string) metav1.Condition {
+	return metav1.Condition{Type: TypeProcessing, Status: metav1.ConditionTrue, Reason: ReasonProcessing, Message: message}
+}
+
+// NewBlocked returns Processing=True with reason ReasonBlocked: progress
+// waits on something outside the object.
+func NewBlocked(message string) metav1.Condition {
+	return metav1.Condition{Type: TypeProcessing, Status: metav1.ConditionTrue, Reason: ReasonBlocked, Message: message}
+}
+
+// NewDone returns Processing=False with reason ReasonDone: the last pass
+// finished without error.
+func NewDone() metav1.Condition {
+	return metav1.Condition{Type: TypeProcessing, Status: metav1.ConditionFalse, Reason: ReasonDone}
 }
 
 // NewReady returns Ready=True.
@@ -62,10 +71,26 @@ func NewNotReady(reason, message string) metav1.Condition {
 	return metav1.Condition{Type: TypeReady, Status: metav1.ConditionFalse, Reason: reason, Message: message}
 }
 
+// Set adds or replaces the condition of c's type on obj, stamped with obj's
+// current generation. LastTransitionTime is kept when the status did not
+// change (meta.SetStatusCondition) and set to now when it did.
+func Set(obj object.Object, c metav1.Condition) {
+	c.ObservedGeneration = obj.GetGeneration()
+	meta.SetStatusCondition(&obj.CommonStatus().Conditions, c)
+}
+
+// SetStatus is Set for a condition given by its parts: status True when ok.
+func SetStatus(obj object.Object, conditionType string, ok bool, reason, message string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	Set(obj, metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message})
+}
+
 // Find returns the condition of type t, or nil.
 func Find(obj object.Object, t string) *metav1.Condition {
-	conds := obj.GetConditions()
-	return meta.FindStatusCondition(conds, t)
+	return meta.FindStatusCondition(obj.CommonStatus().Conditions, t)
 }
 
 // IsReady reports whether obj is Ready=True for its current generation.

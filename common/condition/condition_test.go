@@ -1,24 +1,82 @@
 package condition_test
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trustplane/trustplane/common/condition"
-	"github.com/trustplane/trustplane/common/internal/testapi"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/object"
 )
 
 func TestProcessingStatusFollowsKstatus(t *testing.T) {
-	if c := condition.NewProcessing(condition.ReasonDone, ""); c.Status != metav1.ConditionFalse {
-		t.Fatalf("Done must be Processing=False, got %s", c.Status)
-	}
-	for _, r := range []string{condition.ReasonProcessing, condition.ReasonBlocked} {
-		if c := condition.NewProcessing(r, "m"); c.Status != metav1.ConditionTrue || c.Type != condition.TypeProcessing {
-			t.Fatalf("%s must be Processing=True, got %+v", r, c)
+	for _, tc := range []struct {
+		c      metav1.Condition
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{condition.NewProcessing("m"), metav1.ConditionTrue, condition.ReasonProcessing},
+		{condition.NewBlocked("m"), metav1.ConditionTrue, condition.ReasonBlocked},
+		{condition.NewDone(), metav1.ConditionFalse, condition.ReasonDone},
+	} {
+		if tc.c.Type != condition.TypeProcessing || tc.c.Status != tc.status || tc.c.Reason != tc.reason {
+			t.Fatalf("got %+v, want Processing=%s reason %s", tc.c, tc.status, tc.reason)
 		}
+	}
+}
+
+func TestSetStampsTheGenerationAndKeepsTheTransitionTime(t *testing.T) {
+	w := &widgetv1.Widget{}
+	w.Generation = 3
+	condition.SetStatus(w, "Custom", true, "Fine", "m")
+	c := condition.Find(w, "Custom")
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Fine" || c.ObservedGeneration != 3 {
+		t.Fatalf("Set = %+v, want Custom=True reason Fine for generation 3", c)
+	}
+	if c.LastTransitionTime.IsZero() {
+		t.Fatal("Set must stamp a transition time")
+	}
+	then := metav1.NewTime(c.LastTransitionTime.Add(-time.Hour))
+	c.LastTransitionTime = then
+	w.Generation = 4
+	condition.SetStatus(w, "Custom", true, "StillFine", "m2")
+	c = condition.Find(w, "Custom")
+	if !c.LastTransitionTime.Equal(&then) || c.ObservedGeneration != 4 || c.Reason != "StillFine" {
+		t.Fatalf("same status: transition time kept, generation and reason updated; got %+v", c)
+	}
+	condition.SetStatus(w, "Custom", false, "Broken", "m3")
+	if c = condition.Find(w, "Custom"); c.LastTransitionTime.Equal(&then) || c.Status != metav1.ConditionFalse {
+		t.Fatalf("a status change moves the transition time; got %+v", c)
+	}
+}
+
+// TestStatusKeepsItsFieldNames guards the CRDs: the embedded Status must
+// serialise as status.conditions and status.observedGeneration, beside the
+// kind's own fields.
+func TestStatusKeepsItsFieldNames(t *testing.T) {
+	w := &widgetv1.Widget{}
+	w.Status.ObservedGeneration = 7
+	w.Status.ChildCount = 2
+	w.Status.SetCondition(condition.NewReady(""))
+	raw, err := json.Marshal(w.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"conditions", "observedGeneration", "childCount"} {
+		if _, ok := got[key]; !ok {
+			t.Fatalf("status %s lacks %q", raw, key)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("status %s has more than conditions, observedGeneration and childCount", raw)
 	}
 }
 
@@ -35,41 +93,41 @@ func TestReadyConstructors(t *testing.T) {
 }
 
 func TestIsReadyNeedsCurrentGeneration(t *testing.T) {
-	w := &testapi.Widget{}
+	w := &widgetv1.Widget{}
 	w.Generation = 2
 	if condition.IsReady(w) {
 		t.Fatal("no condition: not ready")
 	}
 	ready := condition.NewReady("")
 	ready.ObservedGeneration = 1
-	w.SetCondition(ready)
+	w.Status.SetCondition(ready)
 	if condition.IsReady(w) {
 		t.Fatal("Ready for an older generation is not ready")
 	}
 	ready.ObservedGeneration = 2
-	w.SetCondition(ready)
+	w.Status.SetCondition(ready)
 	if !condition.IsReady(w) {
 		t.Fatal("Ready=True for the current generation is ready")
 	}
 	notReady := condition.NewNotReady("X", "")
 	notReady.ObservedGeneration = 2
-	w.SetCondition(notReady)
+	w.Status.SetCondition(notReady)
 	if condition.IsReady(w) {
 		t.Fatal("Ready=False is not ready")
 	}
-	if meta.FindStatusCondition(w.GetConditions(), condition.TypeReady) != condition.Find(w, condition.TypeReady) {
+	if meta.FindStatusCondition(w.Status.Conditions, condition.TypeReady) != condition.Find(w, condition.TypeReady) {
 		t.Fatal("Find must return the condition in place")
 	}
 }
 
 func TestListsExposeTheirItems(t *testing.T) {
-	var list object.List[*testapi.Widget] = &testapi.WidgetList{Items: []testapi.Widget{{}, {}}}
+	var list object.List[*widgetv1.Widget] = &widgetv1.WidgetList{Items: []widgetv1.Widget{{}, {}}}
 	items := list.GetItems()
 	if len(items) != 2 {
 		t.Fatalf("GetItems returned %d items, want 2", len(items))
 	}
 	items[0].Name = "changed"
-	if list.(*testapi.WidgetList).Items[0].Name != "changed" {
+	if list.(*widgetv1.WidgetList).Items[0].Name != "changed" {
 		t.Fatal("GetItems must return pointers into the list")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,6 +36,9 @@ type Options struct {
 	Metrics *Metrics
 	// Random returns a value in [0,1) for jitter; nil means math/rand/v2.
 	Random func() float64
+	// APIReader reads uncached (the manager's GetAPIReader), to confirm
+	// that children of Live types are gone; nil reads through the client.
+	APIReader client.Reader
 }
 
 // Controller runs the reconcile lifecycle of kind T around a Handler.
@@ -65,7 +67,6 @@ func (c *Controller[T]) Name() string { return c.name }
 // Reconcile runs one pass of the lifecycle for req, using obj (a fresh, empty
 // object of kind T) as the buffer to read into.
 func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) (ctrl.Result, error) {
-	start := time.Now()
 	log := logf.FromContext(ctx).WithValues("controller", c.name, "object", req.NamespacedName)
 	ctx = logf.IntoContext(ctx, log)
 
@@ -89,7 +90,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	} else {
 		res, result, err = c.reconcile(ctx, obj)
 	}
-	c.opts.Metrics.observe(c.name, result, time.Since(start).Seconds())
+	c.opts.Metrics.observe(c.name, result)
 	if err != nil {
 		log.Error(err, "reconcile failed", "result", result)
 	}
@@ -114,11 +115,18 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 	}
 	orig = obj.DeepCopyObject().(T)
 
-	j, err := janitor.New(c.scopedClient(env), obj)
+	j, err := c.janitor(c.scopedClient(env), obj)
 	if err != nil {
 		return ctrl.Result{}, ResultError, err
 	}
 	hErr := c.handler.CreateOrUpdate(janitor.IntoContext(ctx, j), obj)
+	if hErr == nil {
+		// The pass succeeded: the children it did not write of the types it
+		// declared are stale.
+		if _, err := j.Cleanup(ctx); err != nil {
+			hErr = fmt.Errorf("clean up children: %w", err)
+		}
+	}
 	return c.finish(ctx, obj, orig, hErr)
 }
 
@@ -136,13 +144,22 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 	if env, ok := c.environment(obj); ok {
 		sc = c.scopedClient(env)
 	}
-	j, err := janitor.New(sc, obj)
+	j, err := c.janitor(sc, obj)
 	if err != nil {
 		return ctrl.Result{}, ResultError, err
 	}
 	if hErr := c.handler.Delete(janitor.IntoContext(ctx, j), obj); hErr != nil {
 		hErr = fmt.Errorf("delete: %w", hErr)
 		return c.finish(ctx, obj, orig, hErr)
+	}
+	if o, ok := c.handler.(handler.Owner); ok {
+		gone, err := j.Withdraw(ctx, o.OwnedTypes()...)
+		if err == nil && !gone {
+			err = ctrlerrors.RetryableWithDelayErrorf(c.opts.Config.RequeueAfterOnError, "waiting for the children of %s to be deleted", obj.GetName())
+		}
+		if err != nil {
+			return c.finish(ctx, obj, orig, fmt.Errorf("delete children: %w", err))
+		}
 	}
 	if err := c.updateFinalizer(ctx, obj, false); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -153,25 +170,20 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 	return ctrl.Result{}, ResultDeleted, nil
 }
 
+// janitor returns the janitor of one pass for obj's children.
+func (c *Controller[T]) janitor(sc *scoped.Client, obj T) (*janitor.Client, error) {
+	return janitor.New(sc, obj, janitor.WithLiveReader(c.opts.APIReader))
+}
+
 // scopedClient returns the client of environment env; the configured default
 // environment also holds objects without the label.
 func (c *Controller[T]) scopedClient(env string) *scoped.Client {
-	if env == c.opts.Config.DefaultEnvironment {
-		return scoped.NewDefault(c.client, env)
-	}
-	return scoped.New(c.client, env)
+	return scoped.For(c.client, env, c.opts.Config.DefaultEnvironment)
 }
 
-// environment returns the object's environment: its label, else the
-// configured default. ok is false when neither is set.
+// environment returns the object's environment by scoped.EnvironmentOf.
 func (c *Controller[T]) environment(obj T) (string, bool) {
-	if env, ok := obj.GetLabels()[labels.Environment]; ok && env != "" {
-		return env, true
-	}
-	if d := c.opts.Config.DefaultEnvironment; d != "" {
-		return d, true
-	}
-	return "", false
+	return scoped.EnvironmentOf(obj, c.opts.Config.DefaultEnvironment)
 }
 
 // finish maps the handler's error to conditions and a requeue, writes the
@@ -180,14 +192,14 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	res, result, retErr := c.classify(hErr)
 	switch result {
 	case ResultSuccess:
-		obj.SetCondition(condition.NewProcessing(condition.ReasonDone, ""))
-		obj.SetCondition(condition.NewReady(""))
+		condition.Set(obj, condition.NewDone())
+		condition.Set(obj, condition.NewReady(""))
 	case ResultBlocked:
-		obj.SetCondition(condition.NewProcessing(condition.ReasonBlocked, hErr.Error()))
-		obj.SetCondition(condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonBlocked), hErr.Error()))
+		condition.Set(obj, condition.NewBlocked(hErr.Error()))
+		condition.Set(obj, condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonBlocked), hErr.Error()))
 	default:
-		obj.SetCondition(condition.NewProcessing(condition.ReasonProcessing, hErr.Error()))
-		obj.SetCondition(condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonError), hErr.Error()))
+		condition.Set(obj, condition.NewProcessing(hErr.Error()))
+		condition.Set(obj, condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonError), hErr.Error()))
 	}
 	stampGeneration(obj)
 
@@ -232,17 +244,15 @@ func (c *Controller[T]) classify(hErr error) (ctrl.Result, string, error) {
 	return ctrl.Result{}, ResultError, hErr
 }
 
+// stampGeneration records that the status describes the object's current
+// generation, on every condition and in observedGeneration.
 func stampGeneration(obj object.Object) {
 	gen := obj.GetGeneration()
-	for _, cond := range obj.GetConditions() {
-		if cond.ObservedGeneration != gen {
-			cond.ObservedGeneration = gen
-			obj.SetCondition(cond)
-		}
+	s := obj.CommonStatus()
+	for i := range s.Conditions {
+		s.Conditions[i].ObservedGeneration = gen
 	}
-	if s, ok := obj.(object.ObservedGenerationSetter); ok {
-		s.SetObservedGeneration(gen)
-	}
+	s.ObservedGeneration = gen
 }
 
 // writeStatus patches the status subresource when the status differs from

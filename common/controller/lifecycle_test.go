@@ -26,7 +26,7 @@ import (
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
-	"github.com/trustplane/trustplane/common/internal/testapi"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/labels"
 )
 
@@ -41,9 +41,9 @@ func newNamespace(ctx context.Context) string {
 	return name
 }
 
-func newWidget(ns, name string, withEnv bool, children ...string) *testapi.Widget {
-	w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: testapi.WidgetSpec{Children: children, Data: map[string]string{"k": "v"}}}
+func newWidget(ns, name string, withEnv bool, children ...string) *widgetv1.Widget {
+	w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: widgetv1.WidgetSpec{Children: children, Data: map[string]string{"k": "v"}}}
 	if withEnv {
 		w.Labels = map[string]string{labels.Environment: env}
 	}
@@ -84,8 +84,8 @@ func watchClient() client.WithWatch {
 	return c
 }
 
-func reconcileOnce(ctx context.Context, c *controller.Controller[*testapi.Widget], obj client.Object) (ctrl.Result, error) {
-	return c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, &testapi.Widget{})
+func reconcileOnce(ctx context.Context, c *controller.Controller[*widgetv1.Widget], obj client.Object) (ctrl.Result, error) {
+	return c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, &widgetv1.Widget{})
 }
 
 func get(ctx context.Context, obj client.Object) client.Object {
@@ -93,7 +93,7 @@ func get(ctx context.Context, obj client.Object) client.Object {
 	return obj
 }
 
-func cond(w *testapi.Widget, t string) *metav1.Condition {
+func cond(w *widgetv1.Widget, t string) *metav1.Condition {
 	return meta.FindStatusCondition(w.Status.Conditions, t)
 }
 
@@ -108,7 +108,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		h = &faultyHandler{}
 		cfg = config.Default()
 	})
-	newController := func(c client.Client) *controller.Controller[*testapi.Widget] {
+	newController := func(c client.Client) *controller.Controller[*widgetv1.Widget] {
 		return controller.New("widget-direct", c, h, controller.Options{Config: cfg})
 	}
 
@@ -133,6 +133,36 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		}
 	})
 
+	It("deletes the declared children a successful pass did not write, without the handler calling Cleanup", func(ctx context.Context) {
+		w := newWidget(ns, "shrinking", true, "a", "b")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		c := newController(cp.Client)
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		get(ctx, w)
+		w.Spec.Children = []string{"a"}
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		_, err = reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(apierrors.IsNotFound(cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "b"}, &corev1.ConfigMap{}))).To(BeTrue())
+		Expect(cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "a"}, &corev1.ConfigMap{})).To(Succeed())
+	})
+
+	It("deletes nothing after a failed pass, though the handler declared the type", func(ctx context.Context) {
+		w := newWidget(ns, "failing", true, "a", "b")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		c := newController(cp.Client)
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		get(ctx, w)
+		w.Spec.Children = []string{"a"}
+		w.Spec.Fail = "late"
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		_, err = reconcileOnce(ctx, c, w)
+		Expect(err).To(MatchError(ContainSubstring("failed after writing")))
+		Expect(cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "b"}, &corev1.ConfigMap{})).To(Succeed())
+	})
+
 	Describe("failure mode 1: stuck deletion", func() {
 		It("deletes an object whose environment label was removed, calling Delete first", func(ctx context.Context) {
 			w := newWidget(ns, "unlabelled", true, "child")
@@ -148,7 +178,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			_, err = reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
 
-			err = cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &testapi.Widget{})
+			err = cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the widget must be gone")
 			err = cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "child"}, &corev1.ConfigMap{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Delete must have removed the child")
@@ -179,7 +209,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			failing = false
 			_, err = reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &testapi.Widget{}))).To(BeTrue())
+			Expect(apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{}))).To(BeTrue())
 		})
 	})
 
@@ -205,7 +235,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			_, err := reconcileOnce(ctx, newController(cp.Client), w)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(condition.IsReady(get(ctx, w).(*testapi.Widget))).To(BeTrue())
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 	})
 
@@ -224,7 +254,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Consistently(func(g Gomega) {
 				_, err := reconcileOnce(ctx, c, w)
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).GetResourceVersion()).To(Equal(rv))
+				g.Expect(get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).GetResourceVersion()).To(Equal(rv))
 				g.Expect(get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}).GetResourceVersion()).To(Equal(childRV))
 			}, "2s", "100ms").Should(Succeed())
 			Expect(counter.n.Load()).To(BeZero())
@@ -247,12 +277,12 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			res, err := reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred(), "a conflict is not an error to log")
 			Expect(res.RequeueAfter).To(Equal(cfg.RequeueAfterOnError), "the pass is retried soon")
-			Expect(condition.Find(get(ctx, w).(*testapi.Widget), condition.TypeReady)).To(BeNil(), "nothing was written")
+			Expect(condition.Find(get(ctx, w).(*widgetv1.Widget), condition.TypeReady)).To(BeNil(), "nothing was written")
 
 			_, err = reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(attempts.Load()).To(Equal(int64(2)))
-			Expect(condition.IsReady(get(ctx, w).(*testapi.Widget))).To(BeTrue())
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 
 		It("sends no status write when it reads again the version its own last status write was made over", func(ctx context.Context) {
@@ -260,12 +290,12 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			var (
 				patches atomic.Int64
-				before  *testapi.Widget
+				before  *widgetv1.Widget
 				stale   bool
 			)
 			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
 				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if w, ok := obj.(*testapi.Widget); ok && stale {
+					if w, ok := obj.(*widgetv1.Widget); ok && stale {
 						before.DeepCopyInto(w)
 						return nil
 					}
@@ -274,7 +304,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 					if patches.Add(1) == 1 {
 						// The object as a cache that misses this write will show it.
-						before = &testapi.Widget{}
+						before = &widgetv1.Widget{}
 						Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), before)).To(Succeed())
 					}
 					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
@@ -294,7 +324,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			_, err = reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(patches.Load()).To(Equal(int64(1)), "the status is current")
-			Expect(condition.IsReady(get(ctx, w).(*testapi.Widget))).To(BeTrue())
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 
 		It("takes a status write the server found nothing to change in for no write, and sends the next", func(ctx context.Context) {
@@ -315,7 +345,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(err).NotTo(HaveOccurred())
 			Expect(patches.Load()).To(Equal(int64(2)), "the version read is current, so the status is sent")
 			Expect(res.RequeueAfter).To(BeNumerically(">=", cfg.RequeueAfter))
-			Expect(condition.IsReady(get(ctx, w).(*testapi.Widget))).To(BeTrue())
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 
 		It("never loses the handler's error when the status write fails too", func(ctx context.Context) {
@@ -342,7 +372,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 				if injected.Swap(true) {
 					return
 				}
-				other := &testapi.Widget{}
+				other := &widgetv1.Widget{}
 				Expect(cp.Client.Get(ctx, key, other)).To(Succeed())
 				other.Finalizers = append(other.Finalizers, "example.com/other")
 				other.Labels["edited-by"] = "someone-else"
@@ -370,7 +400,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			c := newController(interceptor.NewClient(watchClient(), interceptor.Funcs{
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-					other := &testapi.Widget{}
+					other := &widgetv1.Widget{}
 					Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(obj), other)).To(Succeed())
 					if len(other.Spec.Children) == 1 {
 						other.Spec.Children = append(other.Spec.Children, "b")
@@ -407,10 +437,10 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 	It("does not repeat a transition event when a stale cached copy is read again", func(ctx context.Context) {
 		w := newWidget(ns, "stale-cache", true, "a")
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
-		var stale *testapi.Widget
+		var stale *widgetv1.Widget
 		staleClient := interceptor.NewClient(watchClient(), interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if w, ok := obj.(*testapi.Widget); ok && stale != nil {
+				if w, ok := obj.(*widgetv1.Widget); ok && stale != nil {
 					stale.DeepCopyInto(w)
 					return nil
 				}
@@ -424,8 +454,8 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		Expect(recorder.Events).To(Receive(ContainSubstring("Ready")))
 
 		// A cache that has not seen the status write yet still shows the object as not ready.
-		stale = get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget).DeepCopy()
-		stale.Status = testapi.WidgetStatus{}
+		stale = get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget).DeepCopy()
+		stale.Status = widgetv1.WidgetStatus{}
 		_, err = reconcileOnce(ctx, c, w)
 		Expect(err).NotTo(HaveOccurred())
 		Consistently(recorder.Events, "500ms").ShouldNot(Receive(), "the transition was announced already")
@@ -475,7 +505,7 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		c := controller.New("widget-managed", mgr.GetClient(), h, controller.Options{
 			Config: cfg, Metrics: metrics, Recorder: mgr.GetEventRecorder("widget-managed"),
 		})
-		Expect(controller.SetupWithManager(mgr, c, func() *testapi.Widget { return &testapi.Widget{} }, nil)).To(Succeed())
+		Expect(controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} }, nil)).To(Succeed())
 		var ctx context.Context
 		ctx, cancel = context.WithCancel(context.Background())
 		go func() {
@@ -490,7 +520,7 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		w := newWidget(ns, "late-label", false, "a")
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
 		Eventually(func(g Gomega) {
-			got := get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget)
+			got := get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget)
 			g.Expect(cond(got, condition.TypeProcessing)).NotTo(BeNil())
 			g.Expect(cond(got, condition.TypeProcessing).Reason).To(Equal(condition.ReasonBlocked))
 		}).Should(Succeed())
@@ -498,7 +528,7 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		w.Labels = map[string]string{labels.Environment: env}
 		Expect(cp.Client.Update(ctx, w)).To(Succeed())
 		Eventually(func() bool {
-			return condition.IsReady(get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget))
+			return condition.IsReady(get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget))
 		}, "10s").Should(BeTrue())
 	})
 
@@ -509,7 +539,7 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
 		key := client.ObjectKeyFromObject(w)
 		Eventually(func(g Gomega) {
-			got := get(ctx, &testapi.Widget{ObjectMeta: w.ObjectMeta}).(*testapi.Widget)
+			got := get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget)
 			g.Expect(cond(got, condition.TypeReady)).NotTo(BeNil())
 			g.Expect(cond(got, condition.TypeReady).Message).To(ContainSubstring("broken for good"))
 		}).Should(Succeed())
@@ -518,16 +548,41 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		Consistently(func() int64 { return h.calls(key) - start }, "4s", "200ms").Should(BeNumerically("<=", 3))
 	})
 
-	It("records reconcile metrics and Ready counts", func() {
+	It("counts blocked passes and objects by Ready, and leaves reconcile counts and durations to controller-runtime", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		w := newWidget(ns, "metered", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed()) // no children: Blocked
+		value := func(g Gomega, name string, labels map[string]string) float64 {
+			families, err := registry.Gather()
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, f := range families {
+				if f.GetName() != name {
+					continue
+				}
+			metric:
+				for _, m := range f.GetMetric() {
+					for _, l := range m.GetLabel() {
+						if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+							continue metric
+						}
+					}
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+			return 0
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(value(g, "trustplane_reconcile_blocked_total", map[string]string{"controller": "widget-managed"})).To(BeNumerically(">", 0))
+			g.Expect(value(g, "trustplane_objects", map[string]string{"controller": "widget-managed", "ready": "False"})).To(BeNumerically(">", 0))
+		}, "10s").Should(Succeed())
+
 		families, err := registry.Gather()
 		Expect(err).NotTo(HaveOccurred())
 		names := map[string]bool{}
 		for _, f := range families {
 			names[f.GetName()] = true
 		}
-		Expect(names).To(HaveKey("trustplane_reconcile_total"))
-		Expect(names).To(HaveKey("trustplane_reconcile_duration_seconds"))
-		Expect(names).To(HaveKey("trustplane_objects"))
+		Expect(names).To(HaveLen(2), "only trustplane_reconcile_blocked_total and trustplane_objects: %v", names)
 	})
 
 	It("emits events on transitions only", func(ctx context.Context) {
@@ -555,7 +610,7 @@ type countingHandler struct {
 	counts syncMap
 }
 
-func (h *countingHandler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
+func (h *countingHandler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error {
 	h.counts.inc(client.ObjectKeyFromObject(w))
 	return h.faultyHandler.CreateOrUpdate(ctx, w)
 }

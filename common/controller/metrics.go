@@ -8,7 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Result labels of trustplane_reconcile_total.
+// Results of a reconcile pass, as logged ("result"). controller-runtime's
+// controller_runtime_reconcile_total counts passes by its own results
+// (success, error, requeue, requeue_after); ResultBlocked is counted by
+// trustplane_reconcile_blocked_total.
 const (
 	ResultSuccess   = "success"
 	ResultBlocked   = "blocked"
@@ -19,10 +22,15 @@ const (
 
 // Metrics are the framework's Prometheus metrics, shared by every controller
 // of a process (create one with NewMetrics and pass it to each Controller).
+// They hold only what controller-runtime does not export already: passes that
+// ended Blocked, and objects by Ready status. Reconcile counts, errors and
+// durations are controller-runtime's controller_runtime_reconcile_total,
+// controller_runtime_reconcile_errors_total and
+// controller_runtime_reconcile_time_seconds, labelled with the same
+// controller name.
 type Metrics struct {
-	reconciles *prometheus.CounterVec
-	duration   *prometheus.HistogramVec
-	objects    *prometheus.GaugeVec
+	blocked *prometheus.CounterVec
+	objects *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	ready map[string]map[types.NamespacedName]string
@@ -33,14 +41,9 @@ type Metrics struct {
 // prometheus.NewRegistry() in tests).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trustplane_reconcile_total",
-			Help: "Reconciles by controller and result (success, blocked, retryable, error, deleted).",
-		}, []string{"controller", "result"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "trustplane_reconcile_duration_seconds",
-			Help:    "Duration of reconciles by controller.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		blocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trustplane_reconcile_blocked_total",
+			Help: "Reconciles that ended Blocked (waiting on a change outside the object), by controller.",
 		}, []string{"controller"}),
 		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "trustplane_objects",
@@ -48,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"controller", "ready"}),
 		ready: map[string]map[types.NamespacedName]string{},
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.objects} {
+	for _, c := range []prometheus.Collector{m.blocked, m.objects} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -56,12 +59,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observe(controller, result string, seconds float64) {
-	if m == nil {
+// observe counts a pass that ended with result.
+func (m *Metrics) observe(controller, result string) {
+	if m == nil || result != ResultBlocked {
 		return
 	}
-	m.reconciles.WithLabelValues(controller, result).Inc()
-	m.duration.WithLabelValues(controller).Observe(seconds)
+	m.blocked.WithLabelValues(controller).Inc()
 }
 
 // setReady records the Ready status of one object; "" forgets the object.

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"maps"
 
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/common/object"
@@ -49,4 +52,14 @@ func SetupWithManager[T object.Object](mgr ctrl.Manager, c *Controller[T], newOb
 		b = customize(b)
 	}
 	return b.Complete(&Reconciler[T]{Controller: c, NewObject: newObject})
+}
+
+// LabelsOrDeletionChanged passes creations, deletions, and the updates that
+// change an object's labels or whether it is being deleted: what can change
+// a label selection (a namespace's labels, say). Other updates are dropped.
+func LabelsOrDeletionChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
+			(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	}}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/examples/widget"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/handler"
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/testenv"
@@ -42,9 +43,9 @@ type faultyHandler struct {
 	createCalls int
 }
 
-var _ handler.Handler[*testapi.Widget] = &faultyHandler{}
+var _ handler.Handler[*widgetv1.Widget] = &faultyHandler{}
 
-func (h *faultyHandler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
+func (h *faultyHandler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error {
 	h.createCalls++
 	switch w.Spec.Fail {
 	case "blocked":
@@ -55,11 +56,17 @@ func (h *faultyHandler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) e
 		return ctrlerrors.RetryableWithDelayErrorf(time.Minute, "come back later")
 	case "terminal":
 		return errors.New("something is broken for good")
+	case "late":
+		// Fails after writing the children and declaring their type.
+		if err := h.Handler.CreateOrUpdate(ctx, w); err != nil {
+			return err
+		}
+		return errors.New("failed after writing the children")
 	}
 	return h.Handler.CreateOrUpdate(ctx, w)
 }
 
-func (h *faultyHandler) Delete(ctx context.Context, w *testapi.Widget) error {
+func (h *faultyHandler) Delete(ctx context.Context, w *widgetv1.Widget) error {
 	if h.deleteErr != nil {
 		if err := h.deleteErr(); err != nil {
 			return err

@@ -6,6 +6,7 @@ package handler
 import (
 	"context"
 
+	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/object"
 )
 
@@ -22,4 +23,15 @@ type Handler[T object.Object] interface {
 	// Delete removes what CreateOrUpdate made. The finalizer is removed only
 	// after it returns nil.
 	Delete(ctx context.Context, obj T) error
+}
+
+// Owner is implemented by a handler whose object has children: after
+// Delete returns nil, the Controller deletes every owned child of these
+// types and removes the finalizer only once none is left (for Live types,
+// confirmed by an uncached read). During a pass, the handler declares the
+// types whose desired set it knows (janitor.Client.Declare); after a
+// successful pass the Controller deletes the declared children the pass did
+// not write. A handler never calls Cleanup itself.
+type Owner interface {
+	OwnedTypes() []janitor.ChildType
 }

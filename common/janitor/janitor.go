@@ -7,11 +7,16 @@
 // so a handler that returns early never loses children of types it did not
 // get to. And only objects that carry the owner's controller reference or
 // owner-uid label are ever deleted, so foreign objects survive.
+//
+// The Controller runs Cleanup after a successful CreateOrUpdate, and
+// Withdraw with the handler's OwnedTypes on deletion: a handler only writes
+// and declares.
 package janitor
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -19,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -28,17 +32,38 @@ import (
 	"github.com/trustplane/trustplane/common/scoped"
 )
 
+// ChildType is a type of children an owner has.
+type ChildType struct {
+	// List is an empty list of the type, e.g. &corev1.ConfigMapList{}.
+	List client.ObjectList
+	// Live children are looked for in every environment, by the owner's
+	// UID, which alone identifies its children, so one written while the
+	// owner carried another environment label is found too; Withdraw reads
+	// them uncached (WithLiveReader), so one the cache has not seen yet is
+	// found as well, and confirms their absence.
+	Live bool
+}
+
 // Client is a scoped.Client that records the children it writes for one
 // owner during one reconcile.
 type Client struct {
 	*scoped.Client
 	owner    client.Object
 	ownerGVK schema.GroupVersionKind
+	// live reads Live children uncached; nil reads them through the client.
+	live client.Reader
 
 	mu       sync.Mutex
 	touched  map[childKey]struct{}
-	declared map[schema.GroupVersionKind]client.ObjectList
+	declared map[schema.GroupVersionKind]ChildType
 }
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithLiveReader reads the children of Live types through r (an uncached
+// reader, such as the manager's APIReader).
+func WithLiveReader(r client.Reader) Option { return func(j *Client) { j.live = r } }
 
 type childKey struct {
 	gvk       schema.GroupVersionKind
@@ -47,33 +72,46 @@ type childKey struct {
 }
 
 // New returns a Client writing children of owner through sc.
-func New(sc *scoped.Client, owner client.Object) (*Client, error) {
+func New(sc *scoped.Client, owner client.Object, opts ...Option) (*Client, error) {
 	gvk, err := apiutil.GVKForObject(owner, sc.Scheme())
 	if err != nil {
 		return nil, fmt.Errorf("kind of owner %s: %w", owner.GetName(), err)
 	}
-	return &Client{
+	j := &Client{
 		Client:   sc,
 		owner:    owner,
 		ownerGVK: gvk,
 		touched:  map[childKey]struct{}{},
-		declared: map[schema.GroupVersionKind]client.ObjectList{},
-	}, nil
+		declared: map[schema.GroupVersionKind]ChildType{},
+	}
+	for _, o := range opts {
+		o(j)
+	}
+	return j, nil
 }
 
 // Declare names the child types this reconcile owns in full: Cleanup deletes
 // untouched owned children of these types only. Call it once the handler
 // knows the complete desired set of a type, not before an early return.
 func (j *Client) Declare(lists ...client.ObjectList) error {
+	types := make([]ChildType, 0, len(lists))
+	for _, l := range lists {
+		types = append(types, ChildType{List: l})
+	}
+	return j.DeclareTypes(types...)
+}
+
+// DeclareTypes is Declare for child types with their options.
+func (j *Client) DeclareTypes(types ...ChildType) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, l := range lists {
-		gvk, err := apiutil.GVKForObject(l, j.Scheme())
+	for _, t := range types {
+		gvk, err := apiutil.GVKForObject(t.List, j.Scheme())
 		if err != nil {
 			return fmt.Errorf("declare cleanup type: %w", err)
 		}
 		gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
-		j.declared[gvk] = l
+		j.declared[gvk] = t
 	}
 	return nil
 }
@@ -86,14 +124,7 @@ func (j *Client) SetOwnership(obj client.Object) error {
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[labels.OwnerUID] = string(j.owner.GetUID())
-	l[labels.OwnerKind] = j.ownerGVK.Kind
-	if len(validation.IsValidLabelValue(j.owner.GetName())) == 0 {
-		l[labels.OwnerName] = j.owner.GetName()
-	}
-	if ns := j.owner.GetNamespace(); ns != "" {
-		l[labels.OwnerNamespace] = ns
-	}
+	maps.Copy(l, labels.Owner(j.owner, j.ownerGVK.Kind))
 	obj.SetLabels(l)
 	if j.canReference(obj) {
 		if err := controllerutil.SetControllerReference(j.owner, obj, j.Scheme()); err != nil {
@@ -113,13 +144,16 @@ func (j *Client) canReference(obj client.Object) bool {
 }
 
 // Owns reports whether obj is a child of the owner: its controller reference
-// or its owner-uid label names the owner's UID.
+// names the owner's UID, or its owner labels name the owner's UID and kind
+// (both of which SetOwnership writes). A UID label alone, which anyone who
+// may label the object can copy, does not make it a child.
 func (j *Client) Owns(obj client.Object) bool {
 	uid := j.owner.GetUID()
 	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == uid {
 		return true
 	}
-	return types.UID(obj.GetLabels()[labels.OwnerUID]) == uid
+	l := obj.GetLabels()
+	return types.UID(l[labels.OwnerUID]) == uid && l[labels.OwnerKind] == j.ownerGVK.Kind
 }
 
 // CreateOrUpdate creates or updates obj as an owned child and records it.
@@ -189,35 +223,87 @@ func (j *Client) record(obj client.Object) {
 // Cleanup deletes the owned children of the declared types that this
 // reconcile did not touch, and returns how many it deleted.
 func (j *Client) Cleanup(ctx context.Context) (int, error) {
+	deleted, _, err := j.cleanup(ctx, false)
+	return deleted, err
+}
+
+// Withdraw declares types, so that every owned child of them that this
+// reconcile did not touch goes, and reports whether the children of the Live
+// types are confirmed gone: after deleting what it saw, a second uncached
+// read saw none. A Live child still being deleted (a finalizer holds it) is
+// confirmed gone by a later call. Children of other types are deleted
+// without confirmation.
+func (j *Client) Withdraw(ctx context.Context, types ...ChildType) (gone bool, err error) {
+	if err := j.DeclareTypes(types...); err != nil {
+		return false, err
+	}
+	_, seen, err := j.cleanup(ctx, true)
+	if err != nil || seen == 0 {
+		return err == nil, err
+	}
+	// Children were seen and deleted: a fresh uncached read confirms
+	// whether they are gone already (no finalizer held them).
+	_, seen, err = j.cleanup(ctx, true)
+	if err != nil {
+		return false, err
+	}
+	return seen == 0, nil
+}
+
+// cleanup deletes the untouched owned children of the declared types. It
+// returns how many it deleted and how many untouched owned children of Live
+// types it saw, those already being deleted included. Live types are read
+// in every environment; with confirm, uncached (the live reader).
+func (j *Client) cleanup(ctx context.Context, confirm bool) (deleted, seen int, err error) {
 	j.mu.Lock()
-	declared := make(map[schema.GroupVersionKind]client.ObjectList, len(j.declared))
+	declared := make(map[schema.GroupVersionKind]ChildType, len(j.declared))
 	for k, v := range j.declared {
 		declared[k] = v
 	}
 	j.mu.Unlock()
 
-	deleted := 0
-	for gvk, list := range declared {
-		list = list.DeepCopyObject().(client.ObjectList)
-		if err := j.List(ctx, list, client.MatchingLabels{labels.OwnerUID: string(j.owner.GetUID())}); err != nil {
-			return deleted, fmt.Errorf("list %s owned by %s: %w", gvk.Kind, j.owner.GetName(), err)
+	owned := client.MatchingLabels{labels.OwnerUID: string(j.owner.GetUID())}
+	for gvk, t := range declared {
+		list := t.List.DeepCopyObject().(client.ObjectList)
+		// A Live type is read in every environment, uncached, and deleted
+		// through the unscoped client; the owner's UID and the UID
+		// precondition keep the delete to this owner's children.
+		var (
+			reader client.Reader = j
+			writer client.Writer = j
+		)
+		if t.Live {
+			reader, writer = j.Client.Client, j.Client.Client
+			if confirm && j.live != nil {
+				reader = j.live
+			}
+		}
+		if err := reader.List(ctx, list, owned); err != nil {
+			return deleted, seen, fmt.Errorf("list %s owned by %s: %w", gvk.Kind, j.owner.GetName(), err)
 		}
 		items, err := meta.ExtractList(list)
 		if err != nil {
-			return deleted, fmt.Errorf("extract %s list: %w", gvk.Kind, err)
+			return deleted, seen, fmt.Errorf("extract %s list: %w", gvk.Kind, err)
 		}
 		for _, item := range items {
 			child, ok := item.(client.Object)
-			if !ok || !j.Owns(child) || j.wasTouched(gvk, child) || child.GetDeletionTimestamp() != nil {
+			if !ok || !j.Owns(child) || j.wasTouched(gvk, child) {
 				continue
 			}
-			if err := j.Delete(ctx, child); client.IgnoreNotFound(err) != nil {
-				return deleted, fmt.Errorf("delete stale %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(child), err)
+			if t.Live {
+				seen++
+			}
+			if child.GetDeletionTimestamp() != nil {
+				continue
+			}
+			uid := child.GetUID()
+			if err := writer.Delete(ctx, child, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+				return deleted, seen, fmt.Errorf("delete stale %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(child), err)
 			}
 			deleted++
 		}
 	}
-	return deleted, nil
+	return deleted, seen, nil
 }
 
 func (j *Client) wasTouched(gvk schema.GroupVersionKind, obj client.Object) bool {

@@ -2,8 +2,6 @@ package janitor_test
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -13,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
@@ -34,21 +33,19 @@ var _ = BeforeSuite(func() {
 	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
 })
 
-var nsCount atomic.Int64
-
 func namespace(ctx context.Context) string {
-	name := fmt.Sprintf("j-%d", nsCount.Add(1))
-	Expect(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+	name, err := testapi.NewNamespace(ctx, cp.Client, "j-")
+	Expect(err).NotTo(HaveOccurred())
 	return name
 }
 
-func owner(ctx context.Context, ns, name string) *testapi.Widget {
-	w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labels.Environment: "dev"}}}
+func owner(ctx context.Context, ns, name string) *widgetv1.Widget {
+	w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labels.Environment: "dev"}}}
 	Expect(cp.Client.Create(ctx, w)).To(Succeed())
 	return w
 }
 
-func newJanitor(w *testapi.Widget) *janitor.Client {
+func newJanitor(w *widgetv1.Widget) *janitor.Client {
 	j, err := janitor.New(scoped.New(cp.Client, "dev"), w)
 	Expect(err).NotTo(HaveOccurred())
 	return j
@@ -159,68 +156,6 @@ var _ = Describe("JanitorClient", func() {
 	})
 })
 
-var _ = Describe("ScopedClient", func() {
-	It("labels what it writes and sees only its environment", func(ctx context.Context) {
-		ns := namespace(ctx)
-		dev, prod := scoped.New(cp.Client, "dev"), scoped.New(cp.Client, "prod")
-		Expect(dev.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: ns}})).To(Succeed())
-		Expect(prod.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})).To(Succeed())
-
-		got := &corev1.ConfigMap{}
-		Expect(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "d"}, got)).To(Succeed())
-		Expect(got.Labels).To(HaveKeyWithValue(labels.Environment, "dev"))
-		Expect(apierrors.IsNotFound(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, got))).To(BeTrue())
-
-		list := &corev1.ConfigMapList{}
-		Expect(dev.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-		Expect(list.Items).To(HaveLen(1))
-		Expect(list.Items[0].Name).To(Equal("d"))
-
-		err := dev.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})
-		Expect(apierrors.IsNotFound(err)).To(BeTrue())
-		Expect(exists(ctx, ns, "p")).To(BeTrue())
-	})
-
-	It("keeps a caller's label selector and adds the environment to it", func(ctx context.Context) {
-		ns := namespace(ctx)
-		dev := scoped.New(cp.Client, "dev")
-		for _, name := range []string{"a", "b"} {
-			Expect(dev.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-				Labels: map[string]string{"app": name}}})).To(Succeed())
-		}
-		list := &corev1.ConfigMapList{}
-		Expect(dev.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "b"})).To(Succeed())
-		Expect(list.Items).To(HaveLen(1))
-		Expect(list.Items[0].Name).To(Equal("b"))
-	})
-
-	It("server-side applies with the environment label", func(ctx context.Context) {
-		ns := namespace(ctx)
-		dev := scoped.New(cp.Client, "dev")
-		u := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "applied", "namespace": ns}, "data": map[string]any{"x": "1"}}
-		Expect(dev.Apply(ctx, client.ApplyConfigurationFromUnstructured(toUnstructured(u)), client.FieldOwner("test"))).To(Succeed())
-		got := &corev1.ConfigMap{}
-		Expect(dev.Get(ctx, client.ObjectKey{Namespace: ns, Name: "applied"}, got)).To(Succeed())
-		Expect(got.Data).To(HaveKeyWithValue("x", "1"))
-	})
-
-	It("creates or updates within its environment", func(ctx context.Context) {
-		ns := namespace(ctx)
-		dev := scoped.New(cp.Client, "dev")
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cu", Namespace: ns}}
-		_, err := dev.CreateOrUpdate(ctx, cm, func() error { cm.Data = map[string]string{"v": "1"}; return nil })
-		Expect(err).NotTo(HaveOccurred())
-		_, err = dev.CreateOrUpdate(ctx, cm, func() error { cm.Data = map[string]string{"v": "2"}; return nil })
-		Expect(err).NotTo(HaveOccurred())
-		got := &corev1.ConfigMap{}
-		Expect(dev.Get(ctx, client.ObjectKeyFromObject(cm), got)).To(Succeed())
-		Expect(got.Data).To(HaveKeyWithValue("v", "2"))
-		Expect(dev.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns))).To(Succeed())
-		Expect(exists(ctx, ns, "cu")).To(BeFalse())
-	})
-})
-
 var _ = Describe("JanitorClient writes", func() {
 	It("records Create, Update, Patch and Keep as touched, so Cleanup spares them", func(ctx context.Context) {
 		ns := namespace(ctx)
@@ -264,30 +199,88 @@ var _ = Describe("JanitorClient writes", func() {
 	})
 })
 
-var _ = Describe("ScopedClient for the default environment", func() {
-	It("sees objects without the label beside its own, but no other environment's", func(ctx context.Context) {
-		ns := namespace(ctx)
-		for name, env := range map[string]string{"mine": "dev", "other": "prod", "unlabelled": ""} {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-			if env != "" {
-				cm.Labels = map[string]string{labels.Environment: env}
-			}
-			Expect(cp.Client.Create(ctx, cm)).To(Succeed())
-		}
-		def := scoped.NewDefault(cp.Client, "dev")
-		list := &corev1.ConfigMapList{}
-		Expect(def.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-		var names []string
-		for _, cm := range list.Items {
-			names = append(names, cm.Name)
-		}
-		Expect(names).To(ConsistOf("mine", "unlabelled"))
-		Expect(def.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unlabelled"}, &corev1.ConfigMap{})).To(Succeed())
-		Expect(apierrors.IsNotFound(def.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, &corev1.ConfigMap{}))).To(BeTrue())
+var _ = Describe("Live child types", func() {
+	// child creates a ConfigMap labelled as w's child in environment env, as
+	// a pass would have written it while w carried that label.
+	child := func(ctx context.Context, w *widgetv1.Widget, name, env string) {
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.Namespace,
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: env}}})).To(Succeed())
+	}
+	foreign := func(ctx context.Context, ns, name, env string) {
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{labels.OwnerUID: "someone-else", labels.Environment: env}}})).To(Succeed())
+	}
+	live := janitor.ChildType{List: &corev1.ConfigMapList{}, Live: true}
 
-		strict := scoped.New(cp.Client, "dev")
-		Expect(strict.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-		Expect(list.Items).To(HaveLen(1))
-		Expect(apierrors.IsNotFound(strict.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unlabelled"}, &corev1.ConfigMap{}))).To(BeTrue())
+	It("withdraws the owner's children in every environment and confirms their absence", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		child(ctx, w, "here", "dev")
+		child(ctx, w, "earlier", "prod")
+		foreign(ctx, ns, "theirs", "prod")
+
+		gone, err := newJanitor(w).Withdraw(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeTrue(), "nothing held them: the second read confirms them gone")
+		Expect(exists(ctx, ns, "here")).To(BeFalse())
+		Expect(exists(ctx, ns, "earlier")).To(BeFalse())
+		Expect(exists(ctx, ns, "theirs")).To(BeTrue())
+	})
+
+	It("reports a Live child a finalizer holds as not gone, until it is", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: ns, Finalizers: []string{"test.trustplane.dev/hold"},
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "dev"}}}
+		Expect(cp.Client.Create(ctx, held)).To(Succeed())
+		gone, err := newJanitor(w).Withdraw(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeFalse())
+
+		Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(held), held)).To(Succeed())
+		Expect(held.DeletionTimestamp).NotTo(BeNil())
+		held.Finalizers = nil
+		Expect(cp.Client.Update(ctx, held)).To(Succeed())
+		gone, err = newJanitor(w).Withdraw(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeTrue())
+	})
+
+	It("never deletes an object that copies the owner's UID label without its kind", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "copied", Namespace: ns,
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.Environment: "dev"}}})).To(Succeed())
+		j := newJanitor(w)
+		Expect(j.Declare(&corev1.ConfigMapList{})).To(Succeed())
+		_, err := j.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = newJanitor(w).Withdraw(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(exists(ctx, ns, "copied")).To(BeTrue())
+	})
+
+	It("keeps a scoped type to the owner's environment", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		child(ctx, w, "earlier", "prod")
+		gone, err := newJanitor(w).Withdraw(ctx, janitor.ChildType{List: &corev1.ConfigMapList{}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeTrue(), "only Live types wait for confirmation")
+		Expect(exists(ctx, ns, "earlier")).To(BeTrue())
+	})
+
+	It("spares the Live children this pass wrote", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		child(ctx, w, "stale", "prod")
+		j := newJanitor(w)
+		ensure(ctx, j, ns, "current")
+		Expect(j.DeclareTypes(live)).To(Succeed())
+		n, err := j.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(Equal(1))
+		Expect(exists(ctx, ns, "stale")).To(BeFalse())
+		Expect(exists(ctx, ns, "current")).To(BeTrue())
 	})
 })

@@ -2,6 +2,11 @@
 // Trustplane operator agrees on (see docs/architecture.md).
 package labels
 
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
 const (
 	// Environment is the label that scopes an object to one environment.
 	// The Controller refuses to reconcile an object without it unless a
@@ -24,3 +29,19 @@ const (
 	// reconciles, so that Handler.Delete runs before the object goes.
 	Finalizer = "trustplane.dev/finalizer"
 )
+
+// Owner returns the owner labels of a child of owner, a kind object: its
+// UID, kind, name (left out when the name is no valid label value) and, for
+// a namespaced owner, namespace. A child that cannot carry an owner
+// reference, or must not (a shared object, which garbage collection would
+// delete with others' fields), is known by them.
+func Owner(owner metav1.Object, kind string) map[string]string {
+	l := map[string]string{OwnerUID: string(owner.GetUID()), OwnerKind: kind}
+	if len(validation.IsValidLabelValue(owner.GetName())) == 0 {
+		l[OwnerName] = owner.GetName()
+	}
+	if ns := owner.GetNamespace(); ns != "" {
+		l[OwnerNamespace] = ns
+	}
+	return l
+}

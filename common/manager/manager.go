@@ -1,4 +1,6 @@
-// Package manager holds the process-level settings every operator's
+// Package manager runs an operator process (Main, Run: flags, logging,
+// settings, manager, health checks and metrics in one place) and holds the
+// process-level settings every operator's
 // controller-runtime manager needs: metrics, health probe and pprof
 // addresses, leader election, Kubernetes client rate limits and the GC
 // target. Like package config, the settings come from flags and environment

@@ -1,27 +1,22 @@
-// Package object defines the interface a Kubernetes kind implements to be
-// reconciled by the common Controller: a client.Object that exposes its
-// status conditions.
+// Package object defines what a Kubernetes kind implements to be reconciled
+// by the common Controller: a client.Object whose status embeds
+// status.Common, the conditions and observed generation every Trustplane
+// kind carries.
 package object
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/status"
 )
 
-// Object is a Kubernetes object with a conditions list in its status.
+// Object is a Kubernetes object whose status embeds status.Common.
 type Object interface {
 	client.Object
-	// GetConditions returns the status conditions.
-	GetConditions() []metav1.Condition
-	// SetCondition adds or replaces the condition of the same type. It keeps
-	// LastTransitionTime when the status did not change (meta.SetStatusCondition).
-	SetCondition(metav1.Condition)
-}
-
-// ObservedGenerationSetter is implemented by kinds whose status carries an
-// observedGeneration field; the Controller stamps it after each pass.
-type ObservedGenerationSetter interface {
-	SetObservedGeneration(int64)
+	// CommonStatus returns the status.Common embedded in the object's
+	// status, so the Controller and condition.Set can read and write it in
+	// place.
+	CommonStatus() *status.Common
 }
 
 // List is a list kind that exposes its items.

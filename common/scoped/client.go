@@ -1,8 +1,9 @@
-// Package scoped provides a client.Client confined to one environment: every
-// object it writes carries the environment label, and Get, List and Delete
-// see only objects of that environment. Objects of other environments look
-// as if they did not exist, so one environment's reconcile can never read,
-// adopt or delete another's.
+// Package scoped decides which environment an object belongs to
+// (EnvironmentOf) and provides a client.Client confined to one environment:
+// every object it writes carries the environment label, and Get, List and
+// Delete see only objects of that environment. Objects of other environments
+// look as if they did not exist, so one environment's reconcile can never
+// read, adopt or delete another's.
 package scoped
 
 import (
@@ -37,14 +38,36 @@ type Client struct {
 
 var _ client.Client = &Client{}
 
-// New returns a Client for environment env on top of c.
+// EnvironmentOf is the one rule for an object's environment: the value of its
+// trustplane.dev/environment label, or defaultEnv (the operator's configured
+// default environment, "" for none) when the label is missing or empty. An
+// empty value names no environment, so it means the same as no label. ok is
+// false when neither the label nor defaultEnv names an environment.
+func EnvironmentOf(obj client.Object, defaultEnv string) (env string, ok bool) {
+	if env := obj.GetLabels()[labels.Environment]; env != "" {
+		return env, true
+	}
+	return defaultEnv, defaultEnv != ""
+}
+
+// For returns the Client of environment env in an operator whose default
+// environment is defaultEnv: NewDefault when env is the default, else New.
+func For(c client.Client, env, defaultEnv string) *Client {
+	if env == defaultEnv {
+		return NewDefault(c, env)
+	}
+	return New(c, env)
+}
+
+// New returns a Client for environment env (not empty) on top of c.
 func New(c client.Client, env string) *Client {
 	return &Client{Client: c, env: env}
 }
 
 // NewDefault returns a Client for the configured default environment env:
-// objects without the environment label belong to it too, so it sees them
-// beside those labelled env. Objects it writes get the label.
+// objects without the environment label (or with an empty one) belong to it
+// too, so it sees them beside those labelled env. Objects it writes get the
+// label.
 func NewDefault(c client.Client, env string) *Client {
 	return &Client{Client: c, env: env, unlabelled: true}
 }
@@ -60,12 +83,18 @@ func AnyEnvironment(c client.Client) *Client {
 // Environment returns the environment this client is confined to.
 func (c *Client) Environment() string { return c.env }
 
-// InScope reports whether obj carries this client's environment label.
+// InScope reports whether obj belongs to this client's environment, by
+// EnvironmentOf.
 func (c *Client) InScope(obj client.Object) bool {
-	if _, labelled := obj.GetLabels()[labels.Environment]; c.unlabelled && !labelled {
+	if c.any {
 		return true
 	}
-	return c.any || obj.GetLabels()[labels.Environment] == c.env
+	defaultEnv := ""
+	if c.unlabelled {
+		defaultEnv = c.env
+	}
+	env, ok := EnvironmentOf(obj, defaultEnv)
+	return ok && env == c.env
 }
 
 // Label puts the environment label on obj.
@@ -97,16 +126,17 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 }
 
 // List lists only objects of this environment, on top of any selector in
-// opts (for the default environment: also objects without the label).
+// opts (for the default environment: also objects without the label or with
+// an empty one).
 func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if c.any {
 		return c.Client.List(ctx, list, opts...)
 	}
-	if err := c.listWith(ctx, list, selection.Equals, []string{c.env}, opts); err != nil {
-		return err
-	}
 	if !c.unlabelled {
-		return nil
+		return c.listWith(ctx, list, selection.Equals, []string{c.env}, opts)
+	}
+	if err := c.listWith(ctx, list, selection.In, []string{c.env, ""}, opts); err != nil {
+		return err
 	}
 	more, ok := list.DeepCopyObject().(client.ObjectList)
 	if !ok {
@@ -178,8 +208,9 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 // DeleteAllOf deletes only objects of this environment.
 func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	if !c.any {
-		// For the default environment this leaves unlabelled objects alone:
-		// deleting in bulk what no label claims is too broad.
+		// For the default environment this leaves objects without the label
+		// (or with an empty one) alone: deleting in bulk what no label claims
+		// is too broad.
 		opts = append(opts, client.MatchingLabels{labels.Environment: c.env})
 	}
 	return c.Client.DeleteAllOf(ctx, obj, opts...)

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Agent is a running spire-agent attested to a Spire server, serving the
@@ -157,19 +159,20 @@ plugins {
 	if a.proc, err = startProcess("spire-agent", filepath.Join(dir, "agent.log"), bin, "run", "-config", confPath); err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var out []byte
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		out, err := exec.CommandContext(hctx, bin, "healthcheck", "-socketPath", a.SocketPath).CombinedOutput()
-		cancel()
-		if err == nil {
-			break
+		defer cancel()
+		var hErr error
+		out, hErr = exec.CommandContext(hctx, bin, "healthcheck", "-socketPath", a.SocketPath).CombinedOutput()
+		if hErr != nil && a.proc.Exited() {
+			return false, fmt.Errorf("spire-agent exited: %v", a.proc.ExitError())
 		}
-		if a.proc.Exited() || time.Now().After(deadline) {
-			_ = a.Stop()
-			return nil, fmt.Errorf("spire-agent not healthy: %s\n--- spire-agent log ---\n%s", strings.TrimSpace(string(out)), lastLines(a.proc.Logs(), 40))
-		}
-		time.Sleep(200 * time.Millisecond) // readiness polling interval
+		return hErr == nil, nil
+	})
+	if err != nil {
+		_ = a.Stop()
+		return nil, fmt.Errorf("spire-agent not healthy: %s\n--- spire-agent log ---\n%s", strings.TrimSpace(string(out)), lastLines(a.proc.Logs(), 40))
 	}
 	m := attestedID.FindStringSubmatch(a.proc.Logs())
 	if m == nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/testenv"
 )
@@ -32,10 +33,10 @@ var _ = Describe("ControlPlane", Ordered, func() {
 	})
 
 	It("serves the installed CRD and stores a custom resource", func(ctx context.Context) {
-		w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "default"},
-			Spec: testapi.WidgetSpec{Children: []string{"a"}}}
+		w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "default"},
+			Spec: widgetv1.WidgetSpec{Children: []string{"a"}}}
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
-		got := &testapi.Widget{}
+		got := &widgetv1.Widget{}
 		Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), got)).To(Succeed())
 		Expect(got.Spec.Children).To(Equal([]string{"a"}))
 		Expect(got.UID).NotTo(BeEmpty())

@@ -345,7 +345,7 @@ func unmountAll(dir string) error {
 		}
 		for _, m := range mounts {
 			if err := syscall.Unmount(m, 0); err != nil {
-				_ = syscall.Unmount(m, syscall.MNT_DETACH)
+				_ = detach(m)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // SpireOptions configure StartSpire.
@@ -179,22 +180,23 @@ func (s *Spire) start() error {
 }
 
 func (s *Spire) waitHealthy(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		out, err := exec.CommandContext(ctx, s.bin, "healthcheck", "-socketPath", s.SocketPath).CombinedOutput()
-		cancel()
-		if err == nil {
-			return nil
+	var out []byte
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		if out, err = exec.CommandContext(hctx, s.bin, "healthcheck", "-socketPath", s.SocketPath).CombinedOutput(); err == nil {
+			return true, nil
 		}
 		if s.proc.Exited() {
-			return fmt.Errorf("spire-server exited before it was healthy: %v", s.proc.ExitError())
+			return false, fmt.Errorf("spire-server exited before it was healthy: %v", s.proc.ExitError())
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("spire-server not healthy after %s: %s", timeout, strings.TrimSpace(string(out)))
-		}
-		time.Sleep(200 * time.Millisecond) // polling interval of a readiness wait, not test synchronisation
+		return false, nil
+	})
+	if wait.Interrupted(err) {
+		return fmt.Errorf("spire-server not healthy after %s: %s", timeout, strings.TrimSpace(string(out)))
 	}
+	return err
 }
 
 // Dial returns a gRPC connection to the admin API over the Unix socket.

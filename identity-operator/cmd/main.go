@@ -4,28 +4,9 @@
 package main
 
 import (
-	"flag"
-	"fmt"
-	"os"
-
-	"github.com/spf13/pflag"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"github.com/trustplane/trustplane/common/manager"
 
 	"github.com/trustplane/trustplane/identity-operator/internal/setup"
 )
 
-func main() {
-	fs := pflag.NewFlagSet("identity-operator", pflag.ExitOnError)
-	setup.AddFlags(fs)
-	zapOpts := zap.Options{}
-	goFlags := flag.NewFlagSet("zap", flag.ExitOnError)
-	zapOpts.BindFlags(goFlags)
-	fs.AddGoFlagSet(goFlags)
-	_ = fs.Parse(os.Args[1:])
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	if err := setup.Run(ctrl.SetupSignalHandler(), fs); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { manager.Main(setup.Operator()) }

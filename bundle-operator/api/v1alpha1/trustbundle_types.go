@@ -1,8 +1,9 @@
 package v1alpha1
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // InjectAnnotation names the TrustBundle whose PEM bundle is injected into the
@@ -288,18 +289,11 @@ type PublishedJWTAuthority struct {
 	PublicKey []byte `json:"publicKey"`
 }
 
-// TrustBundleStatus is the observed state of a TrustBundle.
+// TrustBundleStatus is the observed state of a TrustBundle. Its conditions
+// are Ready and Processing (set by the framework), SourcesValid and
+// TargetsInSync (set by the handler).
 type TrustBundleStatus struct {
-	// Conditions: Ready and Processing (set by the framework), SourcesValid
-	// and TargetsInSync (set by the handler).
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-
-	// ObservedGeneration is the generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	status.Common `json:",inline"`
 
 	// Fingerprint is "sha256:" and the hex SHA-256 of the PEM bundle.
 	// +optional
@@ -371,16 +365,8 @@ type TrustBundle struct {
 	Status TrustBundleStatus `json:"status,omitempty"`
 }
 
-// GetConditions implements object.Object.
-func (t *TrustBundle) GetConditions() []metav1.Condition { return t.Status.Conditions }
-
-// SetCondition implements object.Object.
-func (t *TrustBundle) SetCondition(c metav1.Condition) {
-	meta.SetStatusCondition(&t.Status.Conditions, c)
-}
-
-// SetObservedGeneration implements object.ObservedGenerationSetter.
-func (t *TrustBundle) SetObservedGeneration(g int64) { t.Status.ObservedGeneration = g }
+// CommonStatus implements object.Object.
+func (t *TrustBundle) CommonStatus() *status.Common { return &t.Status.Common }
 
 // +kubebuilder:object:root=true
 

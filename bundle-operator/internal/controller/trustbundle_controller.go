@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	crhandler "sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -158,7 +158,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	return controller.SetupWithManager(mgr, c, newObject, func(b *builder.Builder) *builder.Builder {
 		b = b.WatchesMetadata(&corev1.Namespace{},
 			crhandler.EnqueueRequestsFromMapFunc(allTrustBundles(mgr.GetClient())),
-			builder.WithPredicates(namespaceChanged()))
+			builder.WithPredicates(controller.LabelsOrDeletionChanged()))
 		b = b.WatchesMetadata(&corev1.ConfigMap{}, byTargetLabel(target.KindConfigMap, expectations))
 		if opts.AllowSecretTargets {
 			b = b.WatchesMetadata(&corev1.Secret{}, byTargetLabel(target.KindSecret, expectations))
@@ -178,9 +178,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 // allTrustBundles requeues every TrustBundle: a namespace appeared, left or
 // changed labels, which may change any bundle's selection.
 func allTrustBundles(c client.Reader) crhandler.MapFunc {
-	return func(ctx context.Context, _ client.Object) []reconcile.Request {
+	return func(ctx context.Context, ns client.Object) []reconcile.Request {
 		var list v1alpha1.TrustBundleList
 		if err := c.List(ctx, &list); err != nil {
+			// The periodic resync reconciles every TrustBundle later.
+			logf.FromContext(ctx).Error(err, "list TrustBundles to requeue for a namespace event", "namespace", ns.GetName())
 			return nil
 		}
 		out := make([]reconcile.Request, 0, len(list.Items))
@@ -191,15 +193,6 @@ func allTrustBundles(c client.Reader) crhandler.MapFunc {
 		}
 		return out
 	}
-}
-
-// namespaceChanged passes creations, deletions and changes of labels or of
-// the deletion state; other namespace updates cannot change a selection.
-func namespaceChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return !labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
-			(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-	}}
 }
 
 // byTargetLabel requeues the TrustBundle a target belongs to, after telling

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/trustplane/trustplane/common/shared"
 )
 
 // TestFillCreatesOnlyWhereNoObjectExists proves Fill's two guards: it
@@ -56,7 +58,7 @@ func TestFillCreatesOnlyWhereNoObjectExists(t *testing.T) {
 						GetNamespace() string
 						GetResourceVersion() string
 					})
-					if u.GetResourceVersion() == createOnly && (u.GetNamespace() == ours.Namespace || u.GetNamespace() == foreign.Namespace) {
+					if u.GetResourceVersion() == shared.CreateOnly && (u.GetNamespace() == ours.Namespace || u.GetNamespace() == foreign.Namespace) {
 						return apierrors.NewConflict(corev1.Resource("configmaps"), "ca", errors.New("the object has been modified"))
 					}
 					mu.Lock()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -15,7 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/shared"
 )
 
 // Kind is the kind of a namespaced target object.
@@ -47,11 +49,6 @@ type Objects struct {
 	// has not yet seen our last write. Feed them from the target watch.
 	Expectations *Expectations
 }
-
-// createOnly is the resourceVersion that makes a server-side apply create
-// its object and fail with a conflict where one exists: no object holds it,
-// since the first write to etcd is its revision 2.
-const createOnly = "1"
 
 // Desired is the content every target of one kind should hold.
 type Desired struct {
@@ -85,7 +82,7 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 		rep.Add(r)
 		mu.Unlock()
 	}
-	o.parallel(len(d.Namespaces), func(i int) {
+	o.parallel(ctx, len(d.Namespaces), func(i int) {
 		record(o.syncOne(ctx, d, d.Namespaces[i], hash))
 	})
 
@@ -104,7 +101,7 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 			stale = append(stale, &owned[i])
 		}
 	}
-	o.parallel(len(stale), func(i int) { record(o.release(ctx, d.Kind, stale[i])) })
+	o.parallel(ctx, len(stale), func(i int) { record(o.release(ctx, d.Kind, stale[i])) })
 	return rep
 }
 
@@ -140,7 +137,7 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 		return rep, fmt.Errorf("the %d existing targets hold a bundle other than the last published one (hash %q, not %q)", existing, other, hash)
 	}
 	var mu sync.Mutex
-	o.parallel(len(d.Namespaces), func(i int) {
+	o.parallel(ctx, len(d.Namespaces), func(i int) {
 		r := o.createOne(ctx, d, d.Namespaces[i], hash)
 		mu.Lock()
 		rep.Add(r)
@@ -170,7 +167,7 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 		return rep
 	}
 	obj := applyObject(d, ns, hash)
-	obj.SetResourceVersion(createOnly)
+	obj.SetResourceVersion(shared.CreateOnly)
 	rep, err = o.write(ctx, d, ns, obj, false)
 	if err != nil && !apierrors.IsConflict(err) {
 		rep.Fail(what, err)
@@ -188,7 +185,7 @@ func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, bundle string) Repo
 		return rep
 	}
 	var mu sync.Mutex
-	o.parallel(len(owned), func(i int) {
+	o.parallel(ctx, len(owned), func(i int) {
 		r := o.release(ctx, kind, &owned[i])
 		mu.Lock()
 		rep.Add(r)
@@ -197,26 +194,13 @@ func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, bundle string) Repo
 	return rep
 }
 
-func (o *Objects) parallel(n int, f func(i int)) {
+// parallel runs f for 0..n-1 on at most Workers goroutines (16 when unset).
+func (o *Objects) parallel(ctx context.Context, n int, f func(i int)) {
 	workers := o.Workers
 	if workers <= 0 {
 		workers = 16
 	}
-	workers = min(workers, n)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				f(i)
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	workqueue.ParallelizeUntil(ctx, workers, n, f)
 }
 
 func (o *Objects) list(ctx context.Context, kind Kind, bundle string) ([]metav1.PartialObjectMetadata, error) {
@@ -271,7 +255,7 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 // on release, so it is left as it is and reported.
 func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string) Report {
 	obj := applyObject(d, ns, hash)
-	obj.SetResourceVersion(createOnly)
+	obj.SetResourceVersion(shared.CreateOnly)
 	rep, err := o.write(ctx, d, ns, obj, false)
 	if !apierrors.IsConflict(err) {
 		if err != nil {
@@ -439,34 +423,11 @@ func (o *Objects) release(ctx context.Context, kind Kind, m *metav1.PartialObjec
 	if !o.expectationsMet(kind, m.Namespace, m.Name, m.ResourceVersion) {
 		return rep
 	}
-	shared := false
-	for _, e := range m.ManagedFields {
-		if e.Manager != FieldManager {
-			shared = true
-		}
-	}
-	var err error
-	if shared {
-		empty := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1",
-			"kind":       string(kind),
-			"metadata":   map[string]any{"name": m.Name, "namespace": m.Namespace},
-		}}
-		err = o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(FieldManager), client.ForceOwnership)
-		if err == nil {
-			o.expect(kind, m.Namespace, m.Name, empty.GetResourceVersion())
-		}
-	} else {
-		obj := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
-		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
-		obj.SetNamespace(m.Namespace)
-		obj.SetName(m.Name)
-		uid, rv := m.UID, m.ResourceVersion
-		err = client.IgnoreNotFound(o.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
-		if err == nil {
-			// The delete event carries a newer resourceVersion than rv.
-			o.expect(kind, m.Namespace, m.Name, nextRV(rv))
-		}
+	target := m.DeepCopy()
+	target.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
+	rv, err := writer(o.Client).Release(ctx, target)
+	if err == nil {
+		o.expect(kind, m.Namespace, m.Name, rv)
 	}
 	if err != nil {
 		rep.Fail(what, err)
@@ -484,13 +445,4 @@ func (o *Objects) expect(kind Kind, ns, name, rv string) {
 	if o.Expectations != nil {
 		o.Expectations.expect(kind, ns, name, rv)
 	}
-}
-
-// nextRV returns the resourceVersion after rv, or rv when it is not numeric.
-func nextRV(rv string) string {
-	n, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		return rv
-	}
-	return strconv.FormatUint(n+1, 10)
 }

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/shared"
 )
 
 const (
@@ -80,10 +82,15 @@ func Hash(data map[string][]byte) string {
 // label is what tells whose target an object is, and one TrustBundle never
 // writes over another's.
 func heldByOther(labels map[string]string, bundle string) error {
-	if holder, ok := labels[LabelTrustBundle]; ok && holder != bundle {
+	if holder, held := shared.HeldByOther(labels, LabelTrustBundle, bundle); held {
 		return fmt.Errorf("held by TrustBundle %q, left alone", holder)
 	}
 	return nil
+}
+
+// writer writes targets as our field manager.
+func writer(c client.Client) shared.Writer {
+	return shared.Writer{Client: c, FieldManager: FieldManager}
 }
 
 // applyOurs server-side applies obj with our field manager. With force it
@@ -91,11 +98,7 @@ func heldByOther(labels map[string]string, bundle string) error {
 // ours, to repair a hand edit); without, an object whose writers own one
 // of the fields is left untouched and the conflict is returned as such.
 func applyOurs(ctx context.Context, c client.Client, obj *unstructured.Unstructured, force bool) error {
-	opts := []client.ApplyOption{client.FieldOwner(FieldManager)}
-	if force {
-		opts = append(opts, client.ForceOwnership)
-	}
-	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...)
+	err := writer(c).Apply(ctx, obj, force)
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("held by an object another writer created, left alone: %w", err)
 	}

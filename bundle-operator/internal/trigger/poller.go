@@ -92,6 +92,9 @@ func (p *Poller) poll(ctx context.Context, st *pollState) error {
 		seen[tb.Name] = true
 		rev, err := p.Sources.Revision(ctx, tb.Spec.Sources)
 		if err != nil {
+			// The revision "unreadable" requeues the bundle once its
+			// sources can be read again.
+			logf.FromContext(ctx).Error(err, "read the revision of the sources", "trustBundle", tb.Name)
 			rev = "unreadable"
 		}
 		if usesSpire(tb) {
@@ -133,14 +136,18 @@ func (p *Poller) spireRevision(ctx context.Context, federated bool) string {
 	if p.Spire == nil {
 		return "none"
 	}
+	// The revision "unavailable" requeues the bundles with a spire source
+	// once SPIRE answers again.
 	own, err := p.Spire.ServerBundle(ctx)
 	if err != nil {
+		logf.FromContext(ctx).Error(err, "read the SPIRE server's bundle")
 		return "unavailable"
 	}
 	parts := []string{revisionOf(own)}
 	if federated {
 		fed, err := p.Spire.FederatedBundles(ctx)
 		if err != nil {
+			logf.FromContext(ctx).Error(err, "read the SPIRE server's federated bundles")
 			return "unavailable"
 		}
 		for _, b := range fed {

@@ -14,19 +14,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trustplane/trustplane/common/ctrlerrors"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/handler"
-	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 )
 
 // Handler reconciles Widgets into ConfigMaps.
 type Handler struct{}
 
-var _ handler.Handler[*testapi.Widget] = &Handler{}
+var (
+	_ handler.Handler[*widgetv1.Widget] = &Handler{}
+	_ handler.Owner                     = &Handler{}
+)
 
 // CreateOrUpdate ensures one ConfigMap per child name, then deletes owned
 // ConfigMaps that are no longer listed.
-func (h *Handler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
+func (h *Handler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error {
 	j := janitor.FromContext(ctx)
 	if len(w.Spec.Children) == 0 {
 		return ctrlerrors.BlockedErrorf("spec.children is empty: list at least one ConfigMap name")
@@ -40,26 +43,20 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, w *testapi.Widget) error {
 			return fmt.Errorf("ensure configmap %s/%s: %w", w.Namespace, name, err)
 		}
 	}
-	// The full desired set of ConfigMaps is known: let the janitor clean up.
+	// The full desired set of ConfigMaps is known: once this pass succeeds,
+	// the Controller deletes the owned ConfigMaps it did not write.
 	if err := j.Declare(&corev1.ConfigMapList{}); err != nil {
 		return err
-	}
-	if _, err := j.Cleanup(ctx); err != nil {
-		return fmt.Errorf("clean up configmaps: %w", err)
 	}
 	w.Status.ChildCount = len(w.Spec.Children)
 	return nil
 }
 
-// Delete removes every owned ConfigMap (the janitor deletes all owned
-// children of a declared type when none was touched).
-func (h *Handler) Delete(ctx context.Context, _ *testapi.Widget) error {
-	j := janitor.FromContext(ctx)
-	if err := j.Declare(&corev1.ConfigMapList{}); err != nil {
-		return err
-	}
-	if _, err := j.Cleanup(ctx); err != nil {
-		return fmt.Errorf("delete configmaps: %w", err)
-	}
-	return nil
+// OwnedTypes implements handler.Owner: a Widget's children are ConfigMaps.
+func (h *Handler) OwnedTypes() []janitor.ChildType {
+	return []janitor.ChildType{{List: &corev1.ConfigMapList{}}}
 }
+
+// Delete has nothing to do outside the cluster: the Controller deletes the
+// owned children of OwnedTypes before it removes the finalizer.
+func (h *Handler) Delete(context.Context, *widgetv1.Widget) error { return nil }

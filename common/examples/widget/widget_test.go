@@ -17,7 +17,9 @@ import (
 
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/examples/widget"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/labels"
 )
@@ -38,7 +40,9 @@ var _ = Describe("the example operator", Ordered, func() {
 
 		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(widget.Setup(mgr, config.Default(), prometheus.NewRegistry())).To(Succeed())
+		metrics, err := controller.NewMetrics(prometheus.NewRegistry())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(widget.Setup(mgr, config.Default(), metrics)).To(Succeed())
 		ctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
 		go func() {
@@ -48,15 +52,15 @@ var _ = Describe("the example operator", Ordered, func() {
 	})
 
 	It("creates children, repairs one deleted by hand, removes one dropped from the spec, and cleans up on delete", func(ctx context.Context) {
-		w := &testapi.Widget{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "default",
+		w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "default",
 			Labels: map[string]string{labels.Environment: "dev"}},
-			Spec: testapi.WidgetSpec{Children: []string{"one", "two"}, Data: map[string]string{"greeting": "hello"}}}
+			Spec: widgetv1.WidgetSpec{Children: []string{"one", "two"}, Data: map[string]string{"greeting": "hello"}}}
 		Expect(c.Create(ctx, w)).To(Succeed())
 		cm := func(name string) error {
 			return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &corev1.ConfigMap{})
 		}
 		Eventually(func() bool {
-			got := &testapi.Widget{}
+			got := &widgetv1.Widget{}
 			Expect(c.Get(ctx, client.ObjectKeyFromObject(w), got)).To(Succeed())
 			return condition.IsReady(got)
 		}, 20*time.Second).Should(BeTrue())
@@ -74,7 +78,7 @@ var _ = Describe("the example operator", Ordered, func() {
 		Expect(c.Delete(ctx, w)).To(Succeed())
 		Eventually(func() bool { return apierrors.IsNotFound(cm("one")) }, 10*time.Second).Should(BeTrue())
 		Eventually(func() bool {
-			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(w), &testapi.Widget{}))
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{}))
 		}, 10*time.Second).Should(BeTrue())
 	})
 })

@@ -1,13 +1,18 @@
 package testapi
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"runtime"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/testenv"
 )
 
@@ -18,7 +23,7 @@ func StartControlPlane() (*testenv.ControlPlane, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("client-go scheme: %w", err)
 	}
-	if err := AddToScheme(scheme); err != nil {
+	if err := widgetv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("widget scheme: %w", err)
 	}
 	_, file, _, ok := runtime.Caller(0)
@@ -27,4 +32,14 @@ func StartControlPlane() (*testenv.ControlPlane, error) {
 	}
 	crds := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "crd")
 	return testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: []string{crds}, Scheme: scheme})
+}
+
+// NewNamespace creates a namespace named prefix and a random suffix through
+// c and returns its name.
+func NewNamespace(ctx context.Context, c client.Client, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := c.Create(ctx, ns); err != nil {
+		return "", fmt.Errorf("create namespace %s*: %w", prefix, err)
+	}
+	return ns.Name, nil
 }

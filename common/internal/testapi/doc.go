@@ -1,7 +1,3 @@
-// Package testapi defines Widget, a small namespaced kind used by the
-// framework's own tests and example: its CRD lives in common/testdata/crd.
-//
-// +kubebuilder:object:generate=true
-// +groupName=test.trustplane.dev
-// +versionName=v1
+// Package testapi starts the control plane of the framework's own tests: a
+// real kube-apiserver that serves the example's Widget kind.
 package testapi

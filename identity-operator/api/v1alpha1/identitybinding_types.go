@@ -1,8 +1,9 @@
 package v1alpha1
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // Pool kinds an IdentityBinding may reference.
@@ -218,17 +219,11 @@ type OutputReference struct {
 	Name string `json:"name"`
 }
 
-// IdentityBindingStatus is the observed state.
+// IdentityBindingStatus is the observed state. Its conditions are
+// Processing, Ready and at most one of InvalidRef, UnsafeSelector, Conflict
+// and RenderFailure.
 type IdentityBindingStatus struct {
-	// ObservedGeneration is the generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Processing, Ready and at most one of InvalidRef,
-	// UnsafeSelector, Conflict and RenderFailure.
-	// +listType=map
-	// +listMapKey=type
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	status.Common `json:",inline"`
 	// SPIFFEID is the SPIFFE ID of the binding's outputs; set only while
 	// the binding is Ready.
 	// +optional
@@ -270,22 +265,8 @@ type IdentityBinding struct {
 	Status IdentityBindingStatus `json:"status,omitempty"`
 }
 
-// GetConditions returns the status conditions.
-func (b *IdentityBinding) GetConditions() []metav1.Condition { return b.Status.Conditions }
-
-// SetCondition adds or replaces a condition, keeping its transition time when
-// the status did not change.
-func (b *IdentityBinding) SetCondition(c metav1.Condition) {
-	meta.SetStatusCondition(&b.Status.Conditions, c)
-}
-
-// RemoveCondition drops the condition of type t.
-func (b *IdentityBinding) RemoveCondition(t string) {
-	meta.RemoveStatusCondition(&b.Status.Conditions, t)
-}
-
-// SetObservedGeneration records the generation the status describes.
-func (b *IdentityBinding) SetObservedGeneration(g int64) { b.Status.ObservedGeneration = g }
+// CommonStatus implements object.Object.
+func (b *IdentityBinding) CommonStatus() *status.Common { return &b.Status.Common }
 
 // +kubebuilder:object:root=true
 

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/manager"
@@ -22,6 +23,7 @@ import (
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	ibcontroller "github.com/trustplane/trustplane/identity-operator/internal/controller"
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
 	"github.com/trustplane/trustplane/identity-operator/internal/pool"
@@ -122,16 +124,8 @@ var _ = Describe("InferencePool CRD installed after startup: pools are watched w
 
 		// reconciles counts the operator's finished reconciles.
 		reconciles := func(g Gomega) float64 {
-			families, err := reg.Gather()
+			n, err := testsupport.Reconciles(ctrlmetrics.Registry, ibcontroller.Name)
 			g.Expect(err).NotTo(HaveOccurred())
-			var n float64
-			for _, f := range families {
-				if f.GetName() == "trustplane_reconcile_total" {
-					for _, m := range f.GetMetric() {
-						n += m.GetCounter().GetValue()
-					}
-				}
-			}
 			return n
 		}
 		// settle waits until the operator has been idle for a second, so that

@@ -7,10 +7,14 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/scoped"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
@@ -26,9 +30,11 @@ const ownerKind = "IdentityBinding"
 // orphanSweeper deletes outputs whose owner binding no longer exists: a
 // finalizer removed by hand, or the operator reinstalled while bindings were
 // deleted. Only objects labelled as outputs of an IdentityBinding (owner
-// kind, namespace, name and UID) are candidates, and one is deleted only
-// when an uncached read confirms that no binding of that namespace, name and
-// UID exists; the delete carries the object's UID as a precondition.
+// kind, namespace, name and UID) are candidates; once an uncached read
+// confirms that no binding of that namespace, name and UID exists, the
+// owner's outputs are withdrawn as on the binding's own deletion (the
+// janitor's Withdraw of the Live output types: by owner UID, with the UID as
+// a delete precondition).
 type orphanSweeper struct {
 	client    client.Client
 	apiReader client.Reader
@@ -41,70 +47,88 @@ type orphanSweeper struct {
 // leader deletes.
 func (s *orphanSweeper) NeedLeaderElection() bool { return true }
 
-// Start sweeps once the cache has synced, then every interval, until ctx
+// Start sweeps once the cache has synced, then every interval (lengthened
+// by up to a tenth, so replicas restarted together spread out), until ctx
 // ends.
 func (s *orphanSweeper) Start(ctx context.Context) error {
 	interval := s.interval
 	if interval <= 0 {
 		interval = DefaultOrphanSweepInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
 		if n, err := s.sweep(ctx); err != nil {
 			s.log.Error(err, "sweep outputs whose binding is gone")
 		} else if n > 0 {
-			s.log.Info("deleted outputs whose binding is gone", "count", n)
+			s.log.Info("withdrew the outputs of bindings that are gone", "bindings", n)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	}, interval, 0.1, true)
+	return nil
 }
 
-// sweep deletes the orphaned outputs of every kind and returns how many.
+// ownedTypes are the output types of every served kind, Live as in the
+// handler: found by owner UID in every environment, read uncached.
+func (s *orphanSweeper) ownedTypes() []janitor.ChildType {
+	types := make([]janitor.ChildType, 0, len(s.kinds))
+	for _, k := range s.kinds {
+		types = append(types, janitor.ChildType{List: output.NewList(k), Live: true})
+	}
+	return types
+}
+
+// sweep withdraws the outputs of every binding that is gone and returns
+// how many such bindings it found.
 func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
-	deleted := 0
+	owners := map[types.UID]*v1alpha1.IdentityBinding{}
 	for _, k := range s.kinds {
 		l := output.NewList(k)
-		gvk := k.GVK()
 		if err := s.client.List(ctx, l, client.MatchingLabels{labels.OwnerKind: ownerKind}); err != nil {
-			return deleted, fmt.Errorf("list %s outputs: %w", k, err)
+			return 0, fmt.Errorf("list %s outputs: %w", k, err)
 		}
 		for _, o := range output.Items(l) {
-			gone, err := s.ownerGone(ctx, o)
-			if err != nil {
-				return deleted, err
+			if b := ownerOf(o); b != nil {
+				owners[b.UID] = b
 			}
-			if !gone || o.GetDeletionTimestamp() != nil {
-				continue
-			}
-			uid := o.GetUID()
-			if err := s.client.Delete(ctx, o, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-				return deleted, fmt.Errorf("delete %s %s: %w", k, o.GetName(), err)
-			}
-			s.log.Info("deleted an output whose binding is gone", "kind", gvk.Kind, "name", o.GetName(),
-				"owner", o.GetLabels()[labels.OwnerNamespace]+"/"+o.GetLabels()[labels.OwnerName], "ownerUID", o.GetLabels()[labels.OwnerUID])
-			deleted++
 		}
 	}
-	return deleted, nil
+	withdrawn := 0
+	for _, b := range owners {
+		gone, err := s.ownerGone(ctx, b)
+		if err != nil {
+			return withdrawn, err
+		}
+		if !gone {
+			continue
+		}
+		j, err := janitor.New(scoped.AnyEnvironment(s.client), b, janitor.WithLiveReader(s.apiReader))
+		if err != nil {
+			return withdrawn, err
+		}
+		if _, err := j.Withdraw(ctx, s.ownedTypes()...); err != nil {
+			return withdrawn, fmt.Errorf("withdraw the outputs of %s/%s (uid %s): %w", b.Namespace, b.Name, b.UID, err)
+		}
+		s.log.Info("withdrew the outputs of a binding that is gone", "owner", b.Namespace+"/"+b.Name, "ownerUID", b.UID)
+		withdrawn++
+	}
+	return withdrawn, nil
 }
 
-// ownerGone reports whether o's owner labels name a binding that does not
-// exist: none of that namespace and name, or one with another UID. Objects
-// without complete owner labels are never judged gone.
-func (s *orphanSweeper) ownerGone(ctx context.Context, o client.Object) (bool, error) {
+// ownerOf returns the binding o's owner labels name, or nil when they are
+// incomplete: such an object is never judged an orphan.
+func ownerOf(o client.Object) *v1alpha1.IdentityBinding {
 	l := o.GetLabels()
 	ns, name, uid := l[labels.OwnerNamespace], l[labels.OwnerName], types.UID(l[labels.OwnerUID])
 	if ns == "" || name == "" || uid == "" {
-		return false, nil
+		return nil
 	}
-	key := client.ObjectKey{Namespace: ns, Name: name}
+	return &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}}
+}
+
+// ownerGone reports whether no binding of owner's namespace, name and UID
+// exists: none of that namespace and name, or one with another UID.
+func (s *orphanSweeper) ownerGone(ctx context.Context, owner *v1alpha1.IdentityBinding) (bool, error) {
+	key := client.ObjectKeyFromObject(owner)
 	b := &v1alpha1.IdentityBinding{}
-	if err := s.client.Get(ctx, key, b); err == nil && b.UID == uid {
+	if err := s.client.Get(ctx, key, b); err == nil && b.UID == owner.UID {
 		return false, nil
 	}
 	// The cache may lag behind a binding just created: confirm uncached.
@@ -115,5 +139,5 @@ func (s *orphanSweeper) ownerGone(ctx context.Context, o client.Object) (bool, e
 	case err != nil:
 		return false, fmt.Errorf("get binding %s: %w", key, err)
 	}
-	return b.UID != uid, nil
+	return b.UID != owner.UID, nil
 }

@@ -1,4 +1,4 @@
-// Package setup builds the identity-operator process from its flags and
-// environment: settings, scheme, manager, handler and controller. It keeps
-// cmd/main.go thin and lets tests and the benchmark start the same wiring.
+// Package setup describes the identity-operator process for manager.Main
+// (Operator): its flags and settings, scheme, cache options, handler and
+// controller. It lets tests and the benchmark start the same wiring.
 package setup

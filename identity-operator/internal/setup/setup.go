@@ -14,11 +14,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
@@ -70,10 +68,28 @@ type Settings struct {
 	OrphanSweepInterval time.Duration
 }
 
-// AddFlags registers the framework's and the operator's flags on fs.
-func AddFlags(fs *pflag.FlagSet) {
-	config.AddFlags(fs)
-	manager.AddFlags(fs, manager.Defaults())
+// Operator is the identity-operator process for manager.Main.
+func Operator() manager.Operator {
+	return manager.Operator{
+		Name:     "identity-operator",
+		AddFlags: addFlags,
+		Scheme:   NewScheme,
+		Configure: func(_ *manager.Process, o *ctrl.Options) error {
+			configure(o)
+			return nil
+		},
+		Setup: func(ctx context.Context, p *manager.Process) (func(), error) {
+			s, err := Load(p.Viper)
+			if err != nil {
+				return nil, fmt.Errorf("invalid settings: %w", err)
+			}
+			return nil, register(ctx, p.Manager, s, p.Metrics)
+		},
+	}
+}
+
+// addFlags registers the operator's own flags on fs.
+func addFlags(fs *pflag.FlagSet) {
 	fs.String(KeyTrustDomain, "", "trust domain of every SPIFFE ID (env TRUST_DOMAIN; required)")
 	fs.String(KeyParentID, "", "parent ID of every SpiffeEntry: the node alias of the cluster's agents (env PARENT_ID; default spiffe://<trust-domain>/k8s-cluster-nodes)")
 	fs.StringSlice(KeyOutput, []string{string(output.KindSpiffeEntry)}, "outputs to write: spiffeentry, clusterspiffeid or both (env OUTPUT, comma-separated)")
@@ -150,6 +166,12 @@ func NewScheme() (*runtime.Scheme, error) {
 func ManagerOptions(s Settings, scheme *runtime.Scheme) ctrl.Options {
 	opts := s.Manager.ManagerOptions("identity-operator")
 	opts.Scheme = scheme
+	configure(&opts)
+	return opts
+}
+
+// configure sets the operator's client and cache options on opts.
+func configure(opts *ctrl.Options) {
 	opts.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
 	// Only the selector of a Deployment or StatefulSet is ever read; pod
 	// templates are most of their size.
@@ -157,29 +179,34 @@ func ManagerOptions(s Settings, scheme *runtime.Scheme) ctrl.Options {
 		&appsv1.Deployment{}:  {Transform: pool.StripPodTemplate},
 		&appsv1.StatefulSet{}: {Transform: pool.StripPodTemplate},
 	}
-	return opts
 }
 
 // Register builds the handler and controller for s and adds them to mgr.
 // reg receives the controller metrics.
 func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.Registerer) error {
+	m, err := controller.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	return register(ctx, mgr, s, m)
+}
+
+// register is Register with the framework's metrics already made.
+func register(ctx context.Context, mgr ctrl.Manager, s Settings, m *controller.Metrics) error {
 	served, err := ibcontroller.ServedOutputKinds(mgr.GetRESTMapper())
 	if err != nil {
 		return fmt.Errorf("find the served output kinds: %w", err)
 	}
 	s.Handler.ServedOutputs = served
-	h, err := identitybinding.New(mgr.GetClient(), mgr.GetAPIReader(), s.Handler)
+	h, err := identitybinding.New(mgr.GetClient(), s.Handler)
 	if err != nil {
 		return fmt.Errorf("build handler: %w", err)
 	}
-	m, err := controller.NewMetrics(reg)
-	if err != nil {
-		return fmt.Errorf("register metrics: %w", err)
-	}
 	c := controller.New(ibcontroller.Name, mgr.GetClient(), h, controller.Options{
-		Config:   s.Framework,
-		Recorder: mgr.GetEventRecorder(ibcontroller.Name),
-		Metrics:  m,
+		Config:    s.Framework,
+		Recorder:  mgr.GetEventRecorder(ibcontroller.Name),
+		Metrics:   m,
+		APIReader: mgr.GetAPIReader(),
 	})
 	return ibcontroller.Setup(ctx, mgr, c, ibcontroller.SetupOptions{
 		TrustDomain:         s.TrustDomain,
@@ -188,45 +215,4 @@ func Register(ctx context.Context, mgr ctrl.Manager, s Settings, reg prometheus.
 		CRDPollInterval:     s.CRDPollInterval,
 		OrphanSweepInterval: s.OrphanSweepInterval,
 	})
-}
-
-// Run loads the settings from fs and the environment and runs the operator
-// until ctx ends.
-func Run(ctx context.Context, fs *pflag.FlagSet) error {
-	v, err := config.NewViper(fs)
-	if err != nil {
-		return fmt.Errorf("read settings: %w", err)
-	}
-	s, err := Load(v)
-	if err != nil {
-		return fmt.Errorf("invalid settings: %w", err)
-	}
-	scheme, err := NewScheme()
-	if err != nil {
-		return err
-	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	s.Manager.ApplyGCPercent()
-	return RunWithConfig(ctx, s.Manager.RestConfig(cfg), s, scheme)
-}
-
-// RunWithConfig runs the operator against cfg until ctx ends.
-func RunWithConfig(ctx context.Context, cfg *rest.Config, s Settings, scheme *runtime.Scheme) error {
-	mgr, err := ctrl.NewManager(cfg, ManagerOptions(s, scheme))
-	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
-	}
-	if err := Register(ctx, mgr, s, metrics.Registry); err != nil {
-		return err
-	}
-	if err := manager.AddHealthChecks(mgr); err != nil {
-		return err
-	}
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("run manager: %w", err)
-	}
-	return nil
 }

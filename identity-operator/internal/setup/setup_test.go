@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/trustplane/trustplane/common/config"
 
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
@@ -17,8 +15,7 @@ func load(t *testing.T, env map[string]string, args ...string) (Settings, error)
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	AddFlags(fs)
+	fs, _ := Operator().FlagSet()
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 package v1alpha1
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // SpiffeEntrySpec is one explicit SPIRE registration entry.
@@ -51,18 +52,11 @@ type SpiffeEntrySpec struct {
 	EntryOptions `json:",inline"`
 }
 
-// SpiffeEntryStatus reports the SPIRE entry.
+// SpiffeEntryStatus reports the SPIRE entry. Its conditions are Processing
+// and Ready, owned by the controller, and Masked when an older object or a
+// foreign entry already holds this entry.
 type SpiffeEntryStatus struct {
-	// Conditions: Processing and Ready, owned by the controller, and Masked
-	// when an older object or a foreign entry already holds this entry.
-	// +listType=map
-	// +listMapKey=type
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-
-	// ObservedGeneration is the generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	status.Common `json:",inline"`
 
 	// EntryID is the ID of the SPIRE entry this object holds.
 	// +optional
@@ -100,17 +94,8 @@ type SpiffeEntry struct {
 	Status SpiffeEntryStatus `json:"status,omitempty"`
 }
 
-// GetConditions returns the status conditions.
-func (e *SpiffeEntry) GetConditions() []metav1.Condition { return e.Status.Conditions }
-
-// SetCondition adds or replaces a status condition.
-func (e *SpiffeEntry) SetCondition(c metav1.Condition) { setCondition(&e.Status.Conditions, c) }
-
-// RemoveCondition removes the condition of type t.
-func (e *SpiffeEntry) RemoveCondition(t string) { meta.RemoveStatusCondition(&e.Status.Conditions, t) }
-
-// SetObservedGeneration stamps status.observedGeneration.
-func (e *SpiffeEntry) SetObservedGeneration(g int64) { e.Status.ObservedGeneration = g }
+// CommonStatus implements object.Object.
+func (e *SpiffeEntry) CommonStatus() *status.Common { return &e.Status.Common }
 
 // SpiffeEntryList is a list of SpiffeEntries.
 //
@@ -129,10 +114,6 @@ func (l *SpiffeEntryList) GetItems() []*SpiffeEntry {
 		out[i] = &l.Items[i]
 	}
 	return out
-}
-
-func setCondition(conds *[]metav1.Condition, c metav1.Condition) {
-	meta.SetStatusCondition(conds, c)
 }
 
 func init() {

@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // DefaultSpiffeIDTemplate is the SPIFFE ID path template used when a
@@ -193,17 +195,10 @@ type SpiffeRegistrationSpec struct {
 	WorkloadKinds []WorkloadKind `json:"workloadKinds,omitempty"`
 }
 
-// SpiffeRegistrationStatus reports what the policy registered.
+// SpiffeRegistrationStatus reports what the policy registered. Its
+// conditions are Processing and Ready, owned by the controller.
 type SpiffeRegistrationStatus struct {
-	// Conditions: Processing and Ready, owned by the controller.
-	// +listType=map
-	// +listMapKey=type
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-
-	// ObservedGeneration is the generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	status.Common `json:",inline"`
 
 	// WorkloadsSelected counts the workloads the policy selects.
 	// +optional
@@ -265,16 +260,8 @@ type SpiffeRegistration struct {
 	Status SpiffeRegistrationStatus `json:"status,omitempty"`
 }
 
-// GetConditions returns the status conditions.
-func (r *SpiffeRegistration) GetConditions() []metav1.Condition { return r.Status.Conditions }
-
-// SetCondition adds or replaces a status condition.
-func (r *SpiffeRegistration) SetCondition(c metav1.Condition) {
-	setCondition(&r.Status.Conditions, c)
-}
-
-// SetObservedGeneration stamps status.observedGeneration.
-func (r *SpiffeRegistration) SetObservedGeneration(g int64) { r.Status.ObservedGeneration = g }
+// CommonStatus implements object.Object.
+func (r *SpiffeRegistration) CommonStatus() *status.Common { return &r.Status.Common }
 
 // SpiffeRegistrationList is a list of SpiffeRegistrations.
 //

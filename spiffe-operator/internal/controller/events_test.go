@@ -6,11 +6,11 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -102,16 +102,17 @@ func TestAFailedPolicyListIsRetriedWithAFullPassOfEveryPolicy(t *testing.T) {
 	if q.Len() != 0 {
 		t.Fatalf("queued %d requests from a failed list", q.Len())
 	}
-	var got []string
-	timeout := time.After(5 * listRetry)
-	for len(got) < 3 {
-		select {
-		case ev := <-n.chans[spifferegistration.Kind]:
-			got = append(got, ev.Object.Name)
-		case <-timeout:
-			t.Fatalf("after the failed list, passes of %v only", got)
-		}
+	notified := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer notified.ShutDown()
+	if err := n.source(spifferegistration.Kind).Start(ctx, notified); err != nil {
+		t.Fatal(err)
 	}
+	if err := wait.PollUntilContextTimeout(ctx, listRetry/10, 5*listRetry, true, func(context.Context) (bool, error) {
+		return notified.Len() >= 3, nil
+	}); err != nil {
+		t.Fatalf("after the failed list, passes of %d policies only", notified.Len())
+	}
+	got := queued(notified)
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"all", "match", "other"}) {
 		t.Errorf("retried %v", got)

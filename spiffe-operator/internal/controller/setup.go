@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,16 +107,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	})
 	events := &policyEvents{reader: mgr.GetClient(), dirty: o.Dirty, notifier: o.Notifier, class: o.Class}
 	workloadChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return workload.Changed(e.ObjectOld, e.ObjectNew) }}
-	nsChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return !equalLabels(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
-			(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-	}}
 	err := controller.SetupWithManager(mgr, regCtrl, func() *v1alpha1.SpiffeRegistration { return &v1alpha1.SpiffeRegistration{} },
 		func(b *builder.Builder) *builder.Builder {
 			for kind, obj := range workload.Objects() {
 				b = b.Watches(obj, events.forWorkloads(kind), builder.WithPredicates(workloadChanged))
 			}
-			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(nsChanged)).
+			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(controller.LabelsOrDeletionChanged())).
 				Watches(&corev1.Pod{}, events.forNodeBound(), builder.WithPredicates(podPlacementChanged())).
 				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
 				Watches(&v1alpha1.SpiffeRegistration{}, events.forFallbacks()).
@@ -165,7 +162,7 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, okO := oldObj.(*corev1.Pod)
 			n, okN := newObj.(*corev1.Pod)
-			if okO && okN && (!equalLabels(o.Labels, n.Labels) || pods.Running(o) != pods.Running(n)) {
+			if okO && okN && (!maps.Equal(o.Labels, n.Labels) || pods.Running(o) != pods.Running(n)) {
 				s.PodsChanged(n.Namespace)
 			}
 		},
@@ -193,8 +190,8 @@ func podPlacementChanged() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okO := e.ObjectOld.(*corev1.Pod)
 			n, okN := e.ObjectNew.(*corev1.Pod)
-			return !okO || !okN || o.Spec.NodeName != n.Spec.NodeName || !equalLabels(o.Labels, n.Labels) ||
-				!equalLabels(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n)
+			return !okO || !okN || o.Spec.NodeName != n.Spec.NodeName || !maps.Equal(o.Labels, n.Labels) ||
+				!maps.Equal(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n)
 		},
 	}
 }
@@ -205,7 +202,7 @@ func serviceSelectorChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okO := e.ObjectOld.(*corev1.Service)
 		n, okN := e.ObjectNew.(*corev1.Service)
-		return !okO || !okN || !equalLabels(o.Spec.Selector, n.Spec.Selector) ||
+		return !okO || !okN || !maps.Equal(o.Spec.Selector, n.Spec.Selector) ||
 			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	}}
 }
@@ -228,23 +225,11 @@ func ignoreOwnStatusUpdates() predicate.Predicate {
 		}
 		o, n := e.ObjectOld, e.ObjectNew
 		return o.GetGeneration() != n.GetGeneration() ||
-			!equalLabels(o.GetLabels(), n.GetLabels()) ||
-			!equalLabels(o.GetAnnotations(), n.GetAnnotations()) ||
+			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
 			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
 			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 	}}
-}
-
-func equalLabels(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
 
 // AliveOwners returns an entrysync.Options.Alive that reads every

@@ -62,6 +62,33 @@ type Operator struct {
 	closer io.Closer
 }
 
+// Process is the spiffe-operator process for manager.Main.
+func Process() manager.Operator {
+	defaults := managerDefaults()
+	return manager.Operator{
+		Name:     "spiffe-operator",
+		Defaults: &defaults,
+		AddFlags: addFlags,
+		Scheme:   Scheme,
+		Configure: func(_ *manager.Process, o *ctrl.Options) error {
+			o.Cache = opcontroller.CacheOptions()
+			return nil
+		},
+		Setup: func(ctx context.Context, p *manager.Process) (func(), error) {
+			o, err := Load(p.Viper)
+			if err != nil {
+				return nil, err
+			}
+			op, err := assemble(ctx, p.Manager, o, p.Registry, p.Metrics)
+			if err != nil {
+				return nil, err
+			}
+			ctrl.Log.WithName("spiffe-operator").Info("assembled", "trustDomain", o.TrustDomain, "entryIDPrefix", op.EntryIDPrefix)
+			return func() { _ = op.closer.Close() }, nil
+		},
+	}
+}
+
 // New connects to SPIRE and builds the manager. reg receives the metrics
 // (the controller-runtime registry in a process, a fresh one in tests).
 func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Registerer) (*Operator, error) {
@@ -79,16 +106,21 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 	if err := manager.AddHealthChecks(mgr); err != nil {
 		return nil, err
 	}
+	ctrlMetrics, err := controller.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(ctx, mgr, o, reg, ctrlMetrics)
+}
 
+// assemble connects to SPIRE and adds the controllers, the entry syncer and
+// the orphan collection to mgr.
+func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.Registerer, ctrlMetrics *controller.Metrics) (*Operator, error) {
 	rpcMetrics, err := spire.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	entryMetrics, err := entrysync.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	ctrlMetrics, err := controller.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}

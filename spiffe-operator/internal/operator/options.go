@@ -68,9 +68,24 @@ type Options struct {
 	Manager manager.Options
 }
 
-// AddFlags registers the framework's and the operator's flags on fs.
+// AddFlags registers the framework's, the manager's and the operator's
+// flags on fs (Operator's flag set without the logger's).
 func AddFlags(fs *pflag.FlagSet) {
 	config.AddFlags(fs)
+	addFlags(fs)
+	manager.AddFlags(fs, managerDefaults())
+}
+
+// managerDefaults: the operator is mostly idle, so it trades a little CPU
+// for memory with a low GC target.
+func managerDefaults() manager.Options {
+	d := manager.Defaults()
+	d.GCPercent = 10
+	return d
+}
+
+// addFlags registers the operator's own flags on fs.
+func addFlags(fs *pflag.FlagSet) {
 	spireconn.AddFlags(fs)
 	fs.String(KeyTrustDomain, "", "the SPIRE server's trust domain; objects of other trust domains are refused")
 	fs.String(KeyEntryIDPrefix, "", "prefix of the IDs of entries this operator creates (it owns exactly those); empty means trustplane.<cluster tag>., from the kube-system namespace's UID. Instances in different clusters sharing a SPIRE server must not share a prefix")
@@ -82,9 +97,6 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Bool(KeyDryRun, false, "write nothing to SPIRE: log and count (trustplane_spire_dry_run_writes_total) every entry write the operator would make, and report Ready=False with reason DryRun")
 	fs.Bool(KeyWatchClassless, false, "with --class-name, also take objects without a className")
 	fs.String(KeyClusterName, "", "the cluster's name in the SPIRE server's k8s_psat node attestor configuration; per-node parent IDs (the default) need it")
-	d := manager.Defaults()
-	d.GCPercent = 10
-	manager.AddFlags(fs, d)
 }
 
 // Load reads and validates Options from v.

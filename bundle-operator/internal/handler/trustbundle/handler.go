@@ -8,16 +8,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/handler"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/scoped"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
@@ -63,7 +64,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if err != nil {
 		return h.sourceFailed(ctx, tb, err, now)
 	}
-	setCondition(tb, TypeSourcesValid, true, ReasonValid, fmt.Sprintf("%d sources valid", len(tb.Spec.Sources)))
+	condition.SetStatus(tb, TypeSourcesValid, true, ReasonValid, fmt.Sprintf("%d sources valid", len(tb.Spec.Sources)))
 
 	// 2. Merge (dedupe and sort), drop expired, retain removed CAs. The
 	// trust domains read from SPIRE stay apart, each its own document.
@@ -245,7 +246,7 @@ func (h *Handler) sourceFailed(ctx context.Context, tb *v1alpha1.TrustBundle, er
 		note, rep = h.fillNew(ctx, tb, now)
 	}
 	msg := fmt.Sprintf("%v; %s", err, note)
-	setCondition(tb, TypeSourcesValid, false, reason, msg)
+	condition.SetStatus(tb, TypeSourcesValid, false, reason, msg)
 	if rep.Written > 0 {
 		logf.FromContext(ctx).Info("new targets given the last good bundle while the sources fail",
 			"created", rep.Written, "fingerprint", tb.Status.Fingerprint, "reason", reason)
@@ -337,10 +338,10 @@ func targetsResult(tb *v1alpha1.TrustBundle, rep target.Report) error {
 	tb.Status.FailedTargets = rep.Failed
 	if rep.FailedCount > 0 {
 		msg := fmt.Sprintf("%d targets failed: %s", rep.FailedCount, strings.Join(rep.Failed, "; "))
-		setCondition(tb, TypeTargetsInSync, false, ReasonTargetsFailed, msg)
+		condition.SetStatus(tb, TypeTargetsInSync, false, ReasonTargetsFailed, msg)
 		return ctrlerrors.WithReason(ReasonTargetsFailed, ctrlerrors.RetryableErrorf("%s", msg))
 	}
-	setCondition(tb, TypeTargetsInSync, true, ReasonInSync, fmt.Sprintf("%d targets hold the bundle", rep.InSync))
+	condition.SetStatus(tb, TypeTargetsInSync, true, ReasonInSync, fmt.Sprintf("%d targets hold the bundle", rep.InSync))
 	return nil
 }
 
@@ -348,27 +349,14 @@ func targetsResult(tb *v1alpha1.TrustBundle, rep target.Report) error {
 // environment, our cache-selecting label and the owner labels (no owner
 // reference: garbage collection would delete others' keys of a shared object).
 func targetLabels(ctx context.Context, tb *v1alpha1.TrustBundle) map[string]string {
-	env := tb.Labels[labels.Environment]
+	env, _ := scoped.EnvironmentOf(tb, "")
 	if j := janitor.FromContext(ctx); j != nil {
 		env = j.Environment()
 	}
-	return map[string]string{
-		labels.Environment:      env,
-		target.LabelTrustBundle: tb.Name,
-		labels.OwnerUID:         string(tb.UID),
-		labels.OwnerKind:        "TrustBundle",
-		labels.OwnerName:        tb.Name,
-	}
-}
-
-func setCondition(tb *v1alpha1.TrustBundle, t string, ok bool, reason, msg string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&tb.Status.Conditions, metav1.Condition{
-		Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: tb.Generation,
-	})
+	l := labels.Owner(tb, "TrustBundle")
+	l[labels.Environment] = env
+	l[target.LabelTrustBundle] = tb.Name
+	return l
 }
 
 // objectTarget is one per-namespace target kind of a TrustBundle and its

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/janitor"
 
@@ -37,16 +36,16 @@ func reasonOf(err error) string {
 func setFailure(b *v1alpha1.IdentityBinding, condType, reason, message string) {
 	for _, t := range failureTypes {
 		if t != condType {
-			b.RemoveCondition(t)
+			b.Status.RemoveCondition(t)
 		}
 	}
-	b.SetCondition(metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: reason, Message: message})
+	condition.SetStatus(b, condType, true, reason, message)
 }
 
 // clearFailures removes every failure condition.
 func clearFailures(b *v1alpha1.IdentityBinding) {
 	for _, t := range failureTypes {
-		b.RemoveCondition(t)
+		b.Status.RemoveCondition(t)
 	}
 }
 

@@ -60,16 +60,15 @@ const DefaultMaxSVIDTTL = 24 * time.Hour
 type Handler struct {
 	// client reads bindings, pools and outputs from the cache.
 	client client.Client
-	// apiReader reads outputs uncached, to confirm they are gone.
-	apiReader client.Reader
-	pools     pool.Resolver
-	opts      Options
+	pools  pool.Resolver
+	opts   Options
 }
 
 var _ handler.Handler[*v1alpha1.IdentityBinding] = &Handler{}
 
-// New returns a Handler reading through c (cached) and apiReader (uncached).
-func New(c client.Client, apiReader client.Reader, opts Options) (*Handler, error) {
+// New returns a Handler reading through c (cached). The janitor of each pass
+// reads outputs uncached to confirm they are gone (controller.Options.APIReader).
+func New(c client.Client, opts Options) (*Handler, error) {
 	if opts.TrustDomain.IsZero() {
 		return nil, errors.New("trust domain is required")
 	}
@@ -101,7 +100,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) (*Handler, erro
 	if opts.MaxSVIDTTL < 0 {
 		return nil, fmt.Errorf("max SVID TTL %s is negative", opts.MaxSVIDTTL)
 	}
-	return &Handler{client: c, apiReader: apiReader, pools: pool.Resolver{Reader: c}, opts: opts}, nil
+	return &Handler{client: c, pools: pool.Resolver{Reader: c}, opts: opts}, nil
 }
 
 // CreateOrUpdate runs one pass. The checks run in a fixed order, and the

@@ -109,7 +109,7 @@ func cachedClient(t *testing.T) client.Client {
 
 func newHandler(t *testing.T, c client.Client) *identitybinding.Handler {
 	t.Helper()
-	h, err := identitybinding.New(c, cp.Client, identitybinding.Options{
+	h, err := identitybinding.New(c, identitybinding.Options{
 		TrustDomain: td, ParentID: "spiffe://example.org/nodes",
 		CRDMissingRetry: 45 * time.Second, WithdrawalRetry: 100 * time.Millisecond,
 	})
@@ -177,11 +177,18 @@ func createPool(t *testing.T, c client.Client, namespace, selectorJSON string) {
 
 func reconcile(t *testing.T, h *identitybinding.Handler, c client.Client, b *v1alpha1.IdentityBinding) error {
 	t.Helper()
-	j, err := janitor.New(scoped.New(c, env), b)
+	j, err := janitor.New(scoped.New(c, env), b, janitor.WithLiveReader(cp.Client))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h.CreateOrUpdate(janitor.IntoContext(context.Background(), j), b)
+	// As the Controller does: a successful pass is followed by the cleanup
+	// of what it declared and did not write.
+	ctx := janitor.IntoContext(context.Background(), j)
+	if err := h.CreateOrUpdate(ctx, b); err != nil {
+		return err
+	}
+	_, err = j.Cleanup(ctx)
+	return err
 }
 
 func failureConditions(b *v1alpha1.IdentityBinding) map[string]string {

@@ -3,7 +3,6 @@ package identitybinding
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,22 +92,13 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 			return nil, err
 		}
 	}
-	if err := h.declareOutputs(j); err != nil {
-		return nil, err
-	}
-	if _, err := j.Cleanup(ctx); err != nil {
-		return nil, fmt.Errorf("delete stale outputs: %w", err)
-	}
-	// The janitor sees only the binding's current environment. An output
-	// written while the binding carried another environment label, of a
-	// kind no longer configured (or under another name), would outlive the
-	// spec it was rendered from, so b's unwanted outputs go in every
-	// environment.
-	wanted := func(k output.Kind, o client.Object) bool {
-		return o.GetName() == name && slices.Contains(h.opts.Outputs, k)
-	}
-	if _, err := h.deleteOwned(ctx, h.client, b, wanted); err != nil {
-		return nil, fmt.Errorf("delete stale outputs: %w", err)
+	// Every output this pass wants is written: after the pass, the
+	// Controller deletes b's other outputs of every served kind, in every
+	// environment (an output written while b carried another environment
+	// label, of a kind no longer configured, or under another name would
+	// otherwise outlive the spec it was rendered from).
+	if err := j.DeclareTypes(h.OwnedTypes()...); err != nil {
+		return nil, fmt.Errorf("declare outputs: %w", err)
 	}
 	return refs, nil
 }
@@ -134,16 +124,16 @@ func (h *Handler) checkNotForeign(ctx context.Context, b *v1alpha1.IdentityBindi
 	return nil
 }
 
-// declareOutputs tells the janitor which output kinds it may clean up:
-// every served one, so an output of a kind that is no longer configured is
-// deleted like any other output the pass does not want.
-func (h *Handler) declareOutputs(j *janitor.Client) error {
+// OwnedTypes implements handler.Owner: b's outputs of every served kind,
+// so an output of a kind that is no longer configured goes like any other
+// output a pass does not want. They are Live: found by owner UID in every
+// environment and, on withdrawal, confirmed gone by an uncached read.
+func (h *Handler) OwnedTypes() []janitor.ChildType {
+	types := make([]janitor.ChildType, 0, len(h.opts.ServedOutputs))
 	for _, k := range h.opts.ServedOutputs {
-		if err := j.Declare(output.NewList(k)); err != nil {
-			return fmt.Errorf("declare %s outputs: %w", k, err)
-		}
+		types = append(types, janitor.ChildType{List: output.NewList(k), Live: true})
 	}
-	return nil
+	return types
 }
 
 // labelsCurrent reports whether obj already carries every label in want.
@@ -268,49 +258,15 @@ func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, 
 	return nil
 }
 
-// withdraw deletes every output of b and reports whether none is left. The
-// janitor deletes what the cache knows; the uncached read then confirms,
-// and deletes what the cache had not seen yet.
+// withdraw deletes every output of b and reports whether the uncached read
+// confirms that none is left.
 func (h *Handler) withdraw(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding) (bool, error) {
-	if j != nil {
-		if err := h.declareOutputs(j); err != nil {
-			return false, err
-		}
-		if _, err := j.Cleanup(ctx); err != nil {
-			return false, fmt.Errorf("withdraw outputs: %w", err)
-		}
+	if j == nil {
+		return false, fmt.Errorf("withdraw outputs of %s/%s: no janitor in the context", b.Namespace, b.Name)
 	}
-	remaining, err := h.deleteOwned(ctx, h.apiReader, b, func(output.Kind, client.Object) bool { return false })
+	gone, err := j.Withdraw(ctx, h.OwnedTypes()...)
 	if err != nil {
 		return false, fmt.Errorf("withdraw outputs: %w", err)
 	}
-	return remaining == 0, nil
-}
-
-// deleteOwned lists b's outputs of every served kind through r, by owner
-// UID and in every environment, and deletes those keep does not want (with
-// their UID as precondition). It returns how many unwanted outputs it saw,
-// those already being deleted included.
-func (h *Handler) deleteOwned(ctx context.Context, r client.Reader, b *v1alpha1.IdentityBinding, keep func(output.Kind, client.Object) bool) (int, error) {
-	unwanted := 0
-	for _, k := range h.opts.ServedOutputs {
-		l := output.NewList(k)
-		if err := r.List(ctx, l, client.MatchingLabels{labels.OwnerUID: string(b.UID)}); err != nil {
-			return unwanted, fmt.Errorf("list %s outputs of %s/%s: %w", k, b.Namespace, b.Name, err)
-		}
-		for _, o := range output.Items(l) {
-			if keep(k, o) {
-				continue
-			}
-			unwanted++
-			if o.GetDeletionTimestamp() != nil {
-				continue
-			}
-			uid := o.GetUID()
-			if err := h.client.Delete(ctx, o, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-				return unwanted, fmt.Errorf("delete %s %s: %w", k, o.GetName(), err)
-			}
-		}
-	}
-	return unwanted, nil
+	return gone, nil
 }

@@ -50,7 +50,7 @@ func leftoverClusterSPIFFEID(t *testing.T, b *v1alpha1.IdentityBinding, environm
 func TestWithdrawalCoversOutputKindsNoLongerConfigured(t *testing.T) {
 	g := NewWithT(t)
 	c := cachedClient(t)
-	h, err := identitybinding.New(c, cp.Client, identitybinding.Options{
+	h, err := identitybinding.New(c, identitybinding.Options{
 		TrustDomain: td, ParentID: "spiffe://example.org/nodes", WithdrawalRetry: 100 * time.Millisecond,
 		Outputs:       []output.Kind{output.KindSpiffeEntry},
 		ServedOutputs: []output.Kind{output.KindSpiffeEntry, output.KindClusterSPIFFEID},
@@ -127,7 +127,7 @@ func TestWithdrawalCoversOutputKindsNoLongerConfigured(t *testing.T) {
 	t.Run("a deleted binding", func(t *testing.T) {
 		b := createBinding(t, c, newNamespace(t))
 		u := leftoverClusterSPIFFEID(t, b, env)
-		j, err := janitor.New(scoped.New(c, env), b)
+		j, err := janitor.New(scoped.New(c, env), b, janitor.WithLiveReader(cp.Client))
 		if err != nil {
 			t.Fatal(err)
 		}

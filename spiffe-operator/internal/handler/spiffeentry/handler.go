@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/handler"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
@@ -158,10 +158,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 		if m.Foreign {
 			reason = ReasonMaskedByForeignEntry
 		}
-		obj.SetCondition(metav1.Condition{Type: TypeMasked, Status: metav1.ConditionTrue, Reason: reason,
-			Message: fmt.Sprintf("the same entry is held by %s; this object takes over when it goes", m.By)})
+		condition.SetStatus(obj, TypeMasked, true, reason,
+			fmt.Sprintf("the same entry is held by %s; this object takes over when it goes", m.By))
 	default:
-		meta.RemoveStatusCondition(&obj.Status.Conditions, TypeMasked)
+		obj.Status.RemoveCondition(TypeMasked)
 	}
 	if len(out.Failed) > 0 {
 		f := out.Failed[0]

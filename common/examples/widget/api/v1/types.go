@@ -1,10 +1,11 @@
-package testapi
+package v1
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
+
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // GroupVersion is the group and version of Widget.
@@ -25,19 +26,14 @@ type WidgetSpec struct {
 	// +optional
 	Data map[string]string `json:"data,omitempty"`
 	// Fail makes the test handler return an error of this kind: "blocked",
-	// "retryable", "delay" or "terminal".
+	// "retryable", "delay", "terminal" or "late" (after writing the children).
 	// +optional
 	Fail string `json:"fail,omitempty"`
 }
 
 // WidgetStatus is the observed state of a Widget.
 type WidgetStatus struct {
-	// ObservedGeneration is the generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions are Processing and Ready.
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	status.Common `json:",inline"`
 	// ChildCount is the number of children the last pass ensured.
 	// +optional
 	ChildCount int `json:"childCount,omitempty"`
@@ -56,14 +52,8 @@ type Widget struct {
 	Status WidgetStatus `json:"status,omitempty"`
 }
 
-// GetConditions implements object.Object.
-func (w *Widget) GetConditions() []metav1.Condition { return w.Status.Conditions }
-
-// SetCondition implements object.Object.
-func (w *Widget) SetCondition(c metav1.Condition) { meta.SetStatusCondition(&w.Status.Conditions, c) }
-
-// SetObservedGeneration implements object.ObservedGenerationSetter.
-func (w *Widget) SetObservedGeneration(g int64) { w.Status.ObservedGeneration = g }
+// CommonStatus implements object.Object.
+func (w *Widget) CommonStatus() *status.Common { return &w.Status.Common }
 
 // WidgetList is a list of Widgets.
 //

@@ -1,0 +1,108 @@
+// Package shared writes children that several writers may share, with
+// server-side apply under one field manager (a ConfigMap that holds one
+// key of ours beside others' keys, say). An object is written over only
+// where it is ours, released by dropping exactly the fields our manager
+// owns, and deleted only when no other writer manages a field of it, so an
+// object the operator did not create is never taken over or deleted. Which
+// owner holds an object is told by a holder label (HeldByOther): every
+// owner writes with the same field manager, so server-side apply itself
+// sees no conflict between two of them.
+package shared
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CreateOnly is the resourceVersion that makes a server-side apply create
+// its object and fail with a conflict where one exists: no object holds it,
+// since the first write to etcd is its revision 2.
+const CreateOnly = "1"
+
+// Writer writes shared children as one field manager.
+type Writer struct {
+	// Client applies and deletes.
+	Client client.Client
+	// FieldManager is the operator's server-side apply field manager.
+	FieldManager string
+}
+
+// Apply server-side applies obj. With force it takes over fields other
+// writers own: use it only for an object that is ours, to repair a hand
+// edit. Without, an object whose writers own one of obj's fields is left
+// untouched and the API server's conflict is returned
+// (apierrors.IsConflict); so it is for a CreateOnly write that meets an
+// existing object.
+func (w Writer) Apply(ctx context.Context, obj *unstructured.Unstructured, force bool) error {
+	opts := []client.ApplyOption{client.FieldOwner(w.FieldManager)}
+	if force {
+		opts = append(opts, client.ForceOwnership)
+	}
+	return w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...)
+}
+
+// Shared reports whether a writer other than ours manages a field of the
+// object whose managed fields are entries.
+func (w Writer) Shared(entries []metav1.ManagedFieldsEntry) bool {
+	for _, e := range entries {
+		if e.Manager != w.FieldManager {
+			return true
+		}
+	}
+	return false
+}
+
+// Release takes our fields out of the object m describes (its kind set in
+// m's TypeMeta). An object no other writer manages a field of is deleted,
+// preconditioned on its UID and resourceVersion, so a concurrent edit wins;
+// a shared one gets an empty apply, which drops exactly the fields our
+// manager owned and leaves the rest. It returns the resourceVersion the
+// cache will reach with this write, for expectations.
+func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (string, error) {
+	gvk := m.GroupVersionKind()
+	if gvk.Kind == "" {
+		return "", fmt.Errorf("release %s/%s: the object's kind is not set", m.Namespace, m.Name)
+	}
+	if w.Shared(m.ManagedFields) {
+		empty := &unstructured.Unstructured{}
+		empty.SetGroupVersionKind(gvk)
+		empty.SetNamespace(m.Namespace)
+		empty.SetName(m.Name)
+		if err := w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(w.FieldManager), client.ForceOwnership); err != nil {
+			return "", fmt.Errorf("drop our fields: %w", err)
+		}
+		return empty.GetResourceVersion(), nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	obj.SetNamespace(m.Namespace)
+	obj.SetName(m.Name)
+	uid, rv := m.UID, m.ResourceVersion
+	if err := client.IgnoreNotFound(w.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv})); err != nil {
+		return "", fmt.Errorf("delete: %w", err)
+	}
+	// The delete event carries a newer resourceVersion than rv.
+	return nextRV(rv), nil
+}
+
+// HeldByOther returns the holder that labels name under the holder label
+// key when it is not holder: such an object is another owner's, never
+// written over or released.
+func HeldByOther(labels map[string]string, key, holder string) (other string, held bool) {
+	h, ok := labels[key]
+	return h, ok && h != holder
+}
+
+// nextRV returns the resourceVersion after rv, or rv when it is not numeric.
+func nextRV(rv string) string {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return rv
+	}
+	return strconv.FormatUint(n+1, 10)
+}

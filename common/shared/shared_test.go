@@ -1,0 +1,115 @@
+package shared_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/internal/testapi"
+	"github.com/trustplane/trustplane/common/shared"
+	"github.com/trustplane/trustplane/common/testenv"
+)
+
+var cp *testenv.ControlPlane
+
+func TestShared(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "shared")
+}
+
+var _ = BeforeSuite(func() {
+	var err error
+	cp, err = testapi.StartControlPlane()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
+})
+
+func namespace(ctx context.Context) string {
+	name, err := testapi.NewNamespace(ctx, cp.Client, "sh-")
+	Expect(err).NotTo(HaveOccurred())
+	return name
+}
+
+// configMap is an apply configuration of ConfigMap ns/name holding data.
+func configMap(ns, name string, data map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "data": data}}
+}
+
+// metadataOf reads the live metadata of ConfigMap ns/name, as a target cache holds it.
+func metadataOf(ctx context.Context, ns, name string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m)).To(Succeed())
+	return m
+}
+
+var _ = Describe("Writer", func() {
+	ours := shared.Writer{Client: nil, FieldManager: "trustplane-test"}
+	theirs := shared.Writer{Client: nil, FieldManager: "someone-else"}
+	BeforeEach(func() { ours.Client, theirs.Client = cp.Client, cp.Client })
+
+	It("deletes on release an object only it manages", func(ctx context.Context) {
+		ns := namespace(ctx)
+		Expect(ours.Apply(ctx, configMap(ns, "sole", map[string]any{"ca": "x"}), false)).To(Succeed())
+		rv, err := ours.Release(ctx, metadataOf(ctx, ns, "sole"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rv).NotTo(BeEmpty())
+		Expect(apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sole"}, &corev1.ConfigMap{}))).To(BeTrue())
+	})
+
+	It("never deletes on release an object edited since it was read", func(ctx context.Context) {
+		ns := namespace(ctx)
+		Expect(ours.Apply(ctx, configMap(ns, "edited", map[string]any{"ca": "x"}), false)).To(Succeed())
+		m := metadataOf(ctx, ns, "edited")
+		cm := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edited"}, cm)).To(Succeed())
+		cm.Labels = map[string]string{"touched": "by-hand"}
+		Expect(cp.Client.Update(ctx, cm)).To(Succeed())
+		_, err := ours.Release(ctx, m)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "got %v", err)
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edited"}, &corev1.ConfigMap{})).To(Succeed())
+	})
+
+	It("drops exactly its own keys on release of an object others write too", func(ctx context.Context) {
+		ns := namespace(ctx)
+		Expect(theirs.Apply(ctx, configMap(ns, "shared", map[string]any{"app.conf": "theirs"}), false)).To(Succeed())
+		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
+		_, err := ours.Release(ctx, metadataOf(ctx, ns, "shared"))
+		Expect(err).NotTo(HaveOccurred())
+		cm := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shared"}, cm)).To(Succeed())
+		Expect(cm.Data).To(Equal(map[string]string{"app.conf": "theirs"}))
+	})
+
+	It("never takes over a field another writer owns without force, nor creates over an existing object", func(ctx context.Context) {
+		ns := namespace(ctx)
+		Expect(theirs.Apply(ctx, configMap(ns, "taken", map[string]any{"ca": "theirs"}), false)).To(Succeed())
+		err := ours.Apply(ctx, configMap(ns, "taken", map[string]any{"ca": "ours"}), false)
+		Expect(apierrors.IsConflict(err)).To(BeTrue(), "got %v", err)
+
+		create := configMap(ns, "taken", map[string]any{"other": "ours"})
+		create.SetResourceVersion(shared.CreateOnly)
+		Expect(apierrors.IsConflict(ours.Apply(ctx, create, false))).To(BeTrue())
+		cm := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, cm)).To(Succeed())
+		Expect(cm.Data).To(Equal(map[string]string{"ca": "theirs"}))
+	})
+
+	It("tells another owner's object by its holder label", func() {
+		other, held := shared.HeldByOther(map[string]string{"holder": "b"}, "holder", "a")
+		Expect(held).To(BeTrue())
+		Expect(other).To(Equal("b"))
+		_, held = shared.HeldByOther(map[string]string{"holder": "a"}, "holder", "a")
+		Expect(held).To(BeFalse())
+		_, held = shared.HeldByOther(nil, "holder", "a")
+		Expect(held).To(BeFalse())
+	})
+})
