@@ -29,7 +29,7 @@ FUZZ_TARGETS := \
 	identity-operator/internal/conflict:FuzzClassifyIsSymmetric:100000x
 FUZZ_TIME ?=
 
-.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-deployed e2e-kind images docker-images fuzz installers \
+.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-deployed e2e-helm e2e-installer e2e-kind images docker-images fuzz installers \
 	$(foreach o,$(OPERATORS),deploy-$(o) undeploy-$(o))
 
 all: test
@@ -43,9 +43,10 @@ tools: ## build kube-apiserver, etcd, kubectl, spire-server, spire-agent and the
 vet: ## go vet every module
 	go vet $(PKGS)
 
-test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster, then each fuzz target briefly
+test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster (operators from make deploy, then from the installers), then each fuzz target briefly
 	go test $(GO_TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory e2e-deployed E2E_DEPLOYED_LABELS=smoke E2E_DEPLOYED_FLAGS=
+	$(MAKE) --no-print-directory e2e-installer E2E_INSTALLER_FLAGS=
 	$(MAKE) fuzz
 
 fuzz: ## run each fuzz target of FUZZ_TARGETS for its budget (or FUZZ_TIME)
@@ -89,6 +90,14 @@ E2E_DEPLOYED_FLAGS  ?= -v
 
 e2e-deployed: tools ## the suite with the operators deployed as pods on the real node (images imported, make deploy-<operator>); make test runs its smoke specs
 	E2E_CLUSTER=deployed go test -timeout 20m -count=1 $(E2E_DEPLOYED_FLAGS) ./e2e/ -ginkgo.label-filter='$(E2E_DEPLOYED_LABELS)'
+
+e2e-helm: tools ## helm install, upgrade and uninstall of charts/trustplane on the deployed cluster with no operator of its own (E2E_INSTALL=helm, e2e/helm_test.go); not part of make test (about 3.5 min)
+	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 30m -count=1 -v ./e2e/ -ginkgo.v -ginkgo.label-filter=helm
+
+E2E_INSTALLER_FLAGS ?= -v
+
+e2e-installer: tools ## the smoke specs on the deployed cluster with the operators applied from the installers of make installers (E2E_INSTALL=installer); make test runs it
+	E2E_CLUSTER=deployed E2E_INSTALL=installer go test -timeout 20m -count=1 $(E2E_INSTALLER_FLAGS) ./e2e/ -ginkgo.label-filter=smoke
 
 e2e-kind: ## the same suite on a kind cluster (needs Docker): images, SPIRE, make deploy-<operator>
 	hack/e2e-kind.sh

@@ -15,8 +15,10 @@ import (
 // cluster is the one the specs run against: a local control plane with the
 // operators as processes and a real node where pods run (the default,
 // `make e2e`; E2E_NODE=skip leaves the node out), the same with the
-// operators deployed as pods on the real node (E2E_CLUSTER=deployed), or a
-// kind cluster (E2E_CLUSTER=kind, `make e2e-kind`).
+// operators deployed as pods on the real node (E2E_CLUSTER=deployed; with
+// E2E_INSTALL=installer they come from the installers, with E2E_INSTALL=helm
+// none runs until e2e/helm_test.go installs the chart), or a kind cluster
+// (E2E_CLUSTER=kind, `make e2e-kind`).
 var cluster framework.Cluster
 
 // smoke labels the specs that `make test` also runs on the deployed cluster

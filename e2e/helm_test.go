@@ -3,9 +3,9 @@
 // The Helm specs need a cluster whose real node runs the operators as pods
 // and that starts none of its own; they are built with -tags helm_e2e:
 //
-//	go test -tags helm_e2e -timeout 40m -v ./e2e/ -ginkgo.label-filter=helm
+//	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 40m -v ./e2e/ -ginkgo.label-filter=helm
 //
-// The cluster offers what they need by implementing helmTarget.
+// (make e2e-helm). The cluster offers what they need by implementing helmTarget.
 
 package e2e_test
 
@@ -39,14 +39,17 @@ import (
 
 // helmTarget is a cluster the chart can be installed on: its node has the
 // operators' images (trustplane/<operator>:<tag>), no operator of its own
-// runs, and HelmValues says how the chart's operator pods reach its SPIRE
-// server (spire.mode and its settings), which image tag to run and what
-// else the cluster needs (e.g. identityOperator.admissionPolicies.enabled
-// =false where its policies are installed already).
+// runs, and HelmValuesFile writes the values with which the chart runs
+// there: how the operator pods reach its apiserver and SPIRE server
+// (spire.mode and its settings), which image tag to run and what else the
+// cluster needs; it also gives the chart's SPIRE clients in namespace
+// their SPIRE admin entries. The deployed cluster is one with
+// E2E_INSTALL=helm (make e2e-helm).
 type helmTarget interface {
 	framework.Cluster
-	// HelmValues returns --set arguments (key=value) for charts/trustplane.
-	HelmValues(ctx context.Context) ([]string, error)
+	// HelmValuesFile returns the path of a values file for charts/trustplane
+	// released into namespace.
+	HelmValuesFile(ctx context.Context, namespace string) (string, error)
 }
 
 const (
@@ -63,7 +66,7 @@ var _ = Describe("helm install, upgrade and uninstall of charts/trustplane", Ord
 		target   helmTarget
 		helm     string
 		chart    string
-		values   []string
+		values   string
 		ns, id   string
 		entryIDs []string
 	)
@@ -96,17 +99,13 @@ var _ = Describe("helm install, upgrade and uninstall of charts/trustplane", Ord
 		root, err := framework.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		chart = filepath.Join(root, charts.Dir)
-		values, err = target.HelmValues(ctx)
+		values, err = target.HelmValuesFile(ctx, helmNamespace)
 		Expect(err).NotTo(HaveOccurred())
 	})
 
 	It("installs the three operators, each available", func(ctx context.Context) {
 		args := []string{"install", helmRelease, chart, "--namespace", helmNamespace, "--create-namespace",
-			"--wait", "--timeout", helmTimeout.String(), "--set", "trustDomain=" + cluster.TrustDomain(),
-			"--set", "identityOperator.flags.parentId=" + cluster.AgentParentID()}
-		for _, v := range values {
-			args = append(args, "--set", v)
-		}
+			"--wait", "--timeout", helmTimeout.String(), "--values", values}
 		runHelm(ctx, args...)
 		for _, o := range operatorimage.Operators() {
 			Eventually(available(ctx, o.Name), helmTimeout, time.Second).Should(BeNumerically(">=", 1), o.Name)

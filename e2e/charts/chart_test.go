@@ -318,14 +318,40 @@ func TestRBACIsTheOperatorsRBAC(t *testing.T) {
 	if cr := r.find("ClusterRole"); len(cr) != 3 {
 		t.Errorf("%d ClusterRoles by default, want the three managers' (no Secret rights)", len(cr))
 	}
-	withSecrets := mustTemplate(t, "chart-default", nil, "bundleOperator.flags.allowSecretTargets=true")
-	var secrets rbacv1.ClusterRole
-	fromUnstructured(t, withSecrets.object(t, "ClusterRole", "tp-bundle-operator-secrets").Object, &secrets)
-	want := readRole(t, filepath.Join(env.root, "bundle-operator", "config", "components", "secrets", "role.yaml"))
-	if !equality.Semantic.DeepEqual(secrets.Rules, want) {
-		t.Errorf("Secret rules differ from config/components/secrets: %+v", secrets.Rules)
+	// ConfigMap sources are read through a Role in each source namespace,
+	// the release's by default; Secret rights come only with their flags.
+	sourceRole := func(r rendering, name, ns, file string) {
+		t.Helper()
+		var role rbacv1.Role
+		fromUnstructured(t, r.objectIn(t, "Role", ns, name).Object, &role)
+		if want := readRole(t, filepath.Join(env.root, "bundle-operator", file)); !equality.Semantic.DeepEqual(role.Rules, want) {
+			t.Errorf("Role %s/%s rules %+v differ from %s", ns, name, role.Rules, file)
+		}
+		var binding rbacv1.RoleBinding
+		fromUnstructured(t, r.objectIn(t, "RoleBinding", ns, name).Object, &binding)
+		if binding.RoleRef.Name != name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "bundle-operator" || binding.Subjects[0].Namespace != "chart-default" {
+			t.Errorf("RoleBinding %s/%s: %+v", ns, name, binding)
+		}
 	}
-	withSecrets.object(t, "ClusterRoleBinding", "tp-bundle-operator-secrets")
+	sourceRole(r, "bundle-operator-sources", "chart-default", "config/rbac/source_role.yaml")
+	for _, role := range r.find("Role") {
+		if strings.Contains(role.GetName(), "secret") {
+			t.Errorf("Role %s without a Secret flag", role.GetName())
+		}
+	}
+	withSecrets := mustTemplate(t, "chart-default", nil, "bundleOperator.flags.allowSecretTargets=true",
+		"bundleOperator.flags.allowSecretSources=true", `bundleOperator.flags.sourceNamespaces=src-a\,src-b`)
+	var secrets rbacv1.ClusterRole
+	fromUnstructured(t, withSecrets.object(t, "ClusterRole", "tp-bundle-operator-secret-targets").Object, &secrets)
+	want := readRole(t, filepath.Join(env.root, "bundle-operator", "config", "components", "secret-targets", "role.yaml"))
+	if !equality.Semantic.DeepEqual(secrets.Rules, want) {
+		t.Errorf("Secret rules differ from config/components/secret-targets: %+v", secrets.Rules)
+	}
+	withSecrets.object(t, "ClusterRoleBinding", "tp-bundle-operator-secret-targets")
+	for _, ns := range []string{"src-a", "src-b"} {
+		sourceRole(withSecrets, "bundle-operator-sources", ns, "config/rbac/source_role.yaml")
+		sourceRole(withSecrets, "bundle-operator-secret-sources", ns, "config/components/secret-sources/role.yaml")
+	}
 }
 
 // TestAdmissionPoliciesAreOnByDefault proves identity-operator's admission

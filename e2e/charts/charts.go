@@ -51,7 +51,9 @@ func copies(root string) (map[string]string, error) {
 			add(path.Join(o.Name, "rbac", r), path.Join(o.Name, "config", "rbac", r))
 		}
 	}
-	add("bundle-operator/rbac/secrets_role.yaml", "bundle-operator/config/components/secrets/role.yaml")
+	add("bundle-operator/rbac/source_role.yaml", "bundle-operator/config/rbac/source_role.yaml")
+	add("bundle-operator/rbac/secret_targets_role.yaml", "bundle-operator/config/components/secret-targets/role.yaml")
+	add("bundle-operator/rbac/secret_sources_role.yaml", "bundle-operator/config/components/secret-sources/role.yaml")
 	policies, err := filepath.Glob(filepath.Join(root, "identity-operator", "config", "policy", "*.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("policies: %w", err)

@@ -96,6 +96,19 @@ func (r rendering) object(t *testing.T, kind, name string) unstructured.Unstruct
 	return unstructured.Unstructured{}
 }
 
+// objectIn returns the object of a kind in a namespace, failing the test
+// without it.
+func (r rendering) objectIn(t *testing.T, kind, namespace, name string) unstructured.Unstructured {
+	t.Helper()
+	for _, o := range r.find(kind) {
+		if o.GetNamespace() == namespace && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("the rendering has no %s %s/%s", kind, namespace, name)
+	return unstructured.Unstructured{}
+}
+
 // deployment returns an operator's Deployment, typed.
 func (r rendering) deployment(t *testing.T, operator string) *appsv1.Deployment {
 	t.Helper()

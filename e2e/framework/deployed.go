@@ -44,6 +44,7 @@ var spireClients = []string{"spiffe-operator", "bundle-operator"}
 type Deployed struct {
 	*Local
 	overlays string
+	method   InstallMethod
 }
 
 var _ Cluster = &Deployed{}
@@ -66,6 +67,9 @@ func StartDeployed(ctx context.Context, opts LocalOptions) (_ *Deployed, err err
 			err = errors.Join(err, d.Stop())
 		}
 	}()
+	if ops, err = d.prepareInstall(ctx, ops); err != nil {
+		return nil, err
+	}
 	for _, op := range ops {
 		if err := d.deploy(ctx, op); err != nil {
 			return nil, err
@@ -83,16 +87,8 @@ func StartDeployed(ctx context.Context, opts LocalOptions) (_ *Deployed, err err
 // deploy builds and imports op's image, registers its SPIRE admin entry,
 // writes its overlay and runs make deploy-<op>.
 func (d *Deployed) deploy(ctx context.Context, op string) error {
-	image, err := operatorimage.Lookup(op)
+	image, err := d.importImage(ctx, op)
 	if err != nil {
-		return err
-	}
-	d.step("building and importing the image of %s", op)
-	tar, err := image.Build(ctx, d.root, d.dir, DeployedImageTag)
-	if err != nil {
-		return err
-	}
-	if err := d.node.ImportImage(ctx, tar); err != nil {
 		return err
 	}
 	if slices.Contains(spireClients, op) {
@@ -101,7 +97,7 @@ func (d *Deployed) deploy(ctx context.Context, op string) error {
 			return fmt.Errorf("admin entry of %s: %w", op, err)
 		}
 	}
-	if err := d.writeOverlay(op, image); err != nil {
+	if err := d.writeInstall(op, image); err != nil {
 		return err
 	}
 	d.step("make deploy-%s", op)

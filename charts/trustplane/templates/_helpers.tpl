@@ -41,12 +41,6 @@ helm.sh/chart: {{ (index . 0).Chart.Name }}-{{ (index . 0).Chart.Version }}
 {{- if ne . "identity-operator" }}true{{ end -}}
 {{- end -}}
 
-{{/* Whether bundle-operator needs the rights on Secrets. */}}
-{{- define "trustplane.bundleSecrets" -}}
-{{- $f := .Values.bundleOperator.flags -}}
-{{- if or $f.allowSecretTargets $f.allowSecretSources }}true{{ end -}}
-{{- end -}}
-
 {{/* The first YAML document of a file of the chart, as a dict. */}}
 {{- define "trustplane.firstDoc" -}}
 {{- $docs := regexSplit "(?m)^---\\s*$" (.Files.Get .path) -1 -}}
