@@ -514,3 +514,50 @@ spec:
 		}
 	})
 })
+
+var _ = Describe("spiffe-operator's per-node parents on a real node", func() {
+	It("gives a Deployment's pod exactly the rendered X509-SVID from the one entry parented to its node's agent, none under the node alias", smoke, func(ctx context.Context) {
+		w := requireWorkloads()
+		const label = "e2e.trustplane.dev/per-node"
+		ns := fmt.Sprintf("e2e-pernode-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
+		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "true"}}})).To(Succeed())
+		// No parentID: the default parent is the k8s_psat agent ID of each
+		// node running the identity's pods.
+		registration := create(ctx, `
+apiVersion: spiffe.trustplane.dev/v1alpha1
+kind: SpiffeRegistration
+metadata:
+  name: e2e-per-node
+  labels: {trustplane.dev/environment: %s}
+spec:
+  trustDomain: %s
+  spiffeIDTemplate: ns/{namespace}/sa/{serviceAccount}
+  namespaceSelector: {matchLabels: {%s: "true"}}
+`, environment, cluster.TrustDomain(), label)
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(cluster.Client().Delete(ctx, registration))).To(Succeed())
+		})
+
+		probeDeployment(ctx, w, ns, "web", "web-sa")
+		id := workloadID(ns, "web-sa")
+		Eventually(probeLog(ctx, ns, "web"), podTimeout, time.Second).Should(MatchRegexp(`(?m)^x509-svid `))
+		log, err := probeLog(ctx, ns, "web")()
+		Expect(err).NotTo(HaveOccurred())
+		AddReportEntry("probe log", log)
+		Expect(framework.X509SVIDs(log)).To(ConsistOf(id+" dns="), "every X509-SVID the pod got is the rendered one")
+
+		pod, err := framework.ProbePod(ctx, cluster, ns, "web")
+		Expect(err).NotTo(HaveOccurred())
+		node := &corev1.Node{}
+		Expect(cluster.Client().Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node)).To(Succeed())
+		agentID := fmt.Sprintf("spiffe://%s/spire/agent/k8s_psat/%s/%s", cluster.TrustDomain(), cluster.AgentClusterName(), node.UID)
+		entries, err := framework.EntriesFor(ctx, cluster, id)
+		Expect(err).NotTo(HaveOccurred())
+		var parents []string
+		for _, e := range entries {
+			parents = append(parents, "spiffe://"+e.ParentId.TrustDomain+e.ParentId.Path)
+		}
+		Expect(parents).To(ConsistOf(agentID), "one entry, under the node's agent and not under the node alias %s", cluster.AgentParentID())
+		Expect(readyStatus(ctx, registration)()).To(HavePrefix("True/"))
+	})
+})

@@ -39,6 +39,8 @@ for o in spiffe-operator identity-operator bundle-operator; do
 	(cd "$o/config/manager" && ../../../$kubectl kustomize . >/dev/null) # validate early
 	make "deploy-$o" KUBECTL="$kubectl"
 	$kubectl -n trustplane-system set image "deployment/$o" manager="trustplane/$o:e2e"
+	# The cluster's name in hack/kind/spire.yaml's k8s_psat attestor.
+	[ "$o" != spiffe-operator ] || $kubectl -n trustplane-system set env "deployment/$o" CLUSTER_NAME=kind
 	$kubectl -n trustplane-system rollout status "deployment/$o" --timeout=180s
 done
 

@@ -155,6 +155,43 @@ func TestDeploymentsRunLocked(t *testing.T) {
 	}
 }
 
+// TestClusterName proves spire.clusterName becomes spiffe-operator's
+// --cluster-name (the default per-node parent IDs need it), example-cluster
+// as in SPIRE's Helm charts unless set, no flag when empty, and no other
+// operator gets it.
+func TestClusterName(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"", "--cluster-name=example-cluster"},
+		{"spire.clusterName=prod-eu.1", "--cluster-name=prod-eu.1"},
+		{"spire.clusterName=", ""},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			var sets []string
+			if tc.set != "" {
+				sets = append(sets, tc.set)
+			}
+			r := mustTemplate(t, "chart-default", nil, sets...)
+			for _, op := range operatorimage.Operators() {
+				var got []string
+				for _, a := range r.args(t, op.Name) {
+					if strings.HasPrefix(a, "--cluster-name") {
+						got = append(got, a)
+					}
+				}
+				var want []string
+				if op.Name == "spiffe-operator" && tc.want != "" {
+					want = []string{tc.want}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: %q, want %q", op.Name, got, want)
+				}
+			}
+		})
+	}
+}
+
 // TestSpireConnection proves each mode wires spiffe-operator and
 // bundle-operator to SPIRE as its values say, and identity-operator
 // (which does not talk to SPIRE) not at all.
@@ -516,6 +553,7 @@ func TestWrongValuesFailWithAClearMessage(t *testing.T) {
 		{"identityOperator.replicas=2,identityOperator.leaderElection=false", "at '/identityOperator/leaderElection': value must be true"},
 		{"bundleOperator.podSecurityContext.runAsUser=0", "at '/bundleOperator/podSecurityContext/runAsUser': minimum: got 0, want 1"},
 		{"trustDomain=", "at '/trustDomain'"},
+		{"spire.clusterName=prod/eu", "at '/spire/clusterName': 'prod/eu' does not match pattern"},
 		{"spiffeOperator.replica=2", "at '/spiffeOperator': additional properties 'replica' not allowed"},
 		{"spiffeOperator.podSecurityContext.runAsNonRoot=false", "at '/spiffeOperator/podSecurityContext': additional properties 'runAsNonRoot' not allowed"},
 		{"bundleOperator.podSecurityContext.privileged=true", "at '/bundleOperator/podSecurityContext': additional properties 'privileged' not allowed"},

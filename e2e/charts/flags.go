@@ -82,6 +82,7 @@ func OperatorFlags(ctx context.Context, root, operator string) ([]Flag, error) {
 // that decides it.
 var ChartSet = map[string]string{
 	"trust-domain":              "trustDomain",
+	"cluster-name":              "spire.clusterName",
 	"spire-address":             "spire.mtls.address",
 	"spire-server-id":           "spire.serverID",
 	"workload-api-socket":       "spire.mtls.agentSocketDir, spire.mtls.agentSocketName",

@@ -33,6 +33,10 @@ type Cluster interface {
 	TrustDomain() string
 	// AgentParentID is the SPIFFE ID entries of workloads in the cluster use as parent.
 	AgentParentID() string
+	// AgentClusterName is the cluster's name in the SPIRE server's k8s_psat
+	// node attestor (agents get spiffe://<td>/spire/agent/k8s_psat/<name>/<node
+	// UID>), the --cluster-name spiffe-operator runs with.
+	AgentClusterName() string
 	// DeployArgs are the make arguments with which `make deploy-<operator>`
 	// deploys into this cluster as its operators were deployed (none: the
 	// operators' config/default as it is).

@@ -149,7 +149,8 @@ func (d *Deployed) writeOverlay(op string, image operatorimage.Operator) error {
 	}
 	switch op {
 	case "spiffe-operator":
-		env = append(env, map[string]any{"name": "TRUST_DOMAIN", "value": d.td})
+		env = append(env, map[string]any{"name": "TRUST_DOMAIN", "value": d.td},
+			map[string]any{"name": "CLUSTER_NAME", "value": ClusterName})
 	case "identity-operator":
 		env = append(env, map[string]any{"name": "TRUST_DOMAIN", "value": d.td},
 			map[string]any{"name": "PARENT_ID", "value": d.AgentParentID()})

@@ -158,8 +158,9 @@ func (d *Deployed) HelmValuesFile(ctx context.Context, namespace string) (string
 		"trustDomain": d.td,
 		"image":       map[string]any{"tag": DeployedImageTag, "pullPolicy": "Never"},
 		"spire": map[string]any{
-			"mode":     "mtls",
-			"serverID": d.spire.ServerID,
+			"mode":        "mtls",
+			"serverID":    d.spire.ServerID,
+			"clusterName": ClusterName,
 			"mtls": map[string]any{
 				"address":         d.spire.Address,
 				"agentSocketDir":  d.agent.SocketDir,

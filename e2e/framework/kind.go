@@ -200,6 +200,13 @@ func (k *Kind) TrustDomain() string { return k.opts.TrustDomain }
 // AgentParentID implements Cluster: the node alias hack/e2e-kind.sh registers.
 func (k *Kind) AgentParentID() string { return "spiffe://" + k.opts.TrustDomain + "/k8s-cluster-nodes" }
 
+// KindClusterName is the kind cluster's name in SPIRE (hack/kind/spire.yaml),
+// the CLUSTER_NAME hack/e2e-kind.sh gives spiffe-operator.
+const KindClusterName = "kind"
+
+// AgentClusterName implements Cluster.
+func (k *Kind) AgentClusterName() string { return KindClusterName }
+
 // DeployArgs implements Cluster: config/default as it is.
 func (k *Kind) DeployArgs() []string { return nil }
 

@@ -205,7 +205,7 @@ func (l *Local) operatorArgs(op string) []string {
 	common := []string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--requeue-after=10m"}
 	switch op {
 	case "spiffe-operator":
-		return append(common, "--spire-socket="+l.spire.SocketPath, "--trust-domain="+l.td)
+		return append(common, "--spire-socket="+l.spire.SocketPath, "--trust-domain="+l.td, "--cluster-name="+ClusterName)
 	case "identity-operator":
 		return append(common, "--trust-domain="+l.td, "--parent-id="+l.AgentParentID())
 	case "bundle-operator":
@@ -258,6 +258,9 @@ func (l *Local) TrustDomain() string { return l.td }
 // AgentParentID implements Cluster: on the real node, the alias of every
 // agent attested by k8s_psat in this cluster.
 func (l *Local) AgentParentID() string { return "spiffe://" + l.td + "/k8s-cluster/" + ClusterName }
+
+// AgentClusterName implements Cluster.
+func (l *Local) AgentClusterName() string { return ClusterName }
 
 // Spire returns the local spire-server.
 func (l *Local) Spire() *testenv.Spire { return l.spire }
