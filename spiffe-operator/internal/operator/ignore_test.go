@@ -4,6 +4,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
@@ -50,6 +51,8 @@ var _ = Describe("Ignored namespaces", Ordered, func() {
 		Consistently(paths(parentOf("ignore")), resync).Should(Equal([]string{"/ns/ignore-a/sa/web", "/ns/kube-system-not/sa/web"}))
 		Expect(k8s.Delete(ctx, p)).To(Succeed())
 		Eventually(paths(parentOf("ignore"))).Should(BeEmpty())
+		// The next spec reuses the name: wait for the finalizer to let go.
+		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)) }).Should(BeTrue())
 	})
 
 	It("can be emptied to select kube-system, and named to leave out others", func() {
@@ -64,5 +67,7 @@ var _ = Describe("Ignored namespaces", Ordered, func() {
 		Eventually(paths(parentOf("ignore"))).Should(Equal([]string{"/ns/kube-system-not/sa/web", "/ns/kube-system/sa/ignore-sys"}))
 		Expect(k8s.Delete(ctx, p)).To(Succeed())
 		Eventually(paths(parentOf("ignore"))).Should(BeEmpty())
+		// The next spec reuses the name: wait for the finalizer to let go.
+		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)) }).Should(BeTrue())
 	})
 })
