@@ -119,15 +119,13 @@ func BenchmarkSpiffeOperator(b *testing.B) {
 	}
 }
 
-func run(b *testing.B, s settings) error {
-	ctx := context.Background()
-	rep := &report{}
-	rep.add("# spiffe-operator benchmark, %s", time.Now().UTC().Format(time.RFC3339))
-	rep.add("# operator: own process, kube-api-qps=%s kube-api-burst=%s, spire-write-concurrency=%s, batch 50, requeue-after 30m, gc-percent %s", kubeQPS, kubeBurst, writeConcurrency(), gcPercent())
-
+// startBench starts the control plane both benchmarks run against (the
+// operator's CRDs, raised in-flight limits), an admin client with a high
+// rate limit, and builds the operator binary. The caller stops cp.
+func startBench(b *testing.B) (*testenv.ControlPlane, client.WithWatch, string, error) {
 	scheme, err := operator.Scheme()
 	if err != nil {
-		return err
+		return nil, nil, "", err
 	}
 	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{
 		CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")},
@@ -135,19 +133,33 @@ func run(b *testing.B, s settings) error {
 		APIServerFlags:    map[string]string{"max-requests-inflight": "800", "max-mutating-requests-inflight": "400"},
 	})
 	if err != nil {
-		return err
+		return nil, nil, "", err
 	}
-	defer func() { _ = cp.Stop() }()
 	cp.Config.QPS, cp.Config.Burst = 2000, 4000
 	k8s, err := client.NewWithWatch(cp.Config, client.Options{Scheme: scheme})
 	if err != nil {
-		return fmt.Errorf("client: %w", err)
+		_ = cp.Stop()
+		return nil, nil, "", fmt.Errorf("client: %w", err)
 	}
-
 	bin := filepath.Join(b.TempDir(), "spiffe-operator")
 	if err := buildOperator(bin); err != nil {
+		_ = cp.Stop()
+		return nil, nil, "", err
+	}
+	return cp, k8s, bin, nil
+}
+
+func run(b *testing.B, s settings) error {
+	ctx := context.Background()
+	rep := &report{}
+	rep.add("# spiffe-operator benchmark, %s", time.Now().UTC().Format(time.RFC3339))
+	rep.add("# operator: own process, kube-api-qps=%s kube-api-burst=%s, spire-write-concurrency=%s, batch 50, requeue-after 30m, gc-percent %s", kubeQPS, kubeBurst, writeConcurrency(), gcPercent())
+
+	cp, k8s, bin, err := startBench(b)
+	if err != nil {
 		return err
 	}
+	defer func() { _ = cp.Stop() }()
 
 	for i, n := range s.sizes {
 		last := i == len(s.sizes)-1

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
-	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 )
 
@@ -64,28 +62,11 @@ func runParentModes(b *testing.B, s parentSettings) error {
 	rep.add("# spiffe-operator parent modes, %s: %d workloads (one service account and one pod each) over %d nodes, SPIRE at INFO",
 		time.Now().UTC().Format(time.RFC3339), s.workloads, s.nodes)
 
-	scheme, err := operator.Scheme()
-	if err != nil {
-		return err
-	}
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{
-		CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")},
-		Scheme:            scheme,
-		APIServerFlags:    map[string]string{"max-requests-inflight": "800", "max-mutating-requests-inflight": "400"},
-	})
+	cp, k8s, bin, err := startBench(b)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = cp.Stop() }()
-	cp.Config.QPS, cp.Config.Burst = 2000, 4000
-	k8s, err := client.NewWithWatch(cp.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		return fmt.Errorf("client: %w", err)
-	}
-	bin := filepath.Join(b.TempDir(), "spiffe-operator")
-	if err := buildOperator(bin); err != nil {
-		return err
-	}
 
 	ns := fmt.Sprintf("parents-%d", s.workloads)
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
