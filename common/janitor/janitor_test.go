@@ -2,6 +2,8 @@ package janitor_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -282,5 +284,77 @@ var _ = Describe("Live child types", func() {
 		Expect(n).To(Equal(1))
 		Expect(exists(ctx, ns, "stale")).To(BeFalse())
 		Expect(exists(ctx, ns, "current")).To(BeTrue())
+	})
+})
+
+var _ = Describe("Objects in the way of a child", func() {
+	// inTheWay creates ConfigMap ns/name in environment dev with labels
+	// added, as someone else than the owner would.
+	inTheWay := func(ctx context.Context, ns, name string, add map[string]string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{labels.Environment: "dev"}}, Data: map[string]string{"theirs": "x"}}
+		for k, v := range add {
+			cm.Labels[k] = v
+		}
+		Expect(cp.Client.Create(ctx, cm)).To(Succeed())
+		return cm
+	}
+	unchanged := func(ctx context.Context, cm *corev1.ConfigMap) {
+		cur := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(cm), cur)).To(Succeed())
+		Expect(cur.ResourceVersion).To(Equal(cm.ResourceVersion), "the object in the way was written")
+	}
+
+	It("CreateOrUpdate leaves an object of its environment that the owner does not own as it is", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		cm := inTheWay(ctx, ns, "taken", nil)
+		copied := inTheWay(ctx, ns, "copied", map[string]string{labels.OwnerUID: string(w.UID)})
+		for _, o := range []*corev1.ConfigMap{cm, copied} {
+			obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: ns}}
+			_, err := newJanitor(w).CreateOrUpdate(ctx, obj, func() error { obj.Data = map[string]string{"ours": "y"}; return nil })
+			var notOwned *janitor.NotOwnedError
+			Expect(errors.As(err, &notOwned)).To(BeTrue(), "got %v", err)
+			Expect(notOwned.Key).To(Equal(client.ObjectKeyFromObject(o)))
+			unchanged(ctx, o)
+		}
+	})
+})
+
+var _ = Describe("Claim", func() {
+	It("tells an absent name, a child in any environment and an object in the way apart", func(ctx context.Context) {
+		ns := namespace(ctx)
+		w := owner(ctx, ns, "w")
+		j := newJanitor(w)
+
+		found, err := j.Claim(ctx, client.ObjectKey{Namespace: ns, Name: "absent"}, &corev1.ConfigMap{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeFalse())
+
+		By("a child written while the owner carried another environment label")
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "moved", Namespace: ns,
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "prod"}}})).To(Succeed())
+		cm := &corev1.ConfigMap{}
+		found, err = j.Claim(ctx, client.ObjectKey{Namespace: ns, Name: "moved"}, cm)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeTrue())
+		Expect(j.Marked(cm)).To(BeFalse(), "another environment's label and no owner reference")
+		Expect(j.Update(ctx, cm)).To(Succeed())
+		Expect(j.Marked(cm)).To(BeTrue())
+		Expect(cm.Labels).To(HaveKeyWithValue(labels.Environment, "dev"))
+
+		By("objects in the way: no owner labels, a copied owner-uid label, another environment's")
+		for name, l := range map[string]map[string]string{
+			"plain":  {labels.Environment: "dev"},
+			"copied": {labels.Environment: "dev", labels.OwnerUID: string(w.UID)},
+			"prod":   {labels.Environment: "prod"},
+		} {
+			Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l}})).To(Succeed())
+			found, err = j.Claim(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+			Expect(found).To(BeTrue())
+			var notOwned *janitor.NotOwnedError
+			Expect(errors.As(err, &notOwned)).To(BeTrue(), "%s: got %v", name, err)
+			Expect(notOwned.Error()).To(Equal(fmt.Sprintf("ConfigMap %s/%s exists and is not a child of Widget %s/w; it is left untouched", ns, name, ns)))
+		}
 	})
 })
