@@ -200,13 +200,18 @@ func keyString(k client.ObjectKey) string {
 	return k.String()
 }
 
+// kindOf returns obj's kind, from the scheme or, for an unstructured
+// object, its own.
+func (j *Client) kindOf(obj client.Object) string {
+	if gvk, err := apiutil.GVKForObject(obj, j.Scheme()); err == nil {
+		return gvk.Kind
+	}
+	return obj.GetObjectKind().GroupVersionKind().Kind
+}
+
 // notOwned returns the NotOwnedError of obj.
 func (j *Client) notOwned(obj client.Object) error {
-	kind := obj.GetObjectKind().GroupVersionKind().Kind
-	if gvk, err := apiutil.GVKForObject(obj, j.Scheme()); err == nil {
-		kind = gvk.Kind
-	}
-	return &NotOwnedError{Kind: kind, Key: client.ObjectKeyFromObject(obj),
+	return &NotOwnedError{Kind: j.kindOf(obj), Key: client.ObjectKeyFromObject(obj),
 		Owner: j.ownerGVK.Kind + " " + keyString(client.ObjectKeyFromObject(j.owner))}
 }
 
@@ -224,7 +229,7 @@ func (j *Client) Claim(ctx context.Context, key client.ObjectKey, obj client.Obj
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("get %s: %w", keyString(key), err)
+		return false, fmt.Errorf("get %s %s: %w", j.kindOf(obj), keyString(key), err)
 	}
 	if !j.Owns(obj) {
 		return true, j.notOwned(obj)
