@@ -2,10 +2,19 @@ package shared_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +98,27 @@ var _ = Describe("Writer", func() {
 		Expect(cm.Data).To(Equal(map[string]string{"app.conf": "theirs"}))
 	})
 
+	It("leaves on release a shared object that is not valid without its fields, and says so", func(ctx context.Context) {
+		name := "sh-ctb-required"
+		ctb := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"trustBundle": selfSignedPEM()}}}
+		Expect(ours.Apply(ctx, ctb, false)).To(Succeed())
+		annotated := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+			"metadata": map[string]any{"name": name, "annotations": map[string]any{"theirs": "x"}}}}
+		Expect(theirs.Apply(ctx, annotated, false)).To(Succeed())
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(certificatesv1.SchemeGroupVersion.WithKind("ClusterTrustBundle"))
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Name: name}, m)).To(Succeed())
+
+		_, err := ours.Release(ctx, m)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("left as it is"))
+		cur := &certificatesv1.ClusterTrustBundle{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Name: name}, cur)).To(Succeed())
+		Expect(cur.ResourceVersion).To(Equal(m.ResourceVersion))
+		Expect(cp.Client.Delete(ctx, cur)).To(Succeed())
+	})
+
 	It("never takes over a field another writer owns without force, nor creates over an existing object", func(ctx context.Context) {
 		ns := namespace(ctx)
 		Expect(theirs.Apply(ctx, configMap(ns, "taken", map[string]any{"ca": "theirs"}), false)).To(Succeed())
@@ -113,3 +143,16 @@ var _ = Describe("Writer", func() {
 		Expect(held).To(BeFalse())
 	})
 })
+
+// selfSignedPEM returns a self-signed CA certificate in PEM, the content a
+// ClusterTrustBundle requires.
+func selfSignedPEM() string {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	Expect(err).NotTo(HaveOccurred())
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "shared-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	Expect(err).NotTo(HaveOccurred())
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
