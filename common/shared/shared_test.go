@@ -23,27 +23,14 @@ import (
 
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/shared"
-	"github.com/trustplane/trustplane/common/testenv"
 )
 
-var cp *testenv.ControlPlane
+// cp is the suite's control plane.
+var cp = testapi.NewSuite("sh-")
 
 func TestShared(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "shared")
-}
-
-var _ = BeforeSuite(func() {
-	var err error
-	cp, err = testapi.StartControlPlane()
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
-})
-
-func namespace(ctx context.Context) string {
-	name, err := testapi.NewNamespace(ctx, cp.Client, "sh-")
-	Expect(err).NotTo(HaveOccurred())
-	return name
 }
 
 // configMap is an apply configuration of ConfigMap ns/name holding data.
@@ -66,7 +53,7 @@ var _ = Describe("Writer", func() {
 	BeforeEach(func() { ours.Client, theirs.Client = cp.Client, cp.Client })
 
 	It("deletes on release an object only it manages", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		Expect(ours.Apply(ctx, configMap(ns, "sole", map[string]any{"ca": "x"}), false)).To(Succeed())
 		rv, err := ours.Release(ctx, metadataOf(ctx, ns, "sole"))
 		Expect(err).NotTo(HaveOccurred())
@@ -75,7 +62,7 @@ var _ = Describe("Writer", func() {
 	})
 
 	It("never deletes on release an object edited since it was read", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		Expect(ours.Apply(ctx, configMap(ns, "edited", map[string]any{"ca": "x"}), false)).To(Succeed())
 		m := metadataOf(ctx, ns, "edited")
 		cm := &corev1.ConfigMap{}
@@ -88,7 +75,7 @@ var _ = Describe("Writer", func() {
 	})
 
 	It("drops exactly its own keys on release of an object others write too", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		Expect(theirs.Apply(ctx, configMap(ns, "shared", map[string]any{"app.conf": "theirs"}), false)).To(Succeed())
 		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
 		_, err := ours.Release(ctx, metadataOf(ctx, ns, "shared"))
@@ -120,7 +107,7 @@ var _ = Describe("Writer", func() {
 	})
 
 	It("never takes over a field another writer owns without force, nor creates over an existing object", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		Expect(theirs.Apply(ctx, configMap(ns, "taken", map[string]any{"ca": "theirs"}), false)).To(Succeed())
 		err := ours.Apply(ctx, configMap(ns, "taken", map[string]any{"ca": "ours"}), false)
 		Expect(apierrors.IsConflict(err)).To(BeTrue(), "got %v", err)
