@@ -2,15 +2,7 @@ package shared_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -88,7 +80,7 @@ var _ = Describe("Writer", func() {
 	It("leaves on release a shared object that is not valid without its fields, and says so", func(ctx context.Context) {
 		name := "sh-ctb-required"
 		ctb := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
-			"metadata": map[string]any{"name": name}, "spec": map[string]any{"trustBundle": selfSignedPEM()}}}
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"trustBundle": string(cp.Config.CAData)}}}
 		Expect(ours.Apply(ctx, ctb, false)).To(Succeed())
 		annotated := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
 			"metadata": map[string]any{"name": name, "annotations": map[string]any{"theirs": "x"}}}}
@@ -130,16 +122,3 @@ var _ = Describe("Writer", func() {
 		Expect(held).To(BeFalse())
 	})
 })
-
-// selfSignedPEM returns a self-signed CA certificate in PEM, the content a
-// ClusterTrustBundle requires.
-func selfSignedPEM() string {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	Expect(err).NotTo(HaveOccurred())
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "shared-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	Expect(err).NotTo(HaveOccurred())
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}

@@ -35,17 +35,11 @@ var _ = Describe("Ownership: an object the operator did not create is never adop
 		b := createBinding(ctx, ns, "web", "serving", "v1")
 		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
 		Expect(failures(getBinding(ctx, ns, b.Name)(Default))).To(Equal([]string{"RenderFailure=ManagedOutputApplyFailed"}))
-		Consistently(func(g Gomega) string {
-			cur := &spiffev1alpha1.SpiffeEntry{}
-			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
-			return cur.ResourceVersion
-		}, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+		staysUntouched(ctx, foreign, rv)
 
 		By("deleting the binding does not delete the foreign object either")
 		deleteBinding(ctx, ns, b.Name)
-		cur := &spiffev1alpha1.SpiffeEntry{}
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
-		Expect(cur.ResourceVersion).To(Equal(rv))
+		Expect(resourceVersion(ctx, foreign)).To(Equal(rv))
 	}, SpecTimeout(time.Minute))
 })
 
@@ -100,17 +94,28 @@ var _ = Describe("Ownership by copied labels", func() {
 		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
 
 		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
-		Consistently(func(g Gomega) string {
-			cur := &spiffev1alpha1.SpiffeEntry{}
-			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(copied), cur)).To(Succeed())
-			return cur.ResourceVersion
-		}, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+		staysUntouched(ctx, copied, rv)
 
 		By("deleting the binding leaves it too")
 		deleteBinding(ctx, ns, b.Name)
-		cur := &spiffev1alpha1.SpiffeEntry{}
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(copied), cur)).To(Succeed())
-		Expect(cur.ResourceVersion).To(Equal(rv))
-		Expect(k8s.Delete(ctx, cur)).To(Succeed())
+		Expect(resourceVersion(ctx, copied)).To(Equal(rv))
+		Expect(k8s.Delete(ctx, copied)).To(Succeed())
 	}, SpecTimeout(time.Minute))
 })
+
+// resourceVersion reads obj's current resourceVersion.
+func resourceVersion(ctx context.Context, obj client.Object) string {
+	cur := obj.DeepCopyObject().(client.Object)
+	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), cur)).To(Succeed())
+	return cur.GetResourceVersion()
+}
+
+// staysUntouched checks that obj keeps resourceVersion rv for two seconds
+// of passes.
+func staysUntouched(ctx context.Context, obj client.Object, rv string) {
+	Consistently(func(g Gomega) string {
+		cur := obj.DeepCopyObject().(client.Object)
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), cur)).To(Succeed())
+		return cur.GetResourceVersion()
+	}, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+}
