@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
@@ -14,11 +15,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/testenv"
@@ -293,8 +298,60 @@ spec:
 		Expect(probeLog(ctx, ns, "server")()).To(ContainSubstring("mtls-served peer=" + clientID + "\n"))
 		log, _ := probeLog(ctx, ns, "client")()
 		AddReportEntry("client log", log)
+
+		By("reaching the server pod's port from outside through a port-forward: it presents its SVID, which the namespace's bundle verifies")
+		Expect(presentedID(ctx, ns, server.Name, 8443, "mtls-bundle")).To(Equal(serverID))
 	})
 })
+
+// presentedID forwards a local port to port of pod ns/pod
+// (framework.PortForward), opens TLS to it and returns the SPIFFE ID of the
+// X509-SVID the pod presents, verified with the PEM bundle in key ca.crt of
+// the namespace's ConfigMap configMap.
+func presentedID(ctx context.Context, ns, pod string, port int, configMap string) (string, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.KubeconfigPath())
+	if err != nil {
+		return "", err
+	}
+	fw, err := framework.PortForward(ctx, cfg, ns, pod, port)
+	if err != nil {
+		return "", err
+	}
+	defer fw.Stop()
+	cm := &corev1.ConfigMap{}
+	if err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: configMap}, cm); err != nil {
+		return "", err
+	}
+	td, err := spiffeid.TrustDomainFromString(cluster.TrustDomain())
+	if err != nil {
+		return "", err
+	}
+	bundle, err := x509bundle.Parse(td, []byte(cm.Data["ca.crt"]))
+	if err != nil {
+		return "", fmt.Errorf("bundle of %s/%s: %w", ns, configMap, err)
+	}
+	var presented spiffeid.ID
+	conf := &tls.Config{
+		// The SVID is verified as SPIFFE prescribes, by VerifyPeerCertificate.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			id, _, err := x509svid.ParseAndVerify(raw, bundle)
+			presented = id
+			return err
+		},
+	}
+	d := tls.Dialer{Config: conf}
+	conn, err := d.DialContext(ctx, "tcp", fw.Address)
+	if presented.IsZero() {
+		return "", fmt.Errorf("no SVID verified through %s: %v", fw.Address, err)
+	}
+	// The server asks for a client SVID, which this dial has not: it may
+	// end the connection once it sees none, after the pod presented its own.
+	if err == nil {
+		_ = conn.Close()
+	}
+	return presented.String(), nil
+}
 
 var _ = Describe("identity-operator's conflicting bindings on a real node", func() {
 	It("gives neither variant's pods the identity two bindings claim, and takes it from a pod that had it", func(ctx context.Context) {

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -156,9 +157,95 @@ func (j *Client) Owns(obj client.Object) bool {
 	return types.UID(l[labels.OwnerUID]) == uid && l[labels.OwnerKind] == j.ownerGVK.Kind
 }
 
+// Marked reports whether obj already carries what a write through j would
+// put on it: the owner labels, the owner's controller reference where
+// Kubernetes allows one, and j's environment label. A child that is not
+// marked needs a write even when the rest of it is as desired.
+func (j *Client) Marked(obj client.Object) bool {
+	have := obj.GetLabels()
+	for k, v := range labels.Owner(j.owner, j.ownerGVK.Kind) {
+		if have[k] != v {
+			return false
+		}
+	}
+	if have[labels.Environment] != j.Environment() {
+		return false
+	}
+	if j.canReference(obj) {
+		ref := metav1.GetControllerOf(obj)
+		return ref != nil && ref.UID == j.owner.GetUID()
+	}
+	return true
+}
+
+// NotOwnedError is an object in the way of a child: it has the child's name
+// and is not the owner's (Owns), so it is never adopted, changed or deleted.
+type NotOwnedError struct {
+	// Kind and Key name the object in the way.
+	Kind string
+	Key  client.ObjectKey
+	// Owner names the owner, as "Kind namespace/name".
+	Owner string
+}
+
+// Error implements error.
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%s %s exists and is not a child of %s; it is left untouched", e.Kind, keyString(e.Key), e.Owner)
+}
+
+func keyString(k client.ObjectKey) string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.String()
+}
+
+// kindOf returns obj's kind, from the scheme or, for an unstructured
+// object, its own.
+func (j *Client) kindOf(obj client.Object) string {
+	if gvk, err := apiutil.GVKForObject(obj, j.Scheme()); err == nil {
+		return gvk.Kind
+	}
+	return obj.GetObjectKind().GroupVersionKind().Kind
+}
+
+// notOwned returns the NotOwnedError of obj.
+func (j *Client) notOwned(obj client.Object) error {
+	return &NotOwnedError{Kind: j.kindOf(obj), Key: client.ObjectKeyFromObject(obj),
+		Owner: j.ownerGVK.Kind + " " + keyString(client.ObjectKeyFromObject(j.owner))}
+}
+
+// Claim reads the object key names into obj and tells whether the owner
+// may write it: found is false when no object of that name exists, and an
+// object the owner does not own returns a *NotOwnedError. Call it before
+// writing a child under a name fixed in advance, so that an object someone
+// else created under that name is never taken over. It reads through the
+// client j was built on, in every environment, so a child written while
+// the owner carried another environment label is found (and an Update
+// moves it into j's environment) and another environment's object of that
+// name is in the way.
+func (j *Client) Claim(ctx context.Context, key client.ObjectKey, obj client.Object) (found bool, err error) {
+	if err := j.Client.Client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("get %s %s: %w", j.kindOf(obj), keyString(key), err)
+	}
+	if !j.Owns(obj) {
+		return true, j.notOwned(obj)
+	}
+	return true, nil
+}
+
 // CreateOrUpdate creates or updates obj as an owned child and records it.
+// An object of obj's name in j's environment that the owner does not own
+// is left as it is, and a *NotOwnedError returned; one in another
+// environment makes the create fail with AlreadyExists.
 func (j *Client) CreateOrUpdate(ctx context.Context, obj client.Object, mutate controllerutil.MutateFn) (controllerutil.OperationResult, error) {
 	res, err := j.Client.CreateOrUpdate(ctx, obj, func() error {
+		if obj.GetUID() != "" && !j.Owns(obj) {
+			return j.notOwned(obj)
+		}
 		if err := mutate(); err != nil {
 			return err
 		}

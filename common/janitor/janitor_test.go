@@ -2,6 +2,8 @@ package janitor_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,27 +18,14 @@ import (
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
-	"github.com/trustplane/trustplane/common/testenv"
 )
 
-var cp *testenv.ControlPlane
+// cp is the suite's control plane.
+var cp = testapi.NewSuite("j-")
 
 func TestJanitor(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "janitor")
-}
-
-var _ = BeforeSuite(func() {
-	var err error
-	cp, err = testapi.StartControlPlane()
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
-})
-
-func namespace(ctx context.Context) string {
-	name, err := testapi.NewNamespace(ctx, cp.Client, "j-")
-	Expect(err).NotTo(HaveOccurred())
-	return name
 }
 
 func owner(ctx context.Context, ns, name string) *widgetv1.Widget {
@@ -68,7 +57,7 @@ func exists(ctx context.Context, ns, name string) bool {
 
 var _ = Describe("JanitorClient", func() {
 	It("deletes owned children of a declared type that the reconcile did not touch", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		first := newJanitor(w)
 		ensure(ctx, first, ns, "old")
@@ -87,7 +76,7 @@ var _ = Describe("JanitorClient", func() {
 	})
 
 	It("failure mode 7: never deletes children of an undeclared type after an early return", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		ensure(ctx, newJanitor(w), ns, "child")
 
@@ -99,7 +88,7 @@ var _ = Describe("JanitorClient", func() {
 	})
 
 	It("failure mode 7: never deletes a foreign object, even one with a matching name or environment", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns,
 			Labels: map[string]string{labels.Environment: "dev"}}}
@@ -117,7 +106,7 @@ var _ = Describe("JanitorClient", func() {
 	})
 
 	It("owns cross-namespace children by owner labels, where no owner reference is allowed", func(ctx context.Context) {
-		ns, elsewhere := namespace(ctx), namespace(ctx)
+		ns, elsewhere := cp.Namespace(ctx), cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		j := newJanitor(w)
 		ensure(ctx, j, elsewhere, "remote")
@@ -140,7 +129,7 @@ var _ = Describe("JanitorClient", func() {
 	})
 
 	It("does not adopt an object of the same name that it did not create", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}})).To(Succeed())
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}}
@@ -149,7 +138,7 @@ var _ = Describe("JanitorClient", func() {
 	})
 
 	It("travels in the context", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		j := newJanitor(owner(ctx, ns, "w"))
 		Expect(janitor.FromContext(janitor.IntoContext(ctx, j))).To(BeIdenticalTo(j))
 		Expect(janitor.FromContext(ctx)).To(BeNil())
@@ -158,7 +147,7 @@ var _ = Describe("JanitorClient", func() {
 
 var _ = Describe("JanitorClient writes", func() {
 	It("records Create, Update, Patch and Keep as touched, so Cleanup spares them", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		seed := newJanitor(w)
 		for _, name := range []string{"updated", "patched", "kept", "stale"} {
@@ -194,7 +183,7 @@ var _ = Describe("JanitorClient writes", func() {
 	})
 
 	It("rejects a type the scheme does not know", func(ctx context.Context) {
-		j := newJanitor(owner(ctx, namespace(ctx), "w"))
+		j := newJanitor(owner(ctx, cp.Namespace(ctx), "w"))
 		Expect(j.Declare(&unknownList{})).To(MatchError(ContainSubstring("declare cleanup type")))
 	})
 })
@@ -213,7 +202,7 @@ var _ = Describe("Live child types", func() {
 	live := janitor.ChildType{List: &corev1.ConfigMapList{}, Live: true}
 
 	It("withdraws the owner's children in every environment and confirms their absence", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		child(ctx, w, "here", "dev")
 		child(ctx, w, "earlier", "prod")
@@ -228,7 +217,7 @@ var _ = Describe("Live child types", func() {
 	})
 
 	It("reports a Live child a finalizer holds as not gone, until it is", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: ns, Finalizers: []string{"test.trustplane.dev/hold"},
 			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "dev"}}}
@@ -247,7 +236,7 @@ var _ = Describe("Live child types", func() {
 	})
 
 	It("never deletes an object that copies the owner's UID label without its kind", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "copied", Namespace: ns,
 			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.Environment: "dev"}}})).To(Succeed())
@@ -261,7 +250,7 @@ var _ = Describe("Live child types", func() {
 	})
 
 	It("keeps a scoped type to the owner's environment", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		child(ctx, w, "earlier", "prod")
 		gone, err := newJanitor(w).Withdraw(ctx, janitor.ChildType{List: &corev1.ConfigMapList{}})
@@ -271,7 +260,7 @@ var _ = Describe("Live child types", func() {
 	})
 
 	It("spares the Live children this pass wrote", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		child(ctx, w, "stale", "prod")
 		j := newJanitor(w)
@@ -282,5 +271,77 @@ var _ = Describe("Live child types", func() {
 		Expect(n).To(Equal(1))
 		Expect(exists(ctx, ns, "stale")).To(BeFalse())
 		Expect(exists(ctx, ns, "current")).To(BeTrue())
+	})
+})
+
+var _ = Describe("Objects in the way of a child", func() {
+	// inTheWay creates ConfigMap ns/name in environment dev with labels
+	// added, as someone else than the owner would.
+	inTheWay := func(ctx context.Context, ns, name string, add map[string]string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{labels.Environment: "dev"}}, Data: map[string]string{"theirs": "x"}}
+		for k, v := range add {
+			cm.Labels[k] = v
+		}
+		Expect(cp.Client.Create(ctx, cm)).To(Succeed())
+		return cm
+	}
+	unchanged := func(ctx context.Context, cm *corev1.ConfigMap) {
+		cur := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(cm), cur)).To(Succeed())
+		Expect(cur.ResourceVersion).To(Equal(cm.ResourceVersion), "the object in the way was written")
+	}
+
+	It("CreateOrUpdate leaves an object of its environment that the owner does not own as it is", func(ctx context.Context) {
+		ns := cp.Namespace(ctx)
+		w := owner(ctx, ns, "w")
+		cm := inTheWay(ctx, ns, "taken", nil)
+		copied := inTheWay(ctx, ns, "copied", map[string]string{labels.OwnerUID: string(w.UID)})
+		for _, o := range []*corev1.ConfigMap{cm, copied} {
+			obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: ns}}
+			_, err := newJanitor(w).CreateOrUpdate(ctx, obj, func() error { obj.Data = map[string]string{"ours": "y"}; return nil })
+			var notOwned *janitor.NotOwnedError
+			Expect(errors.As(err, &notOwned)).To(BeTrue(), "got %v", err)
+			Expect(notOwned.Key).To(Equal(client.ObjectKeyFromObject(o)))
+			unchanged(ctx, o)
+		}
+	})
+})
+
+var _ = Describe("Claim", func() {
+	It("tells an absent name, a child in any environment and an object in the way apart", func(ctx context.Context) {
+		ns := cp.Namespace(ctx)
+		w := owner(ctx, ns, "w")
+		j := newJanitor(w)
+
+		found, err := j.Claim(ctx, client.ObjectKey{Namespace: ns, Name: "absent"}, &corev1.ConfigMap{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeFalse())
+
+		By("a child written while the owner carried another environment label")
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "moved", Namespace: ns,
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "prod"}}})).To(Succeed())
+		cm := &corev1.ConfigMap{}
+		found, err = j.Claim(ctx, client.ObjectKey{Namespace: ns, Name: "moved"}, cm)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeTrue())
+		Expect(j.Marked(cm)).To(BeFalse(), "another environment's label and no owner reference")
+		Expect(j.Update(ctx, cm)).To(Succeed())
+		Expect(j.Marked(cm)).To(BeTrue())
+		Expect(cm.Labels).To(HaveKeyWithValue(labels.Environment, "dev"))
+
+		By("objects in the way: no owner labels, a copied owner-uid label, another environment's")
+		for name, l := range map[string]map[string]string{
+			"plain":  {labels.Environment: "dev"},
+			"copied": {labels.Environment: "dev", labels.OwnerUID: string(w.UID)},
+			"prod":   {labels.Environment: "prod"},
+		} {
+			Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l}})).To(Succeed())
+			found, err = j.Claim(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+			Expect(found).To(BeTrue())
+			var notOwned *janitor.NotOwnedError
+			Expect(errors.As(err, &notOwned)).To(BeTrue(), "%s: got %v", name, err)
+			Expect(notOwned.Error()).To(Equal(fmt.Sprintf("ConfigMap %s/%s exists and is not a child of Widget %s/w; it is left untouched", ns, name, ns)))
+		}
 	})
 })

@@ -4,6 +4,7 @@ package labels
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -44,4 +45,14 @@ func Owner(owner metav1.Object, kind string) map[string]string {
 		l[OwnerNamespace] = ns
 	}
 	return l
+}
+
+// OwnerOf reads back the owner that Owner labelled l with, when l names an
+// owner of kind by UID and name (and namespace, where the owner has one):
+// key is the owner's namespace and name. Labels that name another kind, or
+// leave out the UID or the name, name no owner, so ok is false.
+func OwnerOf(l map[string]string, kind string) (key types.NamespacedName, uid types.UID, ok bool) {
+	key = types.NamespacedName{Namespace: l[OwnerNamespace], Name: l[OwnerName]}
+	uid = types.UID(l[OwnerUID])
+	return key, uid, l[OwnerKind] == kind && uid != "" && key.Name != ""
 }

@@ -17,7 +17,7 @@ import (
 
 var _ = Describe("Client", func() {
 	It("labels what it writes and sees only its environment", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		dev, prod := scoped.New(cp.Client, "dev"), scoped.New(cp.Client, "prod")
 		Expect(dev.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: ns}})).To(Succeed())
 		Expect(prod.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})).To(Succeed())
@@ -37,7 +37,7 @@ var _ = Describe("Client", func() {
 	})
 
 	It("keeps a caller's label selector and adds the environment to it", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		dev := scoped.New(cp.Client, "dev")
 		for _, name := range []string{"a", "b"} {
 			Expect(dev.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
@@ -49,7 +49,7 @@ var _ = Describe("Client", func() {
 	})
 
 	It("server-side applies with the environment label", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		dev := scoped.New(cp.Client, "dev")
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"name": "applied", "namespace": ns}, "data": map[string]any{"x": "1"}}}
@@ -61,7 +61,7 @@ var _ = Describe("Client", func() {
 	})
 
 	It("creates or updates within its environment and deletes in bulk only there", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		configMaps(ctx, ns, map[string]string{"other": "prod"})
 		dev := scoped.New(cp.Client, "dev")
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cu", Namespace: ns}}
@@ -78,7 +78,7 @@ var _ = Describe("Client", func() {
 	})
 
 	It("never adopts an object of the same name in another environment", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		configMaps(ctx, ns, map[string]string{"taken": "prod"})
 		dev := scoped.New(cp.Client, "dev")
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}}
@@ -93,7 +93,7 @@ var _ = Describe("Client", func() {
 
 var _ = Describe("Client for the default environment", func() {
 	It("sees objects without the label beside its own, but no other environment's", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		configMaps(ctx, ns, map[string]string{"mine": "dev", "other": "prod", "unlabelled": unlabelled})
 		def := scoped.NewDefault(cp.Client, "dev")
 		list := &corev1.ConfigMapList{}
@@ -115,7 +115,7 @@ var _ = Describe("Client for the default environment", func() {
 	// behind) by emptying the label, while the Controller still reconciles
 	// an owner with the same empty label in the default environment.
 	It("treats an empty label like no label", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		configMaps(ctx, ns, map[string]string{"mine": "dev", "empty": "", "unlabelled": unlabelled})
 		def := scoped.NewDefault(cp.Client, "dev")
 		list := &corev1.ConfigMapList{}
@@ -130,7 +130,7 @@ var _ = Describe("Client for the default environment", func() {
 	})
 
 	It("deletes in bulk only what carries its label, never unlabelled objects", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		configMaps(ctx, ns, map[string]string{"mine": "dev", "other": "prod", "empty": "", "unlabelled": unlabelled})
 		Expect(scoped.NewDefault(cp.Client, "dev").DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns))).To(Succeed())
 		Expect(exists(ctx, ns, "mine")).To(BeFalse())
@@ -140,7 +140,7 @@ var _ = Describe("Client for the default environment", func() {
 	})
 
 	It("labels what it writes, also an object that was unlabelled", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		configMaps(ctx, ns, map[string]string{"unlabelled": unlabelled})
 		def := scoped.NewDefault(cp.Client, "dev")
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled", Namespace: ns}}
@@ -154,7 +154,7 @@ var _ = Describe("Client for the default environment", func() {
 
 var _ = Describe("AnyEnvironment", func() {
 	It("reads and deletes in every environment and leaves labels as they are", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		configMaps(ctx, ns, map[string]string{"d": "dev", "p": "prod", "empty": "", "unlabelled": unlabelled})
 		anyEnv := scoped.AnyEnvironment(cp.Client)
 		list := &corev1.ConfigMapList{}
@@ -181,7 +181,7 @@ var _ = Describe("EnvironmentOf", func() {
 	// sees the object; every other environment's client does not.
 	DescribeTable("names the one environment whose client sees the object",
 		func(ctx context.Context, label, defaultEnv, want string) {
-			ns := namespace(ctx)
+			ns := cp.Namespace(ctx)
 			configMaps(ctx, ns, map[string]string{"o": label})
 			obj := &corev1.ConfigMap{}
 			Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "o"}, obj)).To(Succeed())

@@ -13,27 +13,14 @@ import (
 
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/labels"
-	"github.com/trustplane/trustplane/common/testenv"
 )
 
-var cp *testenv.ControlPlane
+// cp is the suite's control plane.
+var cp = testapi.NewSuite("s-")
 
 func TestScoped(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "scoped")
-}
-
-var _ = BeforeSuite(func() {
-	var err error
-	cp, err = testapi.StartControlPlane()
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
-})
-
-func namespace(ctx context.Context) string {
-	name, err := testapi.NewNamespace(ctx, cp.Client, "s-")
-	Expect(err).NotTo(HaveOccurred())
-	return name
 }
 
 // unlabelled marks a ConfigMap that carries no environment label at all.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,7 +62,9 @@ func (w Writer) Shared(entries []metav1.ManagedFieldsEntry) bool {
 // m's TypeMeta). An object no other writer manages a field of is deleted,
 // preconditioned on its UID and resourceVersion, so a concurrent edit wins;
 // a shared one gets an empty apply, which drops exactly the fields our
-// manager owned and leaves the rest. It returns the resourceVersion the
+// manager owned and leaves the rest. A shared object that would not be
+// valid without our fields (a required field only we own) is left as it
+// is, and the API server's Invalid error returned. It returns the resourceVersion the
 // cache will reach with this write, for expectations.
 func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (string, error) {
 	gvk := m.GroupVersionKind()
@@ -73,7 +76,11 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 		empty.SetGroupVersionKind(gvk)
 		empty.SetNamespace(m.Namespace)
 		empty.SetName(m.Name)
-		if err := w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(w.FieldManager), client.ForceOwnership); err != nil {
+		err := w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(w.FieldManager), client.ForceOwnership)
+		switch {
+		case apierrors.IsInvalid(err):
+			return "", fmt.Errorf("drop our fields: the object is not valid without them and another writer manages a field of it, so it is left as it is: %w", err)
+		case err != nil:
 			return "", fmt.Errorf("drop our fields: %w", err)
 		}
 		return empty.GetResourceVersion(), nil

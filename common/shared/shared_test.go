@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,27 +15,14 @@ import (
 
 	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/shared"
-	"github.com/trustplane/trustplane/common/testenv"
 )
 
-var cp *testenv.ControlPlane
+// cp is the suite's control plane.
+var cp = testapi.NewSuite("sh-")
 
 func TestShared(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "shared")
-}
-
-var _ = BeforeSuite(func() {
-	var err error
-	cp, err = testapi.StartControlPlane()
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { Expect(cp.Stop()).To(Succeed()) })
-})
-
-func namespace(ctx context.Context) string {
-	name, err := testapi.NewNamespace(ctx, cp.Client, "sh-")
-	Expect(err).NotTo(HaveOccurred())
-	return name
 }
 
 // configMap is an apply configuration of ConfigMap ns/name holding data.
@@ -57,7 +45,7 @@ var _ = Describe("Writer", func() {
 	BeforeEach(func() { ours.Client, theirs.Client = cp.Client, cp.Client })
 
 	It("deletes on release an object only it manages", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		Expect(ours.Apply(ctx, configMap(ns, "sole", map[string]any{"ca": "x"}), false)).To(Succeed())
 		rv, err := ours.Release(ctx, metadataOf(ctx, ns, "sole"))
 		Expect(err).NotTo(HaveOccurred())
@@ -66,7 +54,7 @@ var _ = Describe("Writer", func() {
 	})
 
 	It("never deletes on release an object edited since it was read", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		Expect(ours.Apply(ctx, configMap(ns, "edited", map[string]any{"ca": "x"}), false)).To(Succeed())
 		m := metadataOf(ctx, ns, "edited")
 		cm := &corev1.ConfigMap{}
@@ -79,7 +67,7 @@ var _ = Describe("Writer", func() {
 	})
 
 	It("drops exactly its own keys on release of an object others write too", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		Expect(theirs.Apply(ctx, configMap(ns, "shared", map[string]any{"app.conf": "theirs"}), false)).To(Succeed())
 		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
 		_, err := ours.Release(ctx, metadataOf(ctx, ns, "shared"))
@@ -89,8 +77,29 @@ var _ = Describe("Writer", func() {
 		Expect(cm.Data).To(Equal(map[string]string{"app.conf": "theirs"}))
 	})
 
+	It("leaves on release a shared object that is not valid without its fields, and says so", func(ctx context.Context) {
+		name := "sh-ctb-required"
+		ctb := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"trustBundle": string(cp.Config.CAData)}}}
+		Expect(ours.Apply(ctx, ctb, false)).To(Succeed())
+		annotated := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+			"metadata": map[string]any{"name": name, "annotations": map[string]any{"theirs": "x"}}}}
+		Expect(theirs.Apply(ctx, annotated, false)).To(Succeed())
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(certificatesv1.SchemeGroupVersion.WithKind("ClusterTrustBundle"))
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Name: name}, m)).To(Succeed())
+
+		_, err := ours.Release(ctx, m)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("left as it is"))
+		cur := &certificatesv1.ClusterTrustBundle{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Name: name}, cur)).To(Succeed())
+		Expect(cur.ResourceVersion).To(Equal(m.ResourceVersion))
+		Expect(cp.Client.Delete(ctx, cur)).To(Succeed())
+	})
+
 	It("never takes over a field another writer owns without force, nor creates over an existing object", func(ctx context.Context) {
-		ns := namespace(ctx)
+		ns := cp.Namespace(ctx)
 		Expect(theirs.Apply(ctx, configMap(ns, "taken", map[string]any{"ca": "theirs"}), false)).To(Succeed())
 		err := ours.Apply(ctx, configMap(ns, "taken", map[string]any{"ca": "ours"}), false)
 		Expect(apierrors.IsConflict(err)).To(BeTrue(), "got %v", err)

@@ -79,6 +79,18 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	// envtest's launcher sets no parent-death signal: both processes start
+	// through a wrapper that does, so they die with the test process.
+	apiserverPath, err := parentDeathWrapper(logDir, filepath.Join(assets, "kube-apiserver"))
+	if err != nil {
+		return nil, err
+	}
+	etcdPath, err := parentDeathWrapper(logDir, filepath.Join(assets, "etcd"))
+	if err != nil {
+		return nil, err
+	}
+	env.ControlPlane.GetAPIServer().Path = apiserverPath
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: etcdPath}
 	env.ControlPlane.GetAPIServer().Out = logFile
 	env.ControlPlane.GetAPIServer().Err = logFile
 	if opts.BindAddress != "" {

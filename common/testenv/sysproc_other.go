@@ -19,3 +19,7 @@ func childAttr() *syscall.SysProcAttr {
 func detach(path string) error {
 	return fmt.Errorf("unmount %s: lazy unmount is not supported on %s", path, runtime.GOOS)
 }
+
+// parentDeathWrapper returns bin: outside Linux there is no parent-death
+// signal, so kube-apiserver and etcd outlive a test process killed outright.
+func parentDeathWrapper(_, bin string) (string, error) { return bin, nil }

@@ -8,12 +8,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -23,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -38,13 +36,13 @@ type KindOptions struct {
 }
 
 // Kind is a kind cluster with SPIRE and the operators deployed. SPIRE's API
-// is reached through `kubectl port-forward` with an admin X509-SVID minted
-// inside the server pod (its ID is in the server's admin_ids).
+// is reached through a port-forward to the server pod (PortForward) with an
+// admin X509-SVID minted inside the server pod (its ID is in the server's
+// admin_ids).
 type Kind struct {
 	opts       KindOptions
 	client     client.Client
-	forward    *exec.Cmd
-	address    string
+	forward    *Forward
 	tlsConfig  *tls.Config
 	diagnostic func() string
 }
@@ -80,7 +78,11 @@ func ConnectKind(ctx context.Context, opts KindOptions) (*Kind, error) {
 	if err := k.mintAdminSVID(ctx); err != nil {
 		return nil, err
 	}
-	if err := k.portForward(); err != nil {
+	cfg, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", opts.Kubeconfig, err)
+	}
+	if k.forward, err = PortForward(ctx, cfg, "spire-system", "spire-server-0", 8081); err != nil {
 		return nil, err
 	}
 	return k, nil
@@ -152,30 +154,6 @@ func (k *Kind) mintAdminSVID(ctx context.Context) error {
 	return nil
 }
 
-func (k *Kind) portForward() error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	k.address = "127.0.0.1:" + strconv.Itoa(port)
-	k.forward = exec.Command(k.opts.Kubectl, "--kubeconfig", k.opts.Kubeconfig, "port-forward", "-n", "spire-system",
-		"svc/spire-server", strconv.Itoa(port)+":8081")
-	if err := k.forward.Start(); err != nil {
-		return fmt.Errorf("port-forward to spire-server: %w", err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if conn, err := net.DialTimeout("tcp", k.address, time.Second); err == nil {
-			_ = conn.Close()
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond) // port-forward readiness polling
-	}
-	return errors.New("port-forward to spire-server did not open within 30s")
-}
-
 // Client implements Cluster.
 func (k *Kind) Client() client.Client { return k.client }
 
@@ -184,7 +162,7 @@ func (k *Kind) KubeconfigPath() string { return k.opts.Kubeconfig }
 
 // SpireConn implements Cluster.
 func (k *Kind) SpireConn(context.Context) (*grpc.ClientConn, error) {
-	return grpc.NewClient(k.address, grpc.WithTransportCredentials(credentials.NewTLS(k.tlsConfig)))
+	return grpc.NewClient(k.forward.Address, grpc.WithTransportCredentials(credentials.NewTLS(k.tlsConfig)))
 }
 
 // SpireCLI implements Cluster: the CLI inside the server pod.
@@ -239,9 +217,6 @@ func (k *Kind) Diagnostics() string {
 
 // Stop implements Cluster; the cluster itself is deleted by make e2e-kind.
 func (k *Kind) Stop() error {
-	if k.forward != nil && k.forward.Process != nil {
-		_ = k.forward.Process.Kill()
-		_ = k.forward.Wait()
-	}
+	k.forward.Stop()
 	return nil
 }

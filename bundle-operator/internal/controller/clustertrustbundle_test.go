@@ -64,6 +64,36 @@ var _ = Describe("A ClusterTrustBundle target", func() {
 	})
 })
 
+var _ = Describe("A ClusterTrustBundle another writer created", func() {
+	It("is shared while it holds the same bundle, and on release keeps its writer's content and loses only our marks", func(ctx context.Context) {
+		ca := testpki.ValidCA("ctb-theirs")
+		theirs := unique("trustplane-ctb-theirs")
+		Expect(cp.Client.Create(ctx, &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: theirs},
+			Spec: certificatesv1.ClusterTrustBundleSpec{TrustBundle: pemOf(ca.PEM())}}, client.FieldOwner("another-writer"))).To(Succeed())
+		tb := newTrustBundle(unique("ctb-theirs"), inline(ca.PEM()))
+		tb.Spec.Target = v1alpha1.Target{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleTarget{Name: theirs}}
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+		Eventually(func(g Gomega) map[string]string {
+			ctb := &certificatesv1.ClusterTrustBundle{}
+			g.Expect(cp.Client.Get(ctx, client.ObjectKey{Name: theirs}, ctb)).To(Succeed())
+			return ctb.Labels
+		}).Should(HaveKeyWithValue(target.LabelTrustBundle, tb.Name))
+
+		By("renaming the target away from it")
+		ours := unique("trustplane-ctb-ours")
+		updateSpec(ctx, tb, func(t *v1alpha1.TrustBundle) { t.Spec.Target.ClusterTrustBundle.Name = ours })
+		Eventually(func() string { return clusterTrustBundle(ctx, ours) }).Should(Equal(pemOf(ca.PEM())))
+		Eventually(func(g Gomega) map[string]string {
+			ctb := &certificatesv1.ClusterTrustBundle{}
+			g.Expect(cp.Client.Get(ctx, client.ObjectKey{Name: theirs}, ctb)).To(Succeed(), "the other writer's ClusterTrustBundle was deleted")
+			g.Expect(ctb.Spec.TrustBundle).To(Equal(pemOf(ca.PEM())))
+			return ctb.Labels
+		}).ShouldNot(HaveKey(target.LabelTrustBundle))
+		Expect(cp.Client.Delete(ctx, tb)).To(Succeed())
+		Expect(cp.Client.Delete(ctx, &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: theirs}})).To(Succeed())
+	})
+})
+
 var _ = Describe("A ClusterTrustBundle target while the sources fail", func() {
 	It("is created again with the last good bundle when deleted", func(ctx context.Context) {
 		good := testpki.ValidCA("ctb-lastgood")

@@ -29,8 +29,10 @@ type ClusterTrustBundles struct {
 }
 
 // Sync makes the ClusterTrustBundle name hold pem and carry labels, and
-// releases (deletes) the other ClusterTrustBundles of bundle: a renamed or
-// removed target. An empty name releases them all. Only an object labelled
+// releases the other ClusterTrustBundles of bundle (a renamed or removed
+// target) as shared.Writer.Release does: one only we write is deleted, one
+// another writer shares loses just our fields. An empty name releases them
+// all. Only an object labelled
 // as ours is force-applied; one of that name someone else created is
 // applied without force, so a conflict leaves it as it is and is reported.
 func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem []byte, labels map[string]string) Report {
@@ -49,12 +51,10 @@ func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem
 		if m.Name == name {
 			continue
 		}
-		uid, rv := m.UID, m.ResourceVersion
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(ClusterTrustBundleGVK)
-		obj.SetName(m.Name)
-		if err := client.IgnoreNotFound(c.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv})); err != nil {
-			rep.Fail("ClusterTrustBundle "+m.Name, err)
+		stale := m.DeepCopy()
+		stale.SetGroupVersionKind(ClusterTrustBundleGVK)
+		if _, err := writer(c.Client).Release(ctx, stale); err != nil {
+			rep.Fail("release ClusterTrustBundle "+m.Name, err)
 			continue
 		}
 		rep.Written++

@@ -228,10 +228,10 @@ func (m *mapper) poolBindings(group, kind string) handler.MapFunc {
 func (m *mapper) outputBindings(ctx context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	var reqs []reconcile.Request
-	if ns, name := l[labels.OwnerNamespace], l[labels.OwnerName]; ns != "" && name != "" && l[labels.OwnerKind] == "IdentityBinding" {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	if key, _, ok := labels.OwnerOf(l, ownerKind); ok && key.Namespace != "" {
+		reqs = append(reqs, reconcile.Request{NamespacedName: key})
 		if g := l[index.LabelGroup]; g != "" {
-			reqs = append(reqs, m.byGroup(ctx, ns, g)...)
+			reqs = append(reqs, m.byGroup(ctx, key.Namespace, g)...)
 		}
 	}
 	if id := l[index.LabelSPIFFEID]; id != "" {

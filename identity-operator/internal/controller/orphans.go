@@ -115,12 +115,11 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 // ownerOf returns the binding o's owner labels name, or nil when they are
 // incomplete: such an object is never judged an orphan.
 func ownerOf(o client.Object) *v1alpha1.IdentityBinding {
-	l := o.GetLabels()
-	ns, name, uid := l[labels.OwnerNamespace], l[labels.OwnerName], types.UID(l[labels.OwnerUID])
-	if ns == "" || name == "" || uid == "" {
+	key, uid, ok := labels.OwnerOf(o.GetLabels(), ownerKind)
+	if !ok || key.Namespace == "" {
 		return nil
 	}
-	return &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}}
+	return &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: uid}}
 }
 
 // ownerGone reports whether no binding of owner's namespace, name and UID

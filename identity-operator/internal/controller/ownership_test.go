@@ -35,17 +35,11 @@ var _ = Describe("Ownership: an object the operator did not create is never adop
 		b := createBinding(ctx, ns, "web", "serving", "v1")
 		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
 		Expect(failures(getBinding(ctx, ns, b.Name)(Default))).To(Equal([]string{"RenderFailure=ManagedOutputApplyFailed"}))
-		Consistently(func(g Gomega) string {
-			cur := &spiffev1alpha1.SpiffeEntry{}
-			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
-			return cur.ResourceVersion
-		}, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+		staysUntouched(ctx, foreign, rv)
 
 		By("deleting the binding does not delete the foreign object either")
 		deleteBinding(ctx, ns, b.Name)
-		cur := &spiffev1alpha1.SpiffeEntry{}
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
-		Expect(cur.ResourceVersion).To(Equal(rv))
+		Expect(resourceVersion(ctx, foreign)).To(Equal(rv))
 	}, SpecTimeout(time.Minute))
 })
 
@@ -80,3 +74,48 @@ var _ = Describe("Deletion: a deleted binding's outputs are deleted before it go
 		Expect(clusterSPIFFEIDExists(ctx, ns, name)()).To(BeFalse())
 	}, SpecTimeout(time.Minute))
 })
+
+var _ = Describe("Ownership by copied labels", func() {
+	It("an object of the output's name that copies the binding's owner-uid label without its kind is never adopted, changed or deleted", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		// The Deployment comes only once the copy exists: until then the
+		// binding writes no output, so the object is in place first.
+		b := createBinding(ctx, ns, "web", "serving", "v1")
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonTargetPoolNotFound))
+		copied := &spiffev1alpha1.SpiffeEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: output.Name(ns, b.Name), Labels: map[string]string{
+				labels.Environment: environment, labels.OwnerUID: string(b.UID),
+				labels.OwnerName: b.Name, labels.OwnerNamespace: ns,
+			}},
+			Spec: spiffev1alpha1.SpiffeEntrySpec{SpiffeID: "spiffe://example.org/someone/else", ParentID: parentID, Selectors: []string{"k8s:ns:elsewhere"}},
+		}
+		Expect(k8s.Create(ctx, copied)).To(Succeed())
+		rv := copied.ResourceVersion
+		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
+
+		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
+		staysUntouched(ctx, copied, rv)
+
+		By("deleting the binding leaves it too")
+		deleteBinding(ctx, ns, b.Name)
+		Expect(resourceVersion(ctx, copied)).To(Equal(rv))
+		Expect(k8s.Delete(ctx, copied)).To(Succeed())
+	}, SpecTimeout(time.Minute))
+})
+
+// resourceVersion reads obj's current resourceVersion.
+func resourceVersion(ctx context.Context, obj client.Object) string {
+	cur := obj.DeepCopyObject().(client.Object)
+	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), cur)).To(Succeed())
+	return cur.GetResourceVersion()
+}
+
+// staysUntouched checks that obj keeps resourceVersion rv for two seconds
+// of passes.
+func staysUntouched(ctx context.Context, obj client.Object, rv string) {
+	Consistently(func(g Gomega) string {
+		cur := obj.DeepCopyObject().(client.Object)
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), cur)).To(Succeed())
+		return cur.GetResourceVersion()
+	}, 2*time.Second, 200*time.Millisecond).Should(Equal(rv))
+}

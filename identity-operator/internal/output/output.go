@@ -42,6 +42,17 @@ func (k Kind) GVK() schema.GroupVersionKind {
 	return spiffev1alpha1.GroupVersion.WithKind("SpiffeEntry")
 }
 
+// New returns an empty object of output kind k: typed for SpiffeEntry,
+// unstructured for ClusterSPIFFEID.
+func New(k Kind) client.Object {
+	if k == KindClusterSPIFFEID {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(ClusterSPIFFEIDGVK())
+		return u
+	}
+	return &spiffev1alpha1.SpiffeEntry{}
+}
+
 // NewList returns an empty list of output kind k: typed for SpiffeEntry,
 // unstructured for ClusterSPIFFEID.
 func NewList(k Kind) client.ObjectList {

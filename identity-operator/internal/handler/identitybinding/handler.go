@@ -186,7 +186,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		Hint:           b.Spec.Hint,
 		ClassName:      h.opts.ClassName,
 	}
-	pending, err := h.peerOutputPending(ctx, b, d)
+	pending, err := h.peerOutputPending(ctx, j, d)
 	if err != nil {
 		return err
 	}
@@ -201,8 +201,11 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		// An object in the way, or an output the API server rejects (say,
 		// more selectors than SpiffeEntry allows), needs a user; anything
 		// else is retried.
-		var be *blockedOutputError
-		if errors.As(err, &be) || apierrors.IsInvalid(err) {
+		var (
+			be       *blockedOutputError
+			notOwned *janitor.NotOwnedError
+		)
+		if errors.As(err, &be) || errors.As(err, &notOwned) || apierrors.IsInvalid(err) {
 			return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, reasoned(v1alpha1.ReasonManagedOutputApplyFailed, err))
 		}
 		return ctrlerrors.WithReason(v1alpha1.ReasonManagedOutputApplyFailed, err)

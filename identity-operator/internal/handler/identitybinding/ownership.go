@@ -8,12 +8,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/janitor"
-	"github.com/trustplane/trustplane/common/labels"
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
@@ -21,29 +19,20 @@ import (
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
 )
 
-// blockedOutputError is an output that cannot be written until a user acts:
-// an object in the way that the operator did not create for this binding
-// (never adopted, changed or deleted), or an output the API would reject.
+// blockedOutputError is an output the API would reject, which cannot be
+// written until a user acts. An object in the way of an output is the
+// janitor's NotOwnedError: never adopted, changed or deleted.
 type blockedOutputError struct{ msg string }
 
 // Error implements error.
 func (e *blockedOutputError) Error() string { return e.msg }
-
-func foreign(kind, name string) error {
-	return &blockedOutputError{msg: fmt.Sprintf("%s %s exists and is not owned by this binding; it is left untouched", kind, name)}
-}
-
-// ownedBy reports whether obj carries b's owner-uid label.
-func ownedBy(obj metav1.Object, b *v1alpha1.IdentityBinding) bool {
-	return types.UID(obj.GetLabels()[labels.OwnerUID]) == b.UID
-}
 
 // peerOutputPending returns the name of an output of another binding that
 // selects the same workloads as d (same group and variant) or carries the
 // same SPIFFE ID, or "". A binding that has just left a conflict waits for
 // such outputs to be withdrawn before it writes its own. Outputs of every
 // environment count, so the list goes through the unscoped client.
-func (h *Handler) peerOutputPending(ctx context.Context, b *v1alpha1.IdentityBinding, d output.Desired) (string, error) {
+func (h *Handler) peerOutputPending(ctx context.Context, j *janitor.Client, d output.Desired) (string, error) {
 	for _, k := range h.opts.ServedOutputs {
 		for _, sel := range []client.MatchingLabels{
 			{index.LabelGroup: index.GroupKey(d.Namespace, d.ServiceAccount, d.Variant)},
@@ -54,7 +43,7 @@ func (h *Handler) peerOutputPending(ctx context.Context, b *v1alpha1.IdentityBin
 				return "", fmt.Errorf("list %s outputs of peers: %w", k, err)
 			}
 			for _, o := range output.Items(l) {
-				if !ownedBy(o, b) {
+				if !j.Owns(o) {
 					return o.GetName(), nil
 				}
 			}
@@ -73,7 +62,7 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 		return nil, &blockedOutputError{msg: fmt.Sprintf("%d selectors exceed the %d a SpiffeEntry holds", len(d.Selectors), output.MaxSelectors)}
 	}
 	for _, k := range h.opts.Outputs {
-		if err := h.checkNotForeign(ctx, b, k, name); err != nil {
+		if _, err := j.Claim(ctx, client.ObjectKey{Name: name}, output.New(k)); err != nil {
 			return nil, err
 		}
 	}
@@ -82,10 +71,10 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 		var err error
 		switch k {
 		case output.KindSpiffeEntry:
-			err = h.ensureSpiffeEntry(ctx, j, b, name, d)
+			err = h.ensureSpiffeEntry(ctx, j, name, d)
 			refs = append(refs, v1alpha1.OutputReference{APIVersion: spiffev1alpha1.GroupVersion.String(), Kind: "SpiffeEntry", Name: name})
 		case output.KindClusterSPIFFEID:
-			err = h.ensureClusterSPIFFEID(ctx, j, b, name, d)
+			err = h.ensureClusterSPIFFEID(ctx, j, name, d)
 			refs = append(refs, v1alpha1.OutputReference{APIVersion: output.ClusterSPIFFEIDGVK().GroupVersion().String(), Kind: output.ClusterSPIFFEIDGVK().Kind, Name: name})
 		}
 		if err != nil {
@@ -101,27 +90,6 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 		return nil, fmt.Errorf("declare outputs: %w", err)
 	}
 	return refs, nil
-}
-
-// checkNotForeign returns a blockedOutputError when an object of kind k
-// named name exists and is not b's.
-func (h *Handler) checkNotForeign(ctx context.Context, b *v1alpha1.IdentityBinding, k output.Kind, name string) error {
-	var obj client.Object = &spiffev1alpha1.SpiffeEntry{}
-	if k == output.KindClusterSPIFFEID {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
-		obj = u
-	}
-	err := h.client.Get(ctx, client.ObjectKey{Name: name}, obj)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("get %s %s: %w", k, name, err)
-	case !ownedBy(obj, b):
-		return foreign(string(k), name)
-	}
-	return nil
 }
 
 // OwnedTypes implements handler.Owner: b's outputs of every served kind,
@@ -158,12 +126,6 @@ func mergeLabels(obj metav1.Object, add map[string]string) {
 	obj.SetLabels(l)
 }
 
-// ownerLabels are the labels JanitorClient writes, to tell an up-to-date
-// object from one that needs an update.
-func ownerLabels(j *janitor.Client, b *v1alpha1.IdentityBinding) map[string]string {
-	return map[string]string{labels.OwnerUID: string(b.UID), labels.Environment: j.Environment()}
-}
-
 // createError maps a failed create: AlreadyExists means the cache has not
 // seen an object yet, which the next pass judges.
 func createError(kind, name string, err error) error {
@@ -173,23 +135,21 @@ func createError(kind, name string, err error) error {
 	return fmt.Errorf("create %s %s: %w", kind, name, err)
 }
 
-func (h *Handler) ensureSpiffeEntry(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, name string, d output.Desired) error {
+func (h *Handler) ensureSpiffeEntry(ctx context.Context, j *janitor.Client, name string, d output.Desired) error {
 	want := d.SpiffeEntrySpec()
 	cur := &spiffev1alpha1.SpiffeEntry{}
-	err := h.client.Get(ctx, client.ObjectKey{Name: name}, cur)
+	found, err := j.Claim(ctx, client.ObjectKey{Name: name}, cur)
 	switch {
-	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	case !found:
 		obj := &spiffev1alpha1.SpiffeEntry{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: d.Labels()}, Spec: want}
 		if err := j.Create(ctx, obj); err != nil {
 			return createError("SpiffeEntry", name, err)
 		}
 		return nil
-	case err != nil:
-		return fmt.Errorf("get SpiffeEntry %s: %w", name, err)
-	case !ownedBy(cur, b):
-		return foreign("SpiffeEntry", name)
 	}
-	if equality.Semantic.DeepEqual(cur.Spec, want) && labelsCurrent(cur, d.Labels()) && labelsCurrent(cur, ownerLabels(j, b)) {
+	if equality.Semantic.DeepEqual(cur.Spec, want) && labelsCurrent(cur, d.Labels()) && j.Marked(cur) {
 		j.Keep(cur)
 		return nil
 	}
@@ -216,13 +176,14 @@ func managedSpec(spec map[string]any) map[string]any {
 	return out
 }
 
-func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, name string, d output.Desired) error {
+func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, name string, d output.Desired) error {
 	want := d.ClusterSPIFFEIDSpec()
-	cur := &unstructured.Unstructured{}
-	cur.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
-	err := h.client.Get(ctx, client.ObjectKey{Name: name}, cur)
+	cur := output.New(output.KindClusterSPIFFEID).(*unstructured.Unstructured)
+	found, err := j.Claim(ctx, client.ObjectKey{Name: name}, cur)
 	switch {
-	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	case !found:
 		obj := &unstructured.Unstructured{Object: map[string]any{"spec": want}}
 		obj.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 		obj.SetName(name)
@@ -231,13 +192,9 @@ func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, 
 			return createError("ClusterSPIFFEID", name, err)
 		}
 		return nil
-	case err != nil:
-		return fmt.Errorf("get ClusterSPIFFEID %s: %w", name, err)
-	case !ownedBy(cur, b):
-		return foreign("ClusterSPIFFEID", name)
 	}
 	spec, _, _ := unstructured.NestedMap(cur.Object, "spec")
-	if equality.Semantic.DeepEqual(managedSpec(spec), want) && labelsCurrent(cur, d.Labels()) && labelsCurrent(cur, ownerLabels(j, b)) {
+	if equality.Semantic.DeepEqual(managedSpec(spec), want) && labelsCurrent(cur, d.Labels()) && j.Marked(cur) {
 		j.Keep(cur)
 		return nil
 	}

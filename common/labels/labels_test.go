@@ -1,0 +1,57 @@
+package labels_test
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trustplane/trustplane/common/labels"
+)
+
+func TestOwnerOfReadsBackOwner(t *testing.T) {
+	for _, owner := range []metav1.ObjectMeta{
+		{Namespace: "team-a", Name: "web", UID: "u-1"},
+		{Name: "cluster-wide", UID: "u-2"},
+	} {
+		key, uid, ok := labels.OwnerOf(labels.Owner(&owner, "Widget"), "Widget")
+		if !ok || key != (types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}) || uid != owner.UID {
+			t.Errorf("OwnerOf(Owner(%s/%s)) = %v, %v, %v", owner.Namespace, owner.Name, key, uid, ok)
+		}
+	}
+}
+
+func TestOwnerOfNamesNoOwnerFromIncompleteLabels(t *testing.T) {
+	full := labels.Owner(&metav1.ObjectMeta{Namespace: "team-a", Name: "web", UID: "u-1"}, "Widget")
+	without := func(k string) map[string]string {
+		l := map[string]string{}
+		for kk, v := range full {
+			if kk != k {
+				l[kk] = v
+			}
+		}
+		return l
+	}
+	cases := map[string]map[string]string{
+		"another kind": full,
+		"no UID":       without(labels.OwnerUID),
+		"no name":      without(labels.OwnerName),
+		"no kind":      without(labels.OwnerKind),
+		"no labels":    nil,
+	}
+	for what, l := range cases {
+		kind := "Widget"
+		if what == "another kind" {
+			kind = "Gadget"
+		}
+		if _, _, ok := labels.OwnerOf(l, kind); ok {
+			t.Errorf("%s: OwnerOf named an owner", what)
+		}
+	}
+	// A name that is no label value is left out by Owner, so it names no owner.
+	long := labels.Owner(&metav1.ObjectMeta{Namespace: "team-a", Name: strings.Repeat("n", 64), UID: "u-1"}, "Widget")
+	if _, _, ok := labels.OwnerOf(long, "Widget"); ok {
+		t.Error("OwnerOf named an owner whose name Owner left out")
+	}
+}
