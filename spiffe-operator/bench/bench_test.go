@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -141,7 +142,11 @@ func startBench(b *testing.B) (*testenv.ControlPlane, client.WithWatch, string, 
 		_ = cp.Stop()
 		return nil, nil, "", fmt.Errorf("client: %w", err)
 	}
-	bin := filepath.Join(b.TempDir(), "spiffe-operator")
+	bin := os.Getenv("BENCH_OPERATOR_BIN")
+	if bin != "" {
+		return cp, k8s, bin, nil
+	}
+	bin = filepath.Join(b.TempDir(), "spiffe-operator")
 	if err := buildOperator(bin); err != nil {
 		_ = cp.Stop()
 		return nil, nil, "", err
@@ -249,6 +254,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	}
 	ids := entries.IDScheme{Prefix: prefix}
 	tag := entries.OwnerTag(policy.UID)
+	stopCPU := proc.cpuProfile(b, fmt.Sprintf("new-%d", n))
 	var lat []time.Duration
 	for j := range s.samples {
 		name := fmt.Sprintf("new-%d", j)
@@ -263,6 +269,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 		}
 		lat = append(lat, time.Since(t0))
 	}
+	stopCPU()
 	slices.Sort(lat)
 	rep.add("N=%d one new Deployment to its entry (%d samples): p50 %s, p99 %s, max %s (target p99 < 100ms)",
 		n, len(lat), pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(100*time.Microsecond))
@@ -271,7 +278,9 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	// another service account, so its entry is replaced (an incremental
 	// pass). From the Update call to the new entry being readable, and to
 	// the old one being gone (no Pods run here, so none retains it).
-	created, replaced, err := measureReplace(ctx, k8s, entryClient, ids, tag, ns, n, s.samples)
+	stopCPU = proc.cpuProfile(b, fmt.Sprintf("changed-%d", n))
+	created, replaced, err := measureReplace(ctx, k8s, entryClient, ids, tag, ns, n, s.samples, "-moved")
+	stopCPU()
 	if err != nil {
 		return err
 	}
@@ -454,10 +463,11 @@ func benchEntry(ns, sa string) entries.Entry {
 }
 
 // measureReplace moves k of the n converged Deployments (w-0, w-1, ...,
-// spread over the range) to a new service account, one at a time, and times
+// spread over the range) to a new service account (the name with suffix
+// appended), one at a time, and times
 // from each Update call to the new entry being readable (created) and to the
 // old entry being gone (replaced), both sorted.
-func measureReplace(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, n, k int) (created, replaced []time.Duration, err error) {
+func measureReplace(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, n, k int, suffix string) (created, replaced []time.Duration, err error) {
 	if k > n {
 		k = n
 	}
@@ -467,12 +477,12 @@ func measureReplace(ctx context.Context, k8s client.Client, c entryv1.EntryClien
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 			return nil, nil, err
 		}
-		oldE, newE := benchEntry(ns, d.Spec.Template.Spec.ServiceAccountName), benchEntry(ns, name+"-moved")
+		oldE, newE := benchEntry(ns, d.Spec.Template.Spec.ServiceAccountName), benchEntry(ns, name+suffix)
 		oldID, newID := ids.EntryID(tag, oldE.Key()), ids.EntryID(tag, newE.Key())
 		if _, err := c.GetEntry(ctx, &entryv1.GetEntryRequest{Id: oldID}); err != nil {
 			return nil, nil, fmt.Errorf("entry of %s before the change: %w", name, err)
 		}
-		d.Spec.Template.Spec.ServiceAccountName = name + "-moved"
+		d.Spec.Template.Spec.ServiceAccountName = name + suffix
 		t0 := time.Now()
 		if err := k8s.Update(ctx, d); err != nil {
 			return nil, nil, err
@@ -693,6 +703,43 @@ func writeConcurrency() string {
 		return v
 	}
 	return "1"
+}
+
+// cpuProfile starts a CPU profile of the operator when BENCH_PPROF is set
+// (saved as /tmp/spiffe-operator-cpu-<name>.pb.gz) and returns the function
+// that ends it; without BENCH_PPROF both do nothing.
+func (p *process) cpuProfile(b *testing.B, name string) (stop func()) {
+	addr := os.Getenv("BENCH_PPROF")
+	if addr == "" {
+		return func() {}
+	}
+	// The profile endpoint profiles for a fixed time: BENCH_CPU_SECONDS
+	// (default 20), which stop waits out.
+	secs := os.Getenv("BENCH_CPU_SECONDS")
+	if secs == "" {
+		secs = "20"
+	}
+	out := fmt.Sprintf("/tmp/spiffe-operator-cpu-%s.pb.gz", name)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + secs)
+		if err != nil {
+			b.Logf("cpu profile %s: %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(out)
+		if err != nil {
+			b.Logf("cpu profile %s: %v", name, err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			b.Logf("cpu profile %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
 }
 
 // process is the operator running as its own process.
