@@ -54,6 +54,9 @@ type settings struct {
 	rounds int
 	// floor is false when BENCH_FLOOR=0.
 	floor bool
+	// pods is true when BENCH_PODS=1: every Deployment also gets its
+	// service account and one running pod, so the operator caches them.
+	pods bool
 }
 
 // repeat returns the number of converge rounds at n Deployments.
@@ -68,7 +71,10 @@ func (s settings) repeat(n int) int {
 }
 
 func loadSettings() settings {
-	s := settings{sizes: []int{1000, 10000}, idle: 10 * time.Minute, samples: 100, floor: os.Getenv("BENCH_FLOOR") != "0"}
+	s := settings{sizes: []int{1000, 10000}, idle: 10 * time.Minute, samples: 100, floor: os.Getenv("BENCH_FLOOR") != "0", pods: os.Getenv("BENCH_PODS") == "1"}
+	if quick() {
+		s.sizes, s.idle, s.rounds = []int{1000}, time.Minute, 3
+	}
 	if n, err := strconv.Atoi(os.Getenv("BENCH_ROUNDS")); err == nil && n > 0 {
 		s.rounds = n
 	}
@@ -89,6 +95,10 @@ func loadSettings() settings {
 	}
 	return s
 }
+
+// quick reports whether QUICK is set (as by `make bench QUICK=1`): every
+// benchmark then runs its 1,000-workload subset only, in a few minutes.
+func quick() bool { return os.Getenv("QUICK") != "" }
 
 // report collects the figures and prints them at the end.
 type report struct {
@@ -184,31 +194,49 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	if err := createDeployments(ctx, k8s, ns, "w", n); err != nil {
 		return err
 	}
-	b.Logf("created %d Deployments in %s", n, time.Since(createStart).Round(time.Millisecond))
+	if s.pods {
+		if err := createServiceAccounts(ctx, k8s, ns, "w", n); err != nil {
+			return err
+		}
+		if err := createPods(ctx, k8s, ns, "w", n, 1); err != nil {
+			return err
+		}
+		defer func() { _ = k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)) }()
+	}
+	b.Logf("created %d Deployments (pods: %v) in %s", n, s.pods, time.Since(createStart).Round(time.Millisecond))
 	defer func() {
 		_ = k8s.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(ns))
 		_ = k8s.DeleteAllOf(ctx, &v1alpha1.SpiffeRegistration{})
 	}()
 
-	// Converge from nothing, repeated: each round times the raw floor on a
-	// fresh server, then the operator (a fresh process) on another fresh
-	// server. The ratio reported is the median of the rounds' ratios; the
-	// last round's operator and server stay for the measures below.
+	// Converge from nothing, repeated: each round times two raw floors on
+	// fresh servers (the operator's own entry shape under its parent, and
+	// one-selector entries over 100 per-node parents, the shape of
+	// spire-controller-manager's entries), then the operator (a fresh
+	// process) on another fresh server. The ratios reported are the
+	// medians of the rounds' ratios; the last round's operator and server
+	// stay for the measures below.
 	rounds := s.repeat(n)
 	var (
-		ratios    []float64
-		converges []time.Duration
-		floors    []time.Duration
-		srv       *testenv.Spire
-		proc      *process
-		policy    *v1alpha1.SpiffeRegistration
+		ratios, scmRatios []float64
+		converges         []time.Duration
+		floors, scmFloors []time.Duration
+		srv               *testenv.Spire
+		proc              *process
+		policy            *v1alpha1.SpiffeRegistration
 	)
+	scmShape := func(i int) *types.Entry {
+		return floorEntry("floor", i, fmt.Sprintf("/spire/agent/k8s_psat/bench/node-%d", i%100), false)
+	}
 	for r := range rounds {
-		var floor time.Duration
+		var floor, scmFloor time.Duration
 		if s.floor {
 			var err error
 			if floor, err = measureFloor(ctx, n); err != nil {
 				return fmt.Errorf("floor: %w", err)
+			}
+			if scmFloor, err = floorOf(ctx, n, scmShape); err != nil {
+				return fmt.Errorf("one-selector floor: %w", err)
 			}
 		}
 		var (
@@ -221,10 +249,12 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 		}
 		converges = append(converges, converge)
 		if floor > 0 {
-			floors = append(floors, floor)
+			floors, scmFloors = append(floors, floor), append(scmFloors, scmFloor)
 			ratios = append(ratios, converge.Seconds()/floor.Seconds())
+			scmRatios = append(scmRatios, converge.Seconds()/scmFloor.Seconds())
 		}
-		b.Logf("N=%d round %d: converge %s, floor %s", n, r+1, converge.Round(time.Millisecond), floor.Round(time.Millisecond))
+		b.Logf("N=%d round %d: converge %s, floor %s, one-selector floor %s (load %s)", n, r+1, converge.Round(time.Millisecond),
+			floor.Round(time.Millisecond), scmFloor.Round(time.Millisecond), loadAvg())
 		if r < rounds-1 {
 			if err := discard(ctx, k8s, srv, proc, policy); err != nil {
 				return err
@@ -234,8 +264,10 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	defer func() { _ = srv.Cleanup() }()
 	defer proc.stop()
 	if len(ratios) > 0 {
-		rep.add("N=%d converge: median ratio %.2fx over %d rounds (target <= 1.10x); rounds: %s",
-			n, median(ratios), rounds, rounds2str(converges, floors, ratios))
+		rep.add("N=%d converge: median %s = %.2fx its own shape's floor (median %s; target <= 1.10x), %.2fx the one-selector per-node floor (median %s) over %d rounds; rounds: own shape %s; one-selector %s",
+			n, medianDuration(converges).Round(time.Millisecond), median(ratios), medianDuration(floors).Round(time.Millisecond),
+			median(scmRatios), medianDuration(scmFloors).Round(time.Millisecond), rounds,
+			rounds2str(converges, floors, ratios), rounds2str(converges, scmFloors, scmRatios))
 	} else {
 		rep.add("N=%d converge: %s (floor not measured)", n, durations(converges))
 	}
@@ -278,15 +310,18 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	// another service account, so its entry is replaced (an incremental
 	// pass). From the Update call to the new entry being readable, and to
 	// the old one being gone (no Pods run here, so none retains it).
-	stopCPU = proc.cpuProfile(b, fmt.Sprintf("changed-%d", n))
-	created, replaced, err := measureReplace(ctx, k8s, entryClient, ids, tag, ns, n, s.samples, "-moved")
-	stopCPU()
-	if err != nil {
-		return err
+	// With pods, the old entry stays while its pod runs: not measured then.
+	if !s.pods {
+		stopCPU = proc.cpuProfile(b, fmt.Sprintf("changed-%d", n))
+		created, replaced, err := measureReplace(ctx, k8s, entryClient, ids, tag, ns, n, s.samples, "-moved")
+		stopCPU()
+		if err != nil {
+			return err
+		}
+		rep.add("N=%d one Deployment changed to its entry replaced (%d samples): new entry p50 %s, p99 %s, max %s; old entry gone p50 %s, p99 %s, max %s",
+			n, len(created), pct(created, 50), pct(created, 99), created[len(created)-1].Round(100*time.Microsecond),
+			pct(replaced, 50), pct(replaced, 99), replaced[len(replaced)-1].Round(100*time.Microsecond))
 	}
-	rep.add("N=%d one Deployment changed to its entry replaced (%d samples): new entry p50 %s, p99 %s, max %s; old entry gone p50 %s, p99 %s, max %s",
-		n, len(created), pct(created, 50), pct(created, 99), created[len(created)-1].Round(100*time.Microsecond),
-		pct(replaced, 50), pct(replaced, 99), replaced[len(replaced)-1].Round(100*time.Microsecond))
 
 	// For context: SPIRE's own latency for one BatchCreateEntry of one entry
 	// at this size, under a parent the operator does not use.
@@ -307,7 +342,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 		}
 	}
 	anon, file := proc.rssDetail()
-	rep.add("N=%d operator RSS %.1f MiB after convergence (anon %.1f, file %.1f; target <= 100 MiB at 10,000)", n, rss, anon, file)
+	rep.add("N=%d operator RSS %.1f MiB after convergence (anon %.1f, file %.1f; pods cached: %v; target <= 60 MiB at 10,000 with pods)", n, rss, anon, file, s.pods)
 
 	if idle && s.idle > 0 {
 		m0, err := proc.settle(30 * time.Second)
@@ -431,6 +466,14 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianDuration(ds []time.Duration) time.Duration {
+	v := make([]float64, len(ds))
+	for i, d := range ds {
+		v[i] = float64(d)
+	}
+	return time.Duration(median(v))
 }
 
 func durations(ds []time.Duration) string {

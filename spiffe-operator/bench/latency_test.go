@@ -79,6 +79,14 @@ type phase struct {
 	load                  string
 	newEntry, changed     []time.Duration
 	gone, spireOwn, spire []time.Duration
+	// newCalls and changedCalls are the operator's SPIRE calls and API
+	// writes per sample of each measure.
+	newCalls, changedCalls counters
+}
+
+// perSample returns the counters from a to b divided by n.
+func perSample(a, b counters, n int) counters {
+	return counters{spireCalls: (b.spireCalls - a.spireCalls) / float64(n), apiWrites: (b.apiWrites - a.apiWrites) / float64(n)}
 }
 
 func runEventLatency(b *testing.B, s latencySettings) error {
@@ -127,14 +135,19 @@ func runEventLatency(b *testing.B, s latencySettings) error {
 
 	var phases []phase
 	for r := range s.rounds {
-		for _, bd := range s.builds {
+		// Each round starts with another build, so no build always runs
+		// first (on the smallest table) or last.
+		order := append(slices.Clone(s.builds[r%len(s.builds):]), s.builds[:r%len(s.builds)]...)
+		for _, bd := range order {
 			ph, err := runPhase(ctx, k8s, cp.KubeconfigPath, srv.SocketPath, bd, prefix, entryClient, api, ids, tag, ns, s, r, len(phases))
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", bd.name, r+1, err)
 			}
 			phases = append(phases, ph)
-			rep.add("round %d %-10s load %s | new p50 %s p99 %s | changed p50 %s p99 %s | old gone p50 %s p99 %s | SPIRE create under its parent p50 %s p99 %s, under an empty parent p50 %s",
-				r+1, bd.name, ph.load, pct(ph.newEntry, 50), pct(ph.newEntry, 99), pct(ph.changed, 50), pct(ph.changed, 99),
+			rep.add("round %d %-10s load %s | new p50 %s p99 %s (%.2f SPIRE calls, %.2f API writes each) | changed p50 %s p99 %s (%.2f SPIRE calls, %.2f API writes each) | old gone p50 %s p99 %s | "+
+				"SPIRE alone, one create of the same shape: under its parent p50 %s p99 %s, under an empty parent (same k8s:ns) p50 %s",
+				r+1, bd.name, ph.load, pct(ph.newEntry, 50), pct(ph.newEntry, 99), ph.newCalls.spireCalls, ph.newCalls.apiWrites,
+				pct(ph.changed, 50), pct(ph.changed, 99), ph.changedCalls.spireCalls, ph.changedCalls.apiWrites,
 				pct(ph.gone, 50), pct(ph.gone, 99), pct(ph.spireOwn, 50), pct(ph.spireOwn, 99), pct(ph.spire, 50))
 		}
 	}
@@ -181,6 +194,10 @@ func runPhase(ctx context.Context, k8s client.WithWatch, kubeconfig, socket stri
 	if _, err := timeNew(ctx, k8s, c, ids, tag, ns, fmt.Sprintf("warm-%d", seq), 2*time.Minute); err != nil {
 		return ph, fmt.Errorf("first pass: %w", err)
 	}
+	m0, err := proc.settle(10 * time.Second)
+	if err != nil {
+		return ph, err
+	}
 	for j := range s.samples {
 		d, err := timeNew(ctx, k8s, c, ids, tag, ns, fmt.Sprintf("new-%d-%d", seq, j), 30*time.Second)
 		if err != nil {
@@ -189,9 +206,19 @@ func runPhase(ctx context.Context, k8s client.WithWatch, kubeconfig, socket stri
 		ph.newEntry = append(ph.newEntry, d)
 	}
 	slices.Sort(ph.newEntry)
+	m1, err := proc.settle(10 * time.Second)
+	if err != nil {
+		return ph, err
+	}
+	ph.newCalls = perSample(m0, m1, s.samples)
 	if ph.changed, ph.gone, err = measureReplace(ctx, k8s, c, ids, tag, ns, s.n, s.samples, fmt.Sprintf("-m%d", seq)); err != nil {
 		return ph, err
 	}
+	m2, err := proc.settle(10 * time.Second)
+	if err != nil {
+		return ph, err
+	}
+	ph.changedCalls = perSample(m1, m2, s.samples)
 	if ph.spireOwn, err = rawCreatesUnder(ctx, api, ns, parentID, fmt.Sprintf("raw-%d", seq), 20); err != nil {
 		return ph, err
 	}
