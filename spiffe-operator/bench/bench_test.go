@@ -792,9 +792,12 @@ type process struct {
 	log        string
 }
 
-// buildOperator builds the operator's binary at bin.
+// buildOperator builds the operator's binary at bin as its image does
+// (static, without cgo, -trimpath), so RSS counts what ships.
 func buildOperator(bin string) error {
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd").CombinedOutput(); err != nil {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build operator: %w: %s", err, out)
 	}
 	return nil
