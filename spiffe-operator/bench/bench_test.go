@@ -104,6 +104,26 @@ func quick() bool { return os.Getenv("QUICK") != "" }
 type report struct {
 	mu    sync.Mutex
 	lines []string
+	// p99s are the one-new-Deployment p99s by size, in the order measured.
+	p99s []sizeP99
+}
+
+type sizeP99 struct {
+	n   int
+	p99 time.Duration
+}
+
+// newP99s prints the one-new-Deployment p99 of every size side by side,
+// each with its ratio to the first size's (the target: flat).
+func (r *report) newP99s() {
+	if len(r.p99s) < 2 {
+		return
+	}
+	parts := make([]string, len(r.p99s))
+	for i, p := range r.p99s {
+		parts[i] = fmt.Sprintf("N=%d %s (%.2fx)", p.n, p.p99, p.p99.Seconds()/r.p99s[0].p99.Seconds())
+	}
+	r.add("one new Deployment to its entry, p99 by size (ratio to N=%d; target flat): %s", r.p99s[0].n, strings.Join(parts, ", "))
 }
 
 func (r *report) add(format string, args ...any) {
@@ -182,6 +202,7 @@ func run(b *testing.B, s settings) error {
 			return fmt.Errorf("N=%d: %w", n, err)
 		}
 	}
+	rep.newP99s()
 	return rep.write(os.Getenv("BENCH_OUT"))
 }
 
@@ -303,6 +324,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	}
 	stopCPU()
 	slices.Sort(lat)
+	rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(lat, 99)})
 	rep.add("N=%d one new Deployment to its entry (%d samples): p50 %s, p99 %s, max %s (target p99 < 100ms)",
 		n, len(lat), pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(100*time.Microsecond))
 
