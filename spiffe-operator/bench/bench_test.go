@@ -362,6 +362,14 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 		if out, err := exec.Command("curl", "-s", "-o", fmt.Sprintf("/tmp/spiffe-operator-heap-%d.pb.gz", n), "http://"+a+"/debug/pprof/heap").CombinedOutput(); err != nil {
 			b.Logf("heap profile: %v: %s", err, out)
 		}
+		// The text form ends with the runtime's MemStats: heap in use and
+		// idle, stacks, span and GC metadata.
+		if out, err := exec.Command("curl", "-s", "-o", fmt.Sprintf("/tmp/spiffe-operator-heap-%d.txt", n), "http://"+a+"/debug/pprof/heap?debug=1").CombinedOutput(); err != nil {
+			b.Logf("heap profile (text): %v: %s", err, out)
+		}
+		if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", proc.cmd.Process.Pid)); err == nil {
+			_ = os.WriteFile(fmt.Sprintf("/tmp/spiffe-operator-smaps-%d.txt", n), smaps, 0o644)
+		}
 	}
 	anon, file := proc.rssDetail()
 	rep.add("N=%d operator RSS %.1f MiB after convergence (anon %.1f, file %.1f; pods cached: %v; target <= 60 MiB at 10,000 with pods)", n, rss, anon, file, s.pods)
