@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -53,6 +54,9 @@ type settings struct {
 	rounds int
 	// floor is false when BENCH_FLOOR=0.
 	floor bool
+	// pods is true when BENCH_PODS=1: every Deployment also gets its
+	// service account and one running pod, so the operator caches them.
+	pods bool
 }
 
 // repeat returns the number of converge rounds at n Deployments.
@@ -67,7 +71,10 @@ func (s settings) repeat(n int) int {
 }
 
 func loadSettings() settings {
-	s := settings{sizes: []int{1000, 10000}, idle: 10 * time.Minute, samples: 100, floor: os.Getenv("BENCH_FLOOR") != "0"}
+	s := settings{sizes: []int{1000, 10000}, idle: 10 * time.Minute, samples: 100, floor: os.Getenv("BENCH_FLOOR") != "0", pods: os.Getenv("BENCH_PODS") == "1"}
+	if quick() {
+		s.sizes, s.idle, s.rounds = []int{1000}, time.Minute, 3
+	}
 	if n, err := strconv.Atoi(os.Getenv("BENCH_ROUNDS")); err == nil && n > 0 {
 		s.rounds = n
 	}
@@ -89,10 +96,34 @@ func loadSettings() settings {
 	return s
 }
 
+// quick reports whether QUICK is set (as by `make bench QUICK=1`): every
+// benchmark then runs its 1,000-workload subset only, in a few minutes.
+func quick() bool { return os.Getenv("QUICK") != "" }
+
 // report collects the figures and prints them at the end.
 type report struct {
 	mu    sync.Mutex
 	lines []string
+	// p99s are the one-new-Deployment p99s by size, in the order measured.
+	p99s []sizeP99
+}
+
+type sizeP99 struct {
+	n   int
+	p99 time.Duration
+}
+
+// newP99s prints the one-new-Deployment p99 of every size side by side,
+// each with its ratio to the first size's (the target: flat).
+func (r *report) newP99s() {
+	if len(r.p99s) < 2 {
+		return
+	}
+	parts := make([]string, len(r.p99s))
+	for i, p := range r.p99s {
+		parts[i] = fmt.Sprintf("N=%d %s (%.2fx)", p.n, p.p99, p.p99.Seconds()/r.p99s[0].p99.Seconds())
+	}
+	r.add("one new Deployment to its entry, p99 by size (ratio to N=%d; target flat): %s", r.p99s[0].n, strings.Join(parts, ", "))
 }
 
 func (r *report) add(format string, args ...any) {
@@ -141,7 +172,11 @@ func startBench(b *testing.B) (*testenv.ControlPlane, client.WithWatch, string, 
 		_ = cp.Stop()
 		return nil, nil, "", fmt.Errorf("client: %w", err)
 	}
-	bin := filepath.Join(b.TempDir(), "spiffe-operator")
+	bin := os.Getenv("BENCH_OPERATOR_BIN")
+	if bin != "" {
+		return cp, k8s, bin, nil
+	}
+	bin = filepath.Join(b.TempDir(), "spiffe-operator")
 	if err := buildOperator(bin); err != nil {
 		_ = cp.Stop()
 		return nil, nil, "", err
@@ -167,6 +202,7 @@ func run(b *testing.B, s settings) error {
 			return fmt.Errorf("N=%d: %w", n, err)
 		}
 	}
+	rep.newP99s()
 	return rep.write(os.Getenv("BENCH_OUT"))
 }
 
@@ -179,31 +215,49 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	if err := createDeployments(ctx, k8s, ns, "w", n); err != nil {
 		return err
 	}
-	b.Logf("created %d Deployments in %s", n, time.Since(createStart).Round(time.Millisecond))
+	if s.pods {
+		if err := createServiceAccounts(ctx, k8s, ns, "w", n); err != nil {
+			return err
+		}
+		if err := createPods(ctx, k8s, ns, "w", n, 1); err != nil {
+			return err
+		}
+		defer func() { _ = k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)) }()
+	}
+	b.Logf("created %d Deployments (pods: %v) in %s", n, s.pods, time.Since(createStart).Round(time.Millisecond))
 	defer func() {
 		_ = k8s.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(ns))
 		_ = k8s.DeleteAllOf(ctx, &v1alpha1.SpiffeRegistration{})
 	}()
 
-	// Converge from nothing, repeated: each round times the raw floor on a
-	// fresh server, then the operator (a fresh process) on another fresh
-	// server. The ratio reported is the median of the rounds' ratios; the
-	// last round's operator and server stay for the measures below.
+	// Converge from nothing, repeated: each round times two raw floors on
+	// fresh servers (the operator's own entry shape under its parent, and
+	// one-selector entries over 100 per-node parents, the shape of
+	// spire-controller-manager's entries), then the operator (a fresh
+	// process) on another fresh server. The ratios reported are the
+	// medians of the rounds' ratios; the last round's operator and server
+	// stay for the measures below.
 	rounds := s.repeat(n)
 	var (
-		ratios    []float64
-		converges []time.Duration
-		floors    []time.Duration
-		srv       *testenv.Spire
-		proc      *process
-		policy    *v1alpha1.SpiffeRegistration
+		ratios, scmRatios []float64
+		converges         []time.Duration
+		floors, scmFloors []time.Duration
+		srv               *testenv.Spire
+		proc              *process
+		policy            *v1alpha1.SpiffeRegistration
 	)
+	scmShape := func(i int) *types.Entry {
+		return floorEntry("floor", i, fmt.Sprintf("/spire/agent/k8s_psat/bench/node-%d", i%100), false)
+	}
 	for r := range rounds {
-		var floor time.Duration
+		var floor, scmFloor time.Duration
 		if s.floor {
 			var err error
 			if floor, err = measureFloor(ctx, n); err != nil {
 				return fmt.Errorf("floor: %w", err)
+			}
+			if scmFloor, err = floorOf(ctx, n, scmShape); err != nil {
+				return fmt.Errorf("one-selector floor: %w", err)
 			}
 		}
 		var (
@@ -216,10 +270,12 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 		}
 		converges = append(converges, converge)
 		if floor > 0 {
-			floors = append(floors, floor)
+			floors, scmFloors = append(floors, floor), append(scmFloors, scmFloor)
 			ratios = append(ratios, converge.Seconds()/floor.Seconds())
+			scmRatios = append(scmRatios, converge.Seconds()/scmFloor.Seconds())
 		}
-		b.Logf("N=%d round %d: converge %s, floor %s", n, r+1, converge.Round(time.Millisecond), floor.Round(time.Millisecond))
+		b.Logf("N=%d round %d: converge %s, floor %s, one-selector floor %s (load %s)", n, r+1, converge.Round(time.Millisecond),
+			floor.Round(time.Millisecond), scmFloor.Round(time.Millisecond), loadAvg())
 		if r < rounds-1 {
 			if err := discard(ctx, k8s, srv, proc, policy); err != nil {
 				return err
@@ -229,8 +285,10 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	defer func() { _ = srv.Cleanup() }()
 	defer proc.stop()
 	if len(ratios) > 0 {
-		rep.add("N=%d converge: median ratio %.2fx over %d rounds (target <= 1.10x); rounds: %s",
-			n, median(ratios), rounds, rounds2str(converges, floors, ratios))
+		rep.add("N=%d converge: median %s = %.2fx its own shape's floor (median %s; target <= 1.10x), %.2fx the one-selector per-node floor (median %s) over %d rounds; rounds: own shape %s; one-selector %s",
+			n, medianDuration(converges).Round(time.Millisecond), median(ratios), medianDuration(floors).Round(time.Millisecond),
+			median(scmRatios), medianDuration(scmFloors).Round(time.Millisecond), rounds,
+			rounds2str(converges, floors, ratios), rounds2str(converges, scmFloors, scmRatios))
 	} else {
 		rep.add("N=%d converge: %s (floor not measured)", n, durations(converges))
 	}
@@ -249,6 +307,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	}
 	ids := entries.IDScheme{Prefix: prefix}
 	tag := entries.OwnerTag(policy.UID)
+	stopCPU := proc.cpuProfile(b, fmt.Sprintf("new-%d", n))
 	var lat []time.Duration
 	for j := range s.samples {
 		name := fmt.Sprintf("new-%d", j)
@@ -263,7 +322,9 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 		}
 		lat = append(lat, time.Since(t0))
 	}
+	stopCPU()
 	slices.Sort(lat)
+	rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(lat, 99)})
 	rep.add("N=%d one new Deployment to its entry (%d samples): p50 %s, p99 %s, max %s (target p99 < 100ms)",
 		n, len(lat), pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(100*time.Microsecond))
 
@@ -271,13 +332,18 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	// another service account, so its entry is replaced (an incremental
 	// pass). From the Update call to the new entry being readable, and to
 	// the old one being gone (no Pods run here, so none retains it).
-	created, replaced, err := measureReplace(ctx, k8s, entryClient, ids, tag, ns, n, s.samples)
-	if err != nil {
-		return err
+	// With pods, the old entry stays while its pod runs: not measured then.
+	if !s.pods {
+		stopCPU = proc.cpuProfile(b, fmt.Sprintf("changed-%d", n))
+		created, replaced, err := measureReplace(ctx, k8s, entryClient, ids, tag, ns, n, s.samples, "-moved")
+		stopCPU()
+		if err != nil {
+			return err
+		}
+		rep.add("N=%d one Deployment changed to its entry replaced (%d samples): new entry p50 %s, p99 %s, max %s; old entry gone p50 %s, p99 %s, max %s",
+			n, len(created), pct(created, 50), pct(created, 99), created[len(created)-1].Round(100*time.Microsecond),
+			pct(replaced, 50), pct(replaced, 99), replaced[len(replaced)-1].Round(100*time.Microsecond))
 	}
-	rep.add("N=%d one Deployment changed to its entry replaced (%d samples): new entry p50 %s, p99 %s, max %s; old entry gone p50 %s, p99 %s, max %s",
-		n, len(created), pct(created, 50), pct(created, 99), created[len(created)-1].Round(100*time.Microsecond),
-		pct(replaced, 50), pct(replaced, 99), replaced[len(replaced)-1].Round(100*time.Microsecond))
 
 	// For context: SPIRE's own latency for one BatchCreateEntry of one entry
 	// at this size, under a parent the operator does not use.
@@ -296,9 +362,17 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 		if out, err := exec.Command("curl", "-s", "-o", fmt.Sprintf("/tmp/spiffe-operator-heap-%d.pb.gz", n), "http://"+a+"/debug/pprof/heap").CombinedOutput(); err != nil {
 			b.Logf("heap profile: %v: %s", err, out)
 		}
+		// The text form ends with the runtime's MemStats: heap in use and
+		// idle, stacks, span and GC metadata.
+		if out, err := exec.Command("curl", "-s", "-o", fmt.Sprintf("/tmp/spiffe-operator-heap-%d.txt", n), "http://"+a+"/debug/pprof/heap?debug=1").CombinedOutput(); err != nil {
+			b.Logf("heap profile (text): %v: %s", err, out)
+		}
+		if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", proc.cmd.Process.Pid)); err == nil {
+			_ = os.WriteFile(fmt.Sprintf("/tmp/spiffe-operator-smaps-%d.txt", n), smaps, 0o644)
+		}
 	}
 	anon, file := proc.rssDetail()
-	rep.add("N=%d operator RSS %.1f MiB after convergence (anon %.1f, file %.1f; target <= 100 MiB at 10,000)", n, rss, anon, file)
+	rep.add("N=%d operator RSS %.1f MiB after convergence (anon %.1f, file %.1f; pods cached: %v; target <= 60 MiB at 10,000 with pods)", n, rss, anon, file, s.pods)
 
 	if idle && s.idle > 0 {
 		m0, err := proc.settle(30 * time.Second)
@@ -424,6 +498,14 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+func medianDuration(ds []time.Duration) time.Duration {
+	v := make([]float64, len(ds))
+	for i, d := range ds {
+		v[i] = float64(d)
+	}
+	return time.Duration(median(v))
+}
+
 func durations(ds []time.Duration) string {
 	parts := make([]string, len(ds))
 	for i, d := range ds {
@@ -454,10 +536,11 @@ func benchEntry(ns, sa string) entries.Entry {
 }
 
 // measureReplace moves k of the n converged Deployments (w-0, w-1, ...,
-// spread over the range) to a new service account, one at a time, and times
+// spread over the range) to a new service account (the name with suffix
+// appended), one at a time, and times
 // from each Update call to the new entry being readable (created) and to the
 // old entry being gone (replaced), both sorted.
-func measureReplace(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, n, k int) (created, replaced []time.Duration, err error) {
+func measureReplace(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, n, k int, suffix string) (created, replaced []time.Duration, err error) {
 	if k > n {
 		k = n
 	}
@@ -467,12 +550,12 @@ func measureReplace(ctx context.Context, k8s client.Client, c entryv1.EntryClien
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 			return nil, nil, err
 		}
-		oldE, newE := benchEntry(ns, d.Spec.Template.Spec.ServiceAccountName), benchEntry(ns, name+"-moved")
+		oldE, newE := benchEntry(ns, d.Spec.Template.Spec.ServiceAccountName), benchEntry(ns, name+suffix)
 		oldID, newID := ids.EntryID(tag, oldE.Key()), ids.EntryID(tag, newE.Key())
 		if _, err := c.GetEntry(ctx, &entryv1.GetEntryRequest{Id: oldID}); err != nil {
 			return nil, nil, fmt.Errorf("entry of %s before the change: %w", name, err)
 		}
-		d.Spec.Template.Spec.ServiceAccountName = name + "-moved"
+		d.Spec.Template.Spec.ServiceAccountName = name + suffix
 		t0 := time.Now()
 		if err := k8s.Update(ctx, d); err != nil {
 			return nil, nil, err
@@ -695,6 +778,43 @@ func writeConcurrency() string {
 	return "1"
 }
 
+// cpuProfile starts a CPU profile of the operator when BENCH_PPROF is set
+// (saved as /tmp/spiffe-operator-cpu-<name>.pb.gz) and returns the function
+// that ends it; without BENCH_PPROF both do nothing.
+func (p *process) cpuProfile(b *testing.B, name string) (stop func()) {
+	addr := os.Getenv("BENCH_PPROF")
+	if addr == "" {
+		return func() {}
+	}
+	// The profile endpoint profiles for a fixed time: BENCH_CPU_SECONDS
+	// (default 20), which stop waits out.
+	secs := os.Getenv("BENCH_CPU_SECONDS")
+	if secs == "" {
+		secs = "20"
+	}
+	out := fmt.Sprintf("/tmp/spiffe-operator-cpu-%s.pb.gz", name)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + secs)
+		if err != nil {
+			b.Logf("cpu profile %s: %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(out)
+		if err != nil {
+			b.Logf("cpu profile %s: %v", name, err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			b.Logf("cpu profile %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
+}
+
 // process is the operator running as its own process.
 type process struct {
 	cmd        *exec.Cmd
@@ -702,9 +822,12 @@ type process struct {
 	log        string
 }
 
-// buildOperator builds the operator's binary at bin.
+// buildOperator builds the operator's binary at bin as its image does
+// (static, without cgo, -trimpath), so RSS counts what ships.
 func buildOperator(bin string) error {
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd").CombinedOutput(); err != nil {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build operator: %w: %s", err, out)
 	}
 	return nil

@@ -27,14 +27,17 @@ import (
 const benchCluster = "bench"
 
 // parentSettings are the settings of BenchmarkParentModes, from the
-// environment: BENCH_PARENT_WORKLOADS (default 10000), BENCH_NODES (default
-// 100), BENCH_ROUNDS (default 1).
+// environment: BENCH_PARENT_WORKLOADS (default 10000, 1000 with QUICK),
+// BENCH_NODES (default 100), BENCH_ROUNDS (default 1).
 type parentSettings struct {
 	workloads, nodes, rounds int
 }
 
 func loadParentSettings() parentSettings {
 	s := parentSettings{workloads: 10000, nodes: 100, rounds: 1}
+	if quick() {
+		s.workloads = 1000
+	}
 	for env, v := range map[string]*int{"BENCH_PARENT_WORKLOADS": &s.workloads, "BENCH_NODES": &s.nodes, "BENCH_ROUNDS": &s.rounds} {
 		if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n > 0 {
 			*v = n

@@ -95,9 +95,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
 		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached), Class: o.Class,
 		DryRun: o.DryRun,
-		Pods: func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error) {
-			return pods.RunningPods(ctx, cached, namespace, serviceAccount)
-		},
+		Pods:   &pods.Source{Cache: mgr.GetCache()},
 		ServiceNames: func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error) {
 			return services.DNSNames(ctx, cached, namespace, podLabels)
 		},
@@ -142,13 +140,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	return nil
 }
 
-// IndexPods registers the pod index the Syncer's Options.Pods (pods.Lister
-// on the cache) reads; call it before the manager starts.
+// IndexPods registers the pod index that pods.Source on the cache reads
+// (the Syncer's Options.Pods, the handler's Pods); call it before the
+// manager starts.
 func IndexPods(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, pods.ServiceAccountIndex, pods.IndexServiceAccount); err != nil {
-		return fmt.Errorf("index pods by service account: %w", err)
-	}
-	return nil
+	return pods.Index(ctx, mgr.GetCache())
 }
 
 // watchPods tells the Syncer when a pod may no longer need an entry it
@@ -160,8 +156,8 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
-			o, okO := oldObj.(*corev1.Pod)
-			n, okN := newObj.(*corev1.Pod)
+			o, okO := oldObj.(*pods.Object)
+			n, okN := newObj.(*pods.Object)
 			if okO && okN && (!maps.Equal(o.Labels, n.Labels) || pods.Running(o) != pods.Running(n)) {
 				s.PodsChanged(n.Namespace)
 			}
@@ -170,7 +166,7 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := obj.(*pods.Object); ok {
 				s.PodsChanged(p.Namespace)
 			}
 		},
@@ -188,9 +184,9 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 func podPlacementChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, okO := e.ObjectOld.(*corev1.Pod)
-			n, okN := e.ObjectNew.(*corev1.Pod)
-			return !okO || !okN || o.Spec.NodeName != n.Spec.NodeName || !maps.Equal(o.Labels, n.Labels) ||
+			o, okO := e.ObjectOld.(*pods.Object)
+			n, okN := e.ObjectNew.(*pods.Object)
+			return !okO || !okN || o.NodeName != n.NodeName || !maps.Equal(o.Labels, n.Labels) ||
 				!maps.Equal(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n)
 		},
 	}

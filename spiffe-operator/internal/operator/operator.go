@@ -159,7 +159,7 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 		_ = closer.Close()
 		return nil, err
 	}
-	syncOpts.Pods = pods.Lister(mgr.GetCache())
+	syncOpts.Pods = pods.Lister(pods.Source{Cache: mgr.GetCache()})
 	if o.CollectOrphans {
 		syncOpts.Alive = opcontroller.AliveOwners(mgr.GetCache())
 		syncOpts.AliveNow = opcontroller.AliveOwners(mgr.GetAPIReader())

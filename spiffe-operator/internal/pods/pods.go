@@ -6,13 +6,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 )
 
-// ServiceAccountIndex is the cache index of pods by service account.
-const ServiceAccountIndex = "spec.serviceAccountName"
+// ServiceAccountIndex is the cache index of pods by namespace and service
+// account (see Index).
+const ServiceAccountIndex = "namespace/serviceAccount"
 
 // MirrorAnnotation marks a mirror pod: the API server's copy of a static
 // pod, created by the kubelet of the node that runs it.
@@ -22,15 +26,34 @@ const MirrorAnnotation = "kubernetes.io/config.mirror"
 // annotation, which no template needs.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// Transform is a cache transform (cache.TransformFunc) that keeps of a pod
-// only its name, namespace, UID, resourceVersion, labels, annotations (for
-// pod templates; not kubectl's last-applied configuration), owner
-// references, deletion timestamp, service account, node name and phase.
-func Transform(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
+// Object is what the cache keeps of a pod (see Transform): its name,
+// namespace, UID, resourceVersion, labels, annotations (for pod templates;
+// not kubectl's last-applied configuration), owner references and deletion
+// timestamp, the service account it runs as, its node and its phase. It is
+// a fraction of a typed Pod's size.
+type Object struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// ServiceAccount is the account the pod runs as: "default" when the pod
+	// names none, "" for a mirror pod (see serviceAccount).
+	ServiceAccount string
+	// NodeName is spec.nodeName; empty while the pod is not scheduled.
+	NodeName string
+	// Phase is status.phase.
+	Phase corev1.PodPhase
+}
+
+var _ client.Object = &Object{}
+
+// DeepCopyObject implements runtime.Object.
+func (o *Object) DeepCopyObject() runtime.Object {
+	c := *o
+	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	return &c
+}
+
+// FromPod returns the Object of a typed pod.
+func FromPod(p *corev1.Pod) *Object {
 	var annotations map[string]string
 	for k, v := range p.Annotations {
 		if k == lastApplied {
@@ -41,16 +64,26 @@ func Transform(obj any) (any, error) {
 		}
 		annotations[k] = v
 	}
-	return &corev1.Pod{
+	return &Object{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
 			Annotations: annotations,
 		},
-		Spec:   corev1.PodSpec{ServiceAccountName: serviceAccount(p), NodeName: p.Spec.NodeName},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
-	}, nil
+		ServiceAccount: serviceAccount(p), NodeName: p.Spec.NodeName, Phase: p.Status.Phase,
+	}
+}
+
+// Transform is a cache transform (cache.TransformFunc) that keeps of a pod
+// only its Object. The cache then holds *Object for pods: read them
+// through Cache, not through a typed client.Reader.
+func Transform(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return FromPod(p), nil
 }
 
 // serviceAccount returns the pod's service account; the API server sets
@@ -61,7 +94,7 @@ func Transform(obj any) (any, error) {
 // may create mirror pods in any namespace; counting them as "default"
 // would let a node attract the entries of its namespace's default account.
 func serviceAccount(p *corev1.Pod) string {
-	if Mirror(p) {
+	if _, mirror := p.Annotations[MirrorAnnotation]; mirror {
 		return ""
 	}
 	if p.Spec.ServiceAccountName == "" {
@@ -70,19 +103,20 @@ func serviceAccount(p *corev1.Pod) string {
 	return p.Spec.ServiceAccountName
 }
 
-// IndexServiceAccount is the indexer of ServiceAccountIndex.
-func IndexServiceAccount(obj client.Object) []string {
-	p, ok := obj.(*corev1.Pod)
+// IndexServiceAccount is the indexer of ServiceAccountIndex: the
+// namespace and service account of a pod, as "namespace/account".
+func IndexServiceAccount(obj any) ([]string, error) {
+	o, ok := obj.(*Object)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return []string{serviceAccount(p)}
+	return []string{o.Namespace + "/" + o.ServiceAccount}, nil
 }
 
 // Running reports whether a pod may still run, and so need its identity:
 // it has not reached Succeeded or Failed. A terminating pod still runs.
-func Running(p *corev1.Pod) bool {
-	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+func Running(p *Object) bool {
+	return p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed
 }
 
 // RunningPod is a running pod, as RunningPods reports it.
@@ -95,54 +129,116 @@ type RunningPod struct {
 	Labels map[string]string
 }
 
-// RunningPods returns the running pods of one service account in one
-// namespace, scheduled or not, reading r, a cache with
-// ServiceAccountIndex. Mirror pods (which run as no service account) are
-// left out.
-func RunningPods(ctx context.Context, r client.Reader, namespace, account string) ([]RunningPod, error) {
-	if account == "" {
-		return nil, nil
-	}
-	var l corev1.PodList
-	if err := r.List(ctx, &l, client.InNamespace(namespace), client.MatchingFields{ServiceAccountIndex: account},
-		client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list pods of service account %s/%s: %w", namespace, account, err)
-	}
-	out := make([]RunningPod, 0, len(l.Items))
-	for i := range l.Items {
-		p := &l.Items[i]
-		if Running(p) && serviceAccount(p) == account {
-			out = append(out, RunningPod{UID: string(p.UID), Node: p.Spec.NodeName, Labels: p.Labels})
-		}
-	}
-	return out, nil
+// Source reads the pods of the informer cache, which holds *Object (see
+// Transform and Index), or, without Cache, typed pods through Reader (for
+// readers without the transform, such as tests' clients).
+type Source struct {
+	// Cache is the manager's cache.
+	Cache cache.Cache
+	// Reader is read when Cache is nil.
+	Reader client.Reader
 }
 
-// InNamespace returns the running pods of namespace, mirror pods excepted,
-// reading r (the cache) without copying them; fn must not keep or modify
-// them.
-func InNamespace(ctx context.Context, r client.Reader, namespace string, fn func(*corev1.Pod)) error {
-	var l corev1.PodList
-	if err := r.List(ctx, &l, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+// Index registers ServiceAccountIndex on the pod informer of c; call it
+// before the cache starts.
+func Index(ctx context.Context, c cache.Cache) error {
+	sii, err := podInformer(ctx, c)
+	if err != nil {
+		return err
+	}
+	if err := sii.AddIndexers(toolscache.Indexers{ServiceAccountIndex: IndexServiceAccount}); err != nil {
+		return fmt.Errorf("index pods by service account: %w", err)
+	}
+	return nil
+}
+
+func podInformer(ctx context.Context, c cache.Cache) (toolscache.SharedIndexInformer, error) {
+	inf, err := c.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
+	}
+	sii, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("pod informer %T has no indexer", inf)
+	}
+	return sii, nil
+}
+
+// each calls fn for every pod of namespace (of one service account when
+// account is set), running or not, without copying them.
+func (s Source) each(ctx context.Context, namespace, account string, fn func(*Object)) error {
+	if s.Cache == nil {
+		opts := []client.ListOption{client.InNamespace(namespace)}
+		var l corev1.PodList
+		if err := s.Reader.List(ctx, &l, opts...); err != nil {
+			return fmt.Errorf("list pods of namespace %s: %w", namespace, err)
+		}
+		for i := range l.Items {
+			if o := FromPod(&l.Items[i]); account == "" || o.ServiceAccount == account {
+				fn(o)
+			}
+		}
+		return nil
+	}
+	sii, err := podInformer(ctx, s.Cache)
+	if err != nil {
+		return err
+	}
+	var items []any
+	if account != "" {
+		items, err = sii.GetIndexer().ByIndex(ServiceAccountIndex, namespace+"/"+account)
+	} else {
+		items, err = sii.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	}
+	if err != nil {
 		return fmt.Errorf("list pods of namespace %s: %w", namespace, err)
 	}
-	for i := range l.Items {
-		if p := &l.Items[i]; Running(p) && !Mirror(p) {
-			fn(p)
+	for _, it := range items {
+		if o, ok := it.(*Object); ok {
+			fn(o)
 		}
 	}
 	return nil
 }
 
+// RunningPods returns the running pods of one service account in one
+// namespace, scheduled or not. Mirror pods (which run as no service
+// account) are left out.
+func (s Source) RunningPods(ctx context.Context, namespace, account string) ([]RunningPod, error) {
+	if account == "" {
+		return nil, nil
+	}
+	var out []RunningPod
+	err := s.each(ctx, namespace, account, func(p *Object) {
+		if Running(p) && p.ServiceAccount == account {
+			out = append(out, RunningPod{UID: string(p.UID), Node: p.NodeName, Labels: p.Labels})
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pods of service account %s/%s: %w", namespace, account, err)
+	}
+	return out, nil
+}
+
+// InNamespace calls fn for the running pods of namespace, mirror pods
+// excepted, without copying them; fn must not keep or modify them.
+func (s Source) InNamespace(ctx context.Context, namespace string, fn func(*Object)) error {
+	return s.each(ctx, namespace, "", func(p *Object) {
+		if Running(p) && !Mirror(p) {
+			fn(p)
+		}
+	})
+}
+
 // Mirror reports whether p is a mirror pod.
-func Mirror(p *corev1.Pod) bool {
+func Mirror(p *Object) bool {
 	_, ok := p.Annotations[MirrorAnnotation]
 	return ok
 }
 
 // Owner returns the kind and name of p's controller (or, without one, of
 // its first owner); empty for a bare pod.
-func Owner(p *corev1.Pod) (kind, name string) {
+func Owner(p *Object) (kind, name string) {
 	for _, o := range p.OwnerReferences {
 		if o.Controller != nil && *o.Controller {
 			return o.Kind, o.Name
@@ -154,11 +250,11 @@ func Owner(p *corev1.Pod) (kind, name string) {
 	return "", ""
 }
 
-// Lister returns an entrysync.PodLister reading r, a cache with
-// ServiceAccountIndex: the UIDs and labels of RunningPods.
-func Lister(r client.Reader) entrysync.PodLister {
+// Lister returns an entrysync.PodLister reading s: the UIDs and labels of
+// RunningPods.
+func Lister(s Source) entrysync.PodLister {
 	return func(ctx context.Context, namespace, serviceAccount string) ([]entrysync.Pod, error) {
-		running, err := RunningPods(ctx, r, namespace, serviceAccount)
+		running, err := s.RunningPods(ctx, namespace, serviceAccount)
 		if err != nil {
 			return nil, err
 		}

@@ -22,10 +22,11 @@ func TestTransformKeepsAMirrorPodWithoutServiceAccount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := out.(*corev1.Pod)
+		got := out.(*Object)
 		// The index reads the transformed pod, as the cache does.
-		if got.Spec.ServiceAccountName != tc.want || IndexServiceAccount(got)[0] != tc.want {
-			t.Errorf("%s: service account %q, index %v; want %q", tc.name, got.Spec.ServiceAccountName, IndexServiceAccount(got), tc.want)
+		idx, err := IndexServiceAccount(got)
+		if err != nil || got.ServiceAccount != tc.want || len(idx) != 1 || idx[0] != "/"+tc.want {
+			t.Errorf("%s: service account %q, index %v (%v); want %q", tc.name, got.ServiceAccount, idx, err, tc.want)
 		}
 	}
 }
@@ -33,7 +34,35 @@ func TestTransformKeepsAMirrorPodWithoutServiceAccount(t *testing.T) {
 func TestTransformDropsKubectlsLastAppliedConfiguration(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{lastApplied: "{...}", "example.com/role": "reader"}}}
 	out, _ := Transform(p)
-	if a := out.(*corev1.Pod).Annotations; len(a) != 1 || a["example.com/role"] != "reader" {
+	if a := out.(*Object).Annotations; len(a) != 1 || a["example.com/role"] != "reader" {
 		t.Errorf("annotations = %v", a)
+	}
+}
+
+func TestTransformKeepsWhatTheOperatorReads(t *testing.T) {
+	yes := true
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "prod", UID: "u1", ResourceVersion: "9",
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"example.com/role": "reader"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-x", Controller: &yes}}},
+		Spec:   corev1.PodSpec{ServiceAccountName: "web", NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "img"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded},
+	}
+	out, _ := Transform(p)
+	o := out.(*Object)
+	if o.Name != "web-1" || o.Namespace != "prod" || o.UID != "u1" || o.ResourceVersion != "9" || o.Labels["app"] != "web" ||
+		o.ServiceAccount != "web" || o.NodeName != "n1" || o.Annotations["example.com/role"] != "reader" {
+		t.Errorf("object = %+v", o)
+	}
+	if kind, name := Owner(o); kind != "ReplicaSet" || name != "web-x" {
+		t.Errorf("owner = %s %s", kind, name)
+	}
+	if Running(o) {
+		t.Error("a succeeded pod counts as running")
+	}
+	c := o.DeepCopyObject().(*Object)
+	c.Labels["app"] = "changed"
+	if o.Labels["app"] != "web" {
+		t.Error("deep copy shares the labels")
 	}
 }

@@ -1,10 +1,44 @@
 package workload
 
 import (
+	"maps"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
+
+// Object is what the cache keeps of a Deployment, StatefulSet or DaemonSet
+// (see Transform): the metadata selection reads, the pod template's service
+// account and the selector's labels. It is a fraction of the typed object's
+// size, which at 10,000 workloads is most of the operator's memory.
+type Object struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// WorkloadKind is Deployment, StatefulSet or DaemonSet.
+	WorkloadKind v1alpha1.WorkloadKind
+	// ServiceAccount is the pod template's spec.serviceAccountName, as set.
+	ServiceAccount string
+	// MatchLabels is spec.selector.matchLabels; it shares the map of Labels
+	// when both hold the same labels, as they usually do.
+	MatchLabels map[string]string
+	// HasMatchExpressions is true when spec.selector uses expressions.
+	HasMatchExpressions bool
+}
+
+var _ client.Object = &Object{}
+
+// DeepCopyObject implements runtime.Object.
+func (o *Object) DeepCopyObject() runtime.Object {
+	c := *o
+	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	c.MatchLabels = maps.Clone(o.MatchLabels)
+	return &c
+}
 
 // slimMeta keeps the metadata the operator and the cache need.
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
@@ -20,24 +54,32 @@ func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	}
 }
 
-func slimTemplate(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: t.Spec.ServiceAccountName}}
+// compact returns the Object of a workload.
+func compact(tm metav1.TypeMeta, m metav1.ObjectMeta, kind v1alpha1.WorkloadKind, sel *metav1.LabelSelector, sa string) *Object {
+	o := &Object{TypeMeta: tm, ObjectMeta: slimMeta(m), WorkloadKind: kind, ServiceAccount: sa}
+	if sel != nil {
+		o.MatchLabels = sel.MatchLabels
+		if maps.Equal(o.MatchLabels, o.Labels) && o.MatchLabels != nil {
+			o.MatchLabels = o.Labels
+		}
+		o.HasMatchExpressions = len(sel.MatchExpressions) > 0
+	}
+	return o
 }
 
-// Transform is a cache transform (cache.TransformFunc) that drops all but
-// the metadata, selector and service account of workloads, and all but the
-// metadata of namespaces. Other objects pass unchanged.
+// Transform is a cache transform (cache.TransformFunc) that keeps of a
+// workload only its Object, and of a namespace only its metadata. Other
+// objects pass unchanged. The cache then holds *Object for the workload
+// kinds: read them through Lister and Getter (or FromObject), not through
+// a typed client.Reader.
 func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		return &appsv1.Deployment{TypeMeta: o.TypeMeta, ObjectMeta: slimMeta(o.ObjectMeta),
-			Spec: appsv1.DeploymentSpec{Selector: o.Spec.Selector, Template: slimTemplate(o.Spec.Template)}}, nil
+		return compact(o.TypeMeta, o.ObjectMeta, v1alpha1.WorkloadKindDeployment, o.Spec.Selector, o.Spec.Template.Spec.ServiceAccountName), nil
 	case *appsv1.StatefulSet:
-		return &appsv1.StatefulSet{TypeMeta: o.TypeMeta, ObjectMeta: slimMeta(o.ObjectMeta),
-			Spec: appsv1.StatefulSetSpec{Selector: o.Spec.Selector, Template: slimTemplate(o.Spec.Template)}}, nil
+		return compact(o.TypeMeta, o.ObjectMeta, v1alpha1.WorkloadKindStatefulSet, o.Spec.Selector, o.Spec.Template.Spec.ServiceAccountName), nil
 	case *appsv1.DaemonSet:
-		return &appsv1.DaemonSet{TypeMeta: o.TypeMeta, ObjectMeta: slimMeta(o.ObjectMeta),
-			Spec: appsv1.DaemonSetSpec{Selector: o.Spec.Selector, Template: slimTemplate(o.Spec.Template)}}, nil
+		return compact(o.TypeMeta, o.ObjectMeta, v1alpha1.WorkloadKindDaemonSet, o.Spec.Selector, o.Spec.Template.Spec.ServiceAccountName), nil
 	case *corev1.Namespace:
 		return &corev1.Namespace{TypeMeta: o.TypeMeta, ObjectMeta: slimMeta(o.ObjectMeta)}, nil
 	}

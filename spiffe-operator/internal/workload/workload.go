@@ -42,7 +42,8 @@ type Workload struct {
 // String names the workload for status messages: "Deployment prod/web".
 func (w Workload) String() string { return fmt.Sprintf("%s %s/%s", w.Kind, w.Namespace, w.Name) }
 
-// FromObject extracts a Workload; ok is false for other kinds.
+// FromObject extracts a Workload from a typed workload object or from the
+// cache's Object; ok is false for other kinds.
 func FromObject(obj client.Object) (Workload, bool) {
 	var (
 		kind v1alpha1.WorkloadKind
@@ -56,6 +57,13 @@ func FromObject(obj client.Object) (Workload, bool) {
 		kind, sel, sa = v1alpha1.WorkloadKindStatefulSet, o.Spec.Selector, o.Spec.Template.Spec.ServiceAccountName
 	case *appsv1.DaemonSet:
 		kind, sel, sa = v1alpha1.WorkloadKindDaemonSet, o.Spec.Selector, o.Spec.Template.Spec.ServiceAccountName
+	case *Object:
+		w := Workload{Kind: o.WorkloadKind, Namespace: o.Namespace, Name: o.Name, ResourceVersion: o.ResourceVersion,
+			Labels: o.Labels, ServiceAccount: o.ServiceAccount, MatchLabels: o.MatchLabels, HasMatchExpressions: o.HasMatchExpressions}
+		if w.ServiceAccount == "" {
+			w.ServiceAccount = "default"
+		}
+		return w, true
 	default:
 		return Workload{}, false
 	}

@@ -1,11 +1,13 @@
 package workload
 
 import (
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func deployment() *appsv1.Deployment {
@@ -28,13 +30,62 @@ func TestTransformKeepsOnlyWhatSelectionNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := out.(*appsv1.Deployment)
-	if len(d.Spec.Template.Spec.Containers) != 0 || d.Annotations != nil || d.Spec.Template.Labels != nil {
-		t.Errorf("pod template or annotations kept: %+v", d)
+	d, ok := out.(*Object)
+	if !ok {
+		t.Fatalf("transform returned %T, want *Object", out)
+	}
+	if d.Annotations != nil {
+		t.Errorf("annotations kept: %+v", d)
 	}
 	w, ok := FromObject(d)
-	if !ok || w.ServiceAccount != "checkout" || w.MatchLabels["app"] != "web" || w.Labels["app"] != "web" {
-		t.Errorf("workload after transform = %+v", w)
+	want, _ := FromObject(deployment())
+	if !ok || !reflect.DeepEqual(w, want) {
+		t.Errorf("workload after transform = %+v, want %+v", w, want)
+	}
+}
+
+func TestTransformKeepsEveryFieldFromObjectReads(t *testing.T) {
+	for name, obj := range map[string]client.Object{
+		"deployment without service account": func() client.Object {
+			d := deployment()
+			d.Spec.Template.Spec.ServiceAccountName = ""
+			return d
+		}(),
+		"statefulset with expressions and other labels": &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "prod", ResourceVersion: "7", Labels: map[string]string{"tier": "db"}},
+			Spec: appsv1.StatefulSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"},
+					MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpExists}}},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "db"}},
+			}},
+		"daemonset without selector": &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "sys"}},
+	} {
+		out, err := Transform(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, okGot := FromObject(out.(client.Object))
+		want, okWant := FromObject(obj)
+		if !okGot || !okWant || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: after transform %+v, before %+v", name, got, want)
+		}
+		c := out.(*Object).DeepCopyObject().(*Object)
+		if again, _ := FromObject(c); !reflect.DeepEqual(again, want) {
+			t.Errorf("%s: deep copy %+v, want %+v", name, again, want)
+		}
+	}
+}
+
+func TestChangedSeesChangesOfCachedObjects(t *testing.T) {
+	a, _ := Transform(deployment())
+	d := deployment()
+	d.Spec.Template.Spec.ServiceAccountName = "other"
+	b, _ := Transform(d)
+	if !Changed(a.(client.Object), b.(client.Object)) {
+		t.Error("service account change between cached objects not reported")
+	}
+	if Changed(a.(client.Object), a.(client.Object)) {
+		t.Error("no change reported as a change")
 	}
 }
 

@@ -39,11 +39,11 @@ func (h *Handler) byPods(ctx context.Context, p *policy, in []*entries.Entry) ([
 	parentOn, parentFor := nodes.of, nodes.parentFor
 	for _, e := range in {
 		sh, ok := entries.ShapeOf(e)
-		if !ok || h.Pods == nil {
+		if !ok {
 			// Rendered entries always name a namespace and service account.
 			continue
 		}
-		running, err := h.Pods(ctx, sh.Namespace, sh.ServiceAccount)
+		running, err := h.podSource().RunningPods(ctx, sh.Namespace, sh.ServiceAccount)
 		if err != nil {
 			return nil, nil, err
 		}

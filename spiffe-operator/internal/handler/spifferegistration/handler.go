@@ -64,9 +64,9 @@ type Handler struct {
 	// Class says which policies this instance takes; fallback policies
 	// yield only to those.
 	Class class.Filter
-	// Pods returns the running pods of a service account, for per-node
-	// parents and per-pod entries; nil means no pod runs anywhere.
-	Pods func(ctx context.Context, namespace, serviceAccount string) ([]pods.RunningPod, error)
+	// Pods reads the pods, for per-node parents, per-pod entries and
+	// policies of pods; nil reads typed pods through Reader.
+	Pods *pods.Source
 
 	memo renders
 }
@@ -250,6 +250,14 @@ func (h *Handler) withServiceNames(ctx context.Context, e *entries.Entry, namesp
 	c.DNSNames = append(slices.Clone(e.DNSNames), names...)
 	c.Normalize()
 	return &c, nil
+}
+
+// podSource returns where the handler reads pods.
+func (h *Handler) podSource() pods.Source {
+	if h.Pods != nil {
+		return *h.Pods
+	}
+	return pods.Source{Reader: h.Reader}
 }
 
 func (h *Handler) now() time.Time {

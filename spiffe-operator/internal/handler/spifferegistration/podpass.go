@@ -39,17 +39,17 @@ func (h *Handler) podPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration,
 		if !p.selection.SelectsNamespace(ns) {
 			continue
 		}
-		err := pods.InNamespace(ctx, h.Reader, ns.Name, func(pod *corev1.Pod) {
+		err := h.podSource().InNamespace(ctx, ns.Name, func(pod *pods.Object) {
 			// spec.serviceAccountName narrows a policy of pods as it does
 			// one of workloads: whoever may create pods in the namespace
 			// can copy the labels under another account.
-			if !p.selection.SelectsAccount(pod.Spec.ServiceAccountName) || !p.pods.Matches(labels.Set(pod.Labels)) ||
-				p.podTakenByOthers(pod.Namespace, pod.Spec.ServiceAccountName, pod.Labels) {
+			if !p.selection.SelectsAccount(pod.ServiceAccount) || !p.pods.Matches(labels.Set(pod.Labels)) ||
+				p.podTakenByOthers(pod.Namespace, pod.ServiceAccount, pod.Labels) {
 				return
 			}
 			kind, name := pods.Owner(pod)
 			selected = append(selected, podView{uid: string(pod.UID), namespace: pod.Namespace, name: pod.Name,
-				serviceAccount: pod.Spec.ServiceAccountName, node: pod.Spec.NodeName, ownerKind: kind, ownerName: name,
+				serviceAccount: pod.ServiceAccount, node: pod.NodeName, ownerKind: kind, ownerName: name,
 				labels: pod.Labels, annotations: pod.Annotations})
 		})
 		if err != nil {
