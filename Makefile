@@ -93,10 +93,10 @@ E2E_DEPLOYED_FLAGS  ?= -v
 e2e-deployed: tools ## the suite with the operators deployed as pods on the real node (images imported, make deploy-<operator>); make test runs its smoke specs
 	E2E_CLUSTER=deployed go test -timeout 20m -count=1 $(E2E_DEPLOYED_FLAGS) ./e2e/ -ginkgo.label-filter='$(E2E_DEPLOYED_LABELS)'
 
-E2E_HELM_FLAGS ?= -v -ginkgo.v
+E2E_HELM_FLAGS ?= -v
 
 e2e-helm: tools ## helm install, upgrade and uninstall of charts/trustplane on the deployed cluster with no operator of its own (E2E_INSTALL=helm, e2e/helm_test.go); make test runs it
-	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 20m -count=1 $(E2E_HELM_FLAGS) ./e2e/ -ginkgo.label-filter=helm
+	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 20m -count=1 $(E2E_HELM_FLAGS) ./e2e/ -ginkgo.v -ginkgo.label-filter=helm
 
 E2E_INSTALLER_FLAGS ?= -v
 

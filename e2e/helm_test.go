@@ -110,6 +110,13 @@ var _ = Describe("helm install, upgrade and uninstall of charts/trustplane", Ord
 		for _, o := range operatorimage.Operators() {
 			Eventually(available(ctx, o.Name), helmTimeout, time.Second).Should(BeNumerically(">=", 1), o.Name)
 		}
+		pods := &corev1.PodList{}
+		Expect(cluster.Client().List(ctx, pods, client.InNamespace(helmNamespace), client.MatchingLabels{"app.kubernetes.io/instance": helmRelease})).To(Succeed())
+		Expect(pods.Items).NotTo(BeEmpty())
+		diagnostics := cluster.Diagnostics()
+		for _, p := range pods.Items {
+			Expect(diagnostics).To(ContainSubstring("pod "+p.Name+":"), "a failing spec's diagnostics show the release's pods")
+		}
 	}, NodeTimeout(helmTimeout+time.Minute))
 
 	It("gives a pod its SPIFFE ID through the installed operators", func(ctx context.Context) {
