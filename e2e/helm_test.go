@@ -105,9 +105,12 @@ var _ = Describe("helm install, upgrade and uninstall of charts/trustplane", Ord
 		Expect(cluster.Client().List(ctx, pods, client.InNamespace(release.Namespace), releaseObjects())).To(Succeed())
 		Expect(pods.Items).NotTo(BeEmpty())
 		diagnostics := cluster.Diagnostics()
+		Expect(diagnostics).To(ContainSubstring("--- helm release "+release.Name+" ---\n"), "and the release's status")
 		for _, p := range pods.Items {
 			Expect(diagnostics).To(ContainSubstring("pod "+p.Name+":"), "a failing spec's diagnostics show the release's pods")
 		}
+		// And their events: the scheduler placed each pod on the node.
+		Expect(diagnostics).To(MatchRegexp(`(?m)^event \S+ Normal Scheduled \(x\d+\): Successfully assigned `+release.Namespace+`/`), "and their events")
 	}, NodeTimeout(helmTimeout+time.Minute))
 
 	It("gives a pod its SPIFFE ID through the installed operators", func(ctx context.Context) {

@@ -103,7 +103,9 @@ webhooks:
 		Eventually(createConfigMap, timeout, time.Second).Should(MatchError(SatisfyAll(
 			ContainSubstring(`admission webhook "deny.e2e.trustplane.dev" denied the request`),
 			MatchRegexp(`ConfigMap attempt-\d+ denied by the webhook serving as `+webhookID))))
-		Expect(probeLog(ctx, ns, "webhook")()).To(MatchRegexp(`(?m)^webhook-denied uid=\S+ kind=ConfigMap name=attempt-\d+$`))
+		// The webhook prints its line before it answers, but the kubelet
+		// reads the container's log file, which the runtime writes behind.
+		Eventually(probeLog(ctx, ns, "webhook"), timeout, time.Second).Should(MatchRegexp(`(?m)^webhook-denied uid=\S+ kind=ConfigMap name=attempt-\d+$`))
 		Expect(cluster.Client().Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unlabelled"}})).
 			To(Succeed(), "the webhook applies only to the objects it selects")
 	})

@@ -311,16 +311,25 @@ func (d *Deployed) podEvents(ctx context.Context, pod string) string {
 	if err := d.client.List(ctx, events, client.InNamespace(Namespace), client.MatchingFields{"involvedObject.name": pod}); err != nil {
 		return fmt.Sprintf("events of %s: %v\n", pod, err)
 	}
-	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return a.LastTimestamp.Compare(b.LastTimestamp.Time) })
+	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
 	const last = 10
 	if len(events.Items) > last {
 		events.Items = events.Items[len(events.Items)-last:]
 	}
 	var b strings.Builder
 	for _, e := range events.Items {
-		fmt.Fprintf(&b, "event %s %s %s (x%d): %s\n", e.LastTimestamp.UTC().Format(time.RFC3339), e.Type, e.Reason, e.Count, e.Message)
+		fmt.Fprintf(&b, "event %s %s %s (x%d): %s\n", eventTime(e).UTC().Format(time.RFC3339), e.Type, e.Reason, max(e.Count, 1), e.Message)
 	}
 	return b.String()
+}
+
+// eventTime is when an event last happened: events.k8s.io writers (the
+// scheduler, the kubelet) set eventTime and leave lastTimestamp empty.
+func eventTime(e corev1.Event) time.Time {
+	if e.LastTimestamp.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.LastTimestamp.Time
 }
 
 // Diagnostics implements Cluster: the Helm release's status in helm mode,
