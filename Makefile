@@ -44,7 +44,7 @@ vet: ## go vet every module (common also as for macOS, where its tests may run)
 	go vet $(PKGS)
 	GOOS=darwin go vet ./common/...
 
-test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster (operators from make deploy, then from the installers), the Helm specs there, then each fuzz target briefly
+test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster (operators from make deploy, then from the installers, then from the Helm chart with its upgrade and uninstall specs), then each fuzz target briefly
 	go test $(GO_TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory e2e-deployed E2E_DEPLOYED_LABELS=smoke E2E_DEPLOYED_FLAGS=
 	$(MAKE) --no-print-directory e2e-installer E2E_INSTALLER_FLAGS=
@@ -93,10 +93,14 @@ E2E_DEPLOYED_FLAGS  ?= -v
 e2e-deployed: tools ## the suite with the operators deployed as pods on the real node (images imported, make deploy-<operator>); make test runs its smoke specs
 	E2E_CLUSTER=deployed go test -timeout 20m -count=1 $(E2E_DEPLOYED_FLAGS) ./e2e/ -ginkgo.label-filter='$(E2E_DEPLOYED_LABELS)'
 
-E2E_HELM_FLAGS ?= -v -ginkgo.v
+E2E_HELM_FLAGS ?= -v
+# Ginkgo label filter of make e2e-helm besides the Helm specs (empty: every
+# spec); the make-deploy specs never run there.
+E2E_HELM_LABELS ?= smoke
 
-e2e-helm: tools ## helm install, upgrade and uninstall of charts/trustplane on the deployed cluster with no operator of its own (E2E_INSTALL=helm, e2e/helm_test.go); make test runs it
-	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 20m -count=1 $(E2E_HELM_FLAGS) ./e2e/ -ginkgo.label-filter=helm
+e2e-helm: tools ## the deployed cluster with the operators from helm install of charts/trustplane (E2E_INSTALL=helm): the Helm specs (upgrade, uninstall, install again; e2e/helm_test.go) and the smoke specs (E2E_HELM_LABELS); make test runs it
+	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 30m -count=1 $(E2E_HELM_FLAGS) ./e2e/ \
+		-ginkgo.label-filter='$(if $(E2E_HELM_LABELS),(helm || $(E2E_HELM_LABELS)) && ,)!make-deploy'
 
 E2E_INSTALLER_FLAGS ?= -v
 

@@ -14,7 +14,9 @@ import (
 	"github.com/trustplane/trustplane/e2e/framework"
 )
 
-var _ = Describe("make deploy-<operator>", func() {
+// The make-deploy label lets make e2e-helm leave these specs out: there the
+// operators run from a Helm release, whose objects make deploy would take over.
+var _ = Describe("make deploy-<operator>", Label("make-deploy"), func() {
 	for _, op := range framework.Operators {
 		It("applies "+op+"'s config/default to the cluster, and undeploy would remove it cleanly", smoke, func(ctx context.Context) {
 			root, err := framework.RepoRoot()

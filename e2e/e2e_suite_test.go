@@ -17,7 +17,7 @@ import (
 // `make e2e`; E2E_NODE=skip leaves the node out), the same with the
 // operators deployed as pods on the real node (E2E_CLUSTER=deployed; with
 // E2E_INSTALL=installer they come from the installers, with E2E_INSTALL=helm
-// none runs until e2e/helm_test.go installs the chart), or a kind cluster
+// from a `helm install` of charts/trustplane), or a kind cluster
 // (E2E_CLUSTER=kind, `make e2e-kind`).
 var cluster framework.Cluster
 

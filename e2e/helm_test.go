@@ -1,9 +1,10 @@
 //go:build helm_e2e
 
-// The Helm specs need a cluster whose real node runs the operators as pods
-// and that starts none of its own; they are built with -tags helm_e2e:
+// The Helm specs need the deployed cluster with the operators installed by
+// `helm install` of charts/trustplane (E2E_INSTALL=helm); they are built
+// with -tags helm_e2e and run beside the pod-level specs on that cluster:
 //
-//	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 40m -v ./e2e/ -ginkgo.label-filter=helm
+//	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 40m -v ./e2e/ -ginkgo.label-filter='(helm || smoke) && !make-deploy'
 //
 // (make e2e-helm). The cluster offers what they need by implementing helmTarget.
 
@@ -12,8 +13,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -27,65 +26,64 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/common/testenv"
-	"github.com/trustplane/trustplane/e2e/charts"
 	"github.com/trustplane/trustplane/e2e/framework"
 	"github.com/trustplane/trustplane/e2e/operatorimage"
 )
 
-// helmTarget is a cluster the chart can be installed on: its node has the
-// operators' images (trustplane/<operator>:<tag>), no operator of its own
-// runs, and HelmValuesFile writes the values with which the chart runs
-// there: how the operator pods reach its apiserver and SPIRE server
-// (spire.mode and its settings), which image tag to run and what else the
-// cluster needs; it also gives the chart's SPIRE clients in namespace
-// their SPIRE admin entries. The deployed cluster is one with
-// E2E_INSTALL=helm (make e2e-helm).
+// helmTarget is a cluster whose operators run from a release of
+// charts/trustplane: its node has their images, and HelmRelease says which
+// release, with which values (how the operator pods reach its apiserver
+// and SPIRE server, which image tag, what else the cluster needs), so that
+// a spec can upgrade, uninstall and install it again. The deployed cluster
+// is one with E2E_INSTALL=helm (make e2e-helm).
 type helmTarget interface {
 	framework.Cluster
-	// HelmValuesFile returns the path of a values file for charts/trustplane
-	// released into namespace.
-	HelmValuesFile(ctx context.Context, namespace string) (string, error)
+	// HelmRelease returns the release running the operators.
+	HelmRelease() (framework.HelmRelease, error)
+	// InstallHelmRelease installs the release again (after an uninstall)
+	// and waits for its operators.
+	InstallHelmRelease(ctx context.Context) error
+	// Helm runs helm against the cluster.
+	Helm(ctx context.Context, args ...string) (string, error)
 }
 
-const (
-	helmRelease   = "tp"
-	helmNamespace = "e2e-helm"
-	// helmTimeout bounds an install or upgrade: images are on the node, so
-	// it is scheduling, starting and leader election.
-	helmTimeout = 5 * time.Minute
-)
+// helmTimeout bounds an install or upgrade: images are on the node, so it is
+// scheduling, starting and leader election.
+const helmTimeout = 5 * time.Minute
 
+// Ordered, and it leaves the release as it found it: installed with the
+// cluster's values, the pod-level specs around it run against the same
+// operators.
 var _ = Describe("helm install, upgrade and uninstall of charts/trustplane", Ordered, Label("helm"), func() {
 	var (
-		w        framework.Workloads
-		target   helmTarget
-		helm     string
-		chart    string
-		values   string
-		ns, id   string
-		entryIDs []string
+		w            framework.Workloads
+		target       helmTarget
+		release      framework.HelmRelease
+		ns, id       string
+		entryIDs     []string
+		registration *unstructured.Unstructured
 	)
 	// runHelm runs helm against the cluster and fails the spec on an error.
 	runHelm := func(ctx context.Context, args ...string) string {
 		GinkgoHelper()
-		cmd := exec.CommandContext(ctx, helm, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.KubeconfigPath())
-		out, err := cmd.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-		return string(out)
+		out, err := target.Helm(ctx, args...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		return out
 	}
 	// available says how many replicas of an operator's Deployment are available.
 	available := func(ctx context.Context, op string) func() (int32, error) {
 		return func() (int32, error) {
 			d := &appsv1.Deployment{}
-			err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: helmNamespace, Name: op}, d)
+			err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: release.Namespace, Name: op}, d)
 			return d.Status.AvailableReplicas, err
 		}
+	}
+	// releaseObjects selects the objects the chart labels as the release's.
+	releaseObjects := func() client.MatchingLabels {
+		return client.MatchingLabels{"app.kubernetes.io/instance": release.Name, "app.kubernetes.io/part-of": "trustplane"}
 	}
 
 	BeforeAll(func(ctx context.Context) {
@@ -94,40 +92,31 @@ var _ = Describe("helm install, upgrade and uninstall of charts/trustplane", Ord
 		target, ok = cluster.(helmTarget)
 		Expect(ok).To(BeTrue(), "this cluster does not implement helmTarget: it cannot run the chart's operators as pods")
 		var err error
-		helm, err = testenv.Binary("helm")
-		Expect(err).NotTo(HaveOccurred())
-		root, err := framework.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		chart = filepath.Join(root, charts.Dir)
-		values, err = target.HelmValuesFile(ctx, helmNamespace)
+		release, err = target.HelmRelease()
 		Expect(err).NotTo(HaveOccurred())
 	})
 
-	It("installs the three operators, each available", func(ctx context.Context) {
-		args := []string{"install", helmRelease, chart, "--namespace", helmNamespace, "--create-namespace",
-			"--wait", "--timeout", helmTimeout.String(), "--values", values}
-		runHelm(ctx, args...)
+	It("runs the three operators from the release, each available, and a failing spec's diagnostics show their pods", func(ctx context.Context) {
+		Expect(runHelm(ctx, "status", release.Name, "--namespace", release.Namespace)).To(MatchRegexp(`(?m)^STATUS: deployed$`))
 		for _, o := range operatorimage.Operators() {
 			Eventually(available(ctx, o.Name), helmTimeout, time.Second).Should(BeNumerically(">=", 1), o.Name)
 		}
+		pods := &corev1.PodList{}
+		Expect(cluster.Client().List(ctx, pods, client.InNamespace(release.Namespace), releaseObjects())).To(Succeed())
+		Expect(pods.Items).NotTo(BeEmpty())
+		diagnostics := cluster.Diagnostics()
+		Expect(diagnostics).To(ContainSubstring("--- helm release "+release.Name+" ---\n"), "and the release's status")
+		for _, p := range pods.Items {
+			Expect(diagnostics).To(ContainSubstring("pod "+p.Name+":"), "a failing spec's diagnostics show the release's pods")
+		}
+		// And their events: the scheduler placed each pod on the node.
+		Expect(diagnostics).To(MatchRegexp(`(?m)^event \S+ Normal Scheduled \(x\d+\): Successfully assigned `+release.Namespace+`/`), "and their events")
 	}, NodeTimeout(helmTimeout+time.Minute))
 
 	It("gives a pod its SPIFFE ID through the installed operators", func(ctx context.Context) {
 		ns = fmt.Sprintf("e2e-helm-pods-%d", nsCount.Add(1))
-		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: ns, Labels: map[string]string{"e2e.trustplane.dev/helm": "true"}}})).To(Succeed())
-		create(ctx, `
-apiVersion: spiffe.trustplane.dev/v1alpha1
-kind: SpiffeRegistration
-metadata:
-  name: e2e-helm
-  labels: {trustplane.dev/environment: %s}
-spec:
-  trustDomain: %s
-  parentID: %s
-  spiffeIDTemplate: ns/{namespace}/sa/{serviceAccount}
-  namespaceSelector: {matchLabels: {e2e.trustplane.dev/helm: "true"}}
-`, environment, cluster.TrustDomain(), cluster.AgentParentID())
+		registration, _ = identityNamespace(ctx, framework.IdentityNamespace{Name: ns, Label: "e2e.trustplane.dev/helm",
+			ParentID: cluster.AgentParentID(), IDTemplate: "ns/{namespace}/sa/{serviceAccount}"})
 		probeDeployment(ctx, w, ns, "web", "web-sa")
 		id = workloadID(ns, "web-sa")
 		Eventually(probeLog(ctx, ns, "web"), podTimeout, time.Second).Should(MatchRegexp(`(?m)^x509-svid id=` + id + ` `))
@@ -139,7 +128,7 @@ spec:
 
 	It("rolls spiffe-operator on helm upgrade with a changed value without losing the entry", func(ctx context.Context) {
 		before := &appsv1.Deployment{}
-		Expect(cluster.Client().Get(ctx, client.ObjectKey{Namespace: helmNamespace, Name: "spiffe-operator"}, before)).To(Succeed())
+		Expect(cluster.Client().Get(ctx, client.ObjectKey{Namespace: release.Namespace, Name: "spiffe-operator"}, before)).To(Succeed())
 
 		// Watch the entry all through the upgrade: it must never be missing.
 		var lost atomic.Value
@@ -156,11 +145,11 @@ spec:
 				time.Sleep(200 * time.Millisecond) // polling interval of the watcher, not a synchronisation
 			}
 		}()
-		runHelm(ctx, "upgrade", helmRelease, chart, "--namespace", helmNamespace, "--reuse-values",
+		runHelm(ctx, "upgrade", release.Name, release.Chart, "--namespace", release.Namespace, "--reuse-values",
 			"--set", "spiffeOperator.flags.requeueAfter=20m", "--wait", "--timeout", helmTimeout.String())
 		Eventually(func() (bool, error) {
 			d := &appsv1.Deployment{}
-			if err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: helmNamespace, Name: "spiffe-operator"}, d); err != nil {
+			if err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: release.Namespace, Name: "spiffe-operator"}, d); err != nil {
 				return false, err
 			}
 			rolled := d.Generation > before.Generation && d.Status.ObservedGeneration == d.Generation &&
@@ -182,18 +171,13 @@ spec:
 		Expect(probeLog(ctx, ns, "web")()).To(MatchRegexp(`(?m)^x509-svid id=` + id + ` `))
 	}, NodeTimeout(helmTimeout+2*time.Minute))
 
-	It("leaves nothing of the release but the CRDs on helm uninstall", func(ctx context.Context) {
+	It("leaves nothing of the release but the CRDs on helm uninstall, and installs again over them", func(ctx context.Context) {
 		// The operator removes the entries of a deleted registration
 		// while it runs; the registration goes first.
-		reg := &unstructured.Unstructured{}
-		reg.SetAPIVersion("spiffe.trustplane.dev/v1alpha1")
-		reg.SetKind("SpiffeRegistration")
-		reg.SetName("e2e-helm")
-		Expect(cluster.Client().Delete(ctx, reg)).To(Succeed())
+		Expect(cluster.Client().Delete(ctx, registration)).To(Succeed())
 		Eventually(entryCount(ctx, id), timeout, time.Second).Should(BeZero())
 
-		runHelm(ctx, "uninstall", helmRelease, "--namespace", helmNamespace, "--wait", "--timeout", helmTimeout.String())
-		release := client.MatchingLabels{"app.kubernetes.io/instance": helmRelease, "app.kubernetes.io/part-of": "trustplane"}
+		runHelm(ctx, "uninstall", release.Name, "--namespace", release.Namespace, "--wait", "--timeout", helmTimeout.String())
 		for _, list := range []client.ObjectList{
 			&appsv1.DeploymentList{}, &corev1.ServiceAccountList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
 			&policyv1.PodDisruptionBudgetList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
@@ -201,7 +185,7 @@ spec:
 			&admissionv1.ValidatingAdmissionPolicyList{}, &admissionv1.ValidatingAdmissionPolicyBindingList{},
 		} {
 			Eventually(func() (int, error) {
-				if err := cluster.Client().List(ctx, list, release); err != nil {
+				if err := cluster.Client().List(ctx, list, releaseObjects()); err != nil {
 					return 0, err
 				}
 				return meta.LenList(list), nil
@@ -209,14 +193,14 @@ spec:
 		}
 		Eventually(func() (int, error) {
 			pods := &corev1.PodList{}
-			err := cluster.Client().List(ctx, pods, client.InNamespace(helmNamespace), release)
+			err := cluster.Client().List(ctx, pods, client.InNamespace(release.Namespace), releaseObjects())
 			return len(pods.Items), err
 		}, timeout, time.Second).Should(BeZero(), "operator pods left behind")
 		// The client's scheme is client-go's: CRDs are read unstructured.
 		crds := &unstructured.UnstructuredList{}
 		crds.SetAPIVersion("apiextensions.k8s.io/v1")
 		crds.SetKind("CustomResourceDefinitionList")
-		Expect(cluster.Client().List(ctx, crds, release)).To(Succeed())
+		Expect(cluster.Client().List(ctx, crds, releaseObjects())).To(Succeed())
 		root, err := framework.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		var want int
@@ -226,5 +210,11 @@ spec:
 			want += len(files)
 		}
 		Expect(crds.Items).To(HaveLen(want), "the CRDs stay (helm.sh/resource-policy: keep)")
-	}, NodeTimeout(helmTimeout+2*time.Minute))
+
+		By("helm install again over the kept CRDs: the operators run as before, for the specs after this one")
+		Expect(target.InstallHelmRelease(ctx)).To(Succeed())
+		for _, o := range operatorimage.Operators() {
+			Eventually(available(ctx, o.Name), helmTimeout, time.Second).Should(BeNumerically(">=", 1), o.Name)
+		}
+	}, NodeTimeout(2*helmTimeout+2*time.Minute))
 })

@@ -68,6 +68,17 @@ func mtlsClient(ctx context.Context, w framework.Workloads, ns, configMap, serve
 		ConfigMap: configMap, Args: []string{"--bundle=/run/trust/ca.crt", "--dial=" + serverIP + ":8443", "--peer-id=" + serverID}})).To(Succeed())
 }
 
+// identityNamespace creates the namespace n describes with its
+// SpiffeRegistration and TrustBundle (framework.CreateIdentityNamespace),
+// labelled with this suite's environment.
+func identityNamespace(ctx context.Context, n framework.IdentityNamespace) (registration, bundle *unstructured.Unstructured) {
+	GinkgoHelper()
+	n.Environment = environment
+	registration, bundle, err := framework.CreateIdentityNamespace(ctx, cluster, n)
+	Expect(err).NotTo(HaveOccurred())
+	return registration, bundle
+}
+
 // probeLog returns the log of the probe Deployment's running pod.
 func probeLog(ctx context.Context, ns, name string) func() (string, error) {
 	return func() (string, error) { return framework.ProbeLog(ctx, cluster, ns, name) }
@@ -254,32 +265,9 @@ spec:
 var _ = Describe("bundle-operator's bundle between pods on a real node", func() {
 	It("lets a client pod verify a server pod's SVID over mTLS with the bundle from its namespace's ConfigMap, and the server the client's", smoke, func(ctx context.Context) {
 		w := requireWorkloads()
-		const label = "e2e.trustplane.dev/mtls"
 		ns := fmt.Sprintf("e2e-mtls-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
-		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "true"}}})).To(Succeed())
-		create(ctx, `
-apiVersion: spiffe.trustplane.dev/v1alpha1
-kind: SpiffeRegistration
-metadata:
-  name: e2e-mtls
-  labels: {trustplane.dev/environment: %s}
-spec:
-  trustDomain: %s
-  parentID: %s
-  namespaceSelector: {matchLabels: {%s: "true"}}
-`, environment, cluster.TrustDomain(), cluster.AgentParentID(), label)
-		create(ctx, `
-apiVersion: bundle.trustplane.dev/v1alpha1
-kind: TrustBundle
-metadata:
-  name: e2e-mtls
-  labels: {trustplane.dev/environment: %s}
-spec:
-  sources: [{spire: {}}]
-  target:
-    configMap: {name: mtls-bundle, keys: {pem: ca.crt}}
-    namespaceSelector: {matchLabels: {%s: "true"}}
-`, environment, label)
+		identityNamespace(ctx, framework.IdentityNamespace{Name: ns, Label: "e2e.trustplane.dev/mtls",
+			ParentID: cluster.AgentParentID(), Bundle: &framework.BundleTarget{ConfigMap: "mtls-bundle"}})
 		Eventually(func() error {
 			return cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "mtls-bundle"}, &corev1.ConfigMap{})
 		}, timeout).Should(Succeed())
@@ -470,32 +458,9 @@ var _ = Describe("bundle-operator's bundle across a SPIRE CA rotation on a real 
 	// TrustBundle (ConfigMap rotation-bundle, key ca.crt) of its own select,
 	// and returns it with a reader of the key IDs of its ConfigMap's CAs.
 	rotationNamespace := func(ctx context.Context) (string, func() ([]string, error)) {
-		const label = "e2e.trustplane.dev/rotation"
 		ns := fmt.Sprintf("e2e-rotation-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
-		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: ns}}})).To(Succeed())
-		create(ctx, `
-apiVersion: spiffe.trustplane.dev/v1alpha1
-kind: SpiffeRegistration
-metadata:
-  name: %s
-  labels: {trustplane.dev/environment: %s}
-spec:
-  trustDomain: %s
-  parentID: %s
-  namespaceSelector: {matchLabels: {%s: %s}}
-`, ns, environment, cluster.TrustDomain(), cluster.AgentParentID(), label, ns)
-		create(ctx, `
-apiVersion: bundle.trustplane.dev/v1alpha1
-kind: TrustBundle
-metadata:
-  name: %s
-  labels: {trustplane.dev/environment: %s}
-spec:
-  sources: [{spire: {}}]
-  target:
-    configMap: {name: rotation-bundle, keys: {pem: ca.crt}}
-    namespaceSelector: {matchLabels: {%s: %s}}
-`, ns, environment, label, ns)
+		identityNamespace(ctx, framework.IdentityNamespace{Name: ns, Label: "e2e.trustplane.dev/rotation",
+			ParentID: cluster.AgentParentID(), Bundle: &framework.BundleTarget{ConfigMap: "rotation-bundle"}})
 		return ns, func() ([]string, error) {
 			cm := &corev1.ConfigMap{}
 			if err := cluster.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "rotation-bundle"}, cm); err != nil {
@@ -575,22 +540,11 @@ spec:
 var _ = Describe("spiffe-operator's per-node parents on a real node", func() {
 	It("gives a Deployment's pod exactly the rendered X509-SVID from the one entry parented to its node's agent, none under the node alias", smoke, func(ctx context.Context) {
 		w := requireWorkloads()
-		const label = "e2e.trustplane.dev/per-node"
 		ns := fmt.Sprintf("e2e-pernode-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
-		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "true"}}})).To(Succeed())
 		// No parentID: the default parent is the k8s_psat agent ID of each
 		// node running the identity's pods.
-		registration := create(ctx, `
-apiVersion: spiffe.trustplane.dev/v1alpha1
-kind: SpiffeRegistration
-metadata:
-  name: e2e-per-node
-  labels: {trustplane.dev/environment: %s}
-spec:
-  trustDomain: %s
-  spiffeIDTemplate: ns/{namespace}/sa/{serviceAccount}
-  namespaceSelector: {matchLabels: {%s: "true"}}
-`, environment, cluster.TrustDomain(), label)
+		registration, _ := identityNamespace(ctx, framework.IdentityNamespace{Name: ns, Label: "e2e.trustplane.dev/per-node",
+			IDTemplate: "ns/{namespace}/sa/{serviceAccount}"})
 		DeferCleanup(func(ctx context.Context) {
 			Expect(client.IgnoreNotFound(cluster.Client().Delete(ctx, registration))).To(Succeed())
 		})

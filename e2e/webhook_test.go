@@ -42,30 +42,11 @@ var _ = Describe("a webhook served with an SVID on a real node", func() {
 		w := requireWorkloads()
 		const label = "e2e.trustplane.dev/webhook"
 		ns := fmt.Sprintf("e2e-webhook-%d-%d", GinkgoParallelProcess(), nsCount.Add(1))
-		Expect(cluster.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "true"}}})).To(Succeed())
 		// The webhook's SVID names the DNS name the apiserver verifies
-		// for a Service webhook: <service>.<namespace>.svc.
-		create(ctx, `
-apiVersion: spiffe.trustplane.dev/v1alpha1
-kind: SpiffeRegistration
-metadata:
-  name: %s
-  labels: {trustplane.dev/environment: %s}
-spec:
-  trustDomain: %s
-  parentID: %s
-  dnsNameTemplates: ["{serviceAccount}.{namespace}.svc"]
-  namespaceSelector: {matchLabels: {%s: "true"}}
-`, ns, environment, cluster.TrustDomain(), cluster.AgentParentID(), label)
-		create(ctx, `
-apiVersion: bundle.trustplane.dev/v1alpha1
-kind: TrustBundle
-metadata:
-  name: %s
-  labels: {trustplane.dev/environment: %s}
-spec:
-  sources: [{spire: {}}]
-`, ns, environment)
+		// for a Service webhook: <service>.<namespace>.svc. The
+		// TrustBundle writes no ConfigMap: it serves the injection below.
+		identityNamespace(ctx, framework.IdentityNamespace{Name: ns, Label: label, ParentID: cluster.AgentParentID(),
+			DNSNameTemplates: []string{"{serviceAccount}.{namespace}.svc"}, Bundle: &framework.BundleTarget{}})
 
 		Expect(framework.DeployProbe(ctx, cluster, w, framework.Probe{Namespace: ns, Name: "webhook", ServiceAccount: "webhook",
 			Args: []string{"--webhook=:8443"}})).To(Succeed())
@@ -122,7 +103,9 @@ webhooks:
 		Eventually(createConfigMap, timeout, time.Second).Should(MatchError(SatisfyAll(
 			ContainSubstring(`admission webhook "deny.e2e.trustplane.dev" denied the request`),
 			MatchRegexp(`ConfigMap attempt-\d+ denied by the webhook serving as `+webhookID))))
-		Expect(probeLog(ctx, ns, "webhook")()).To(MatchRegexp(`(?m)^webhook-denied uid=\S+ kind=ConfigMap name=attempt-\d+$`))
+		// The webhook prints its line before it answers, but the kubelet
+		// reads the container's log file, which the runtime writes behind.
+		Eventually(probeLog(ctx, ns, "webhook"), timeout, time.Second).Should(MatchRegexp(`(?m)^webhook-denied uid=\S+ kind=ConfigMap name=attempt-\d+$`))
 		Expect(cluster.Client().Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unlabelled"}})).
 			To(Succeed(), "the webhook applies only to the objects it selects")
 	})

@@ -14,7 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -84,9 +88,8 @@ func TestLint(t *testing.T) {
 // values and applies the result server-side with --dry-run=server to a
 // real kube-apiserver: every object must pass its validation and
 // admission (the namespace is created for real, since a dry-run creates
-// nothing). A ServiceMonitor is left out of the apply, as this API server
-// has no prometheus-operator CRD; TestServiceMonitorSelectsTheMetricsService
-// checks it.
+// nothing). The API server has prometheus-operator's ServiceMonitor CRD, so
+// the HA mode's ServiceMonitors are validated too.
 func TestRenderingAppliesToTheAPIServer(t *testing.T) {
 	for mode, files := range modes {
 		t.Run(mode, func(t *testing.T) {
@@ -100,9 +103,6 @@ func TestRenderingAppliesToTheAPIServer(t *testing.T) {
 			}
 			var docs [][]byte
 			for _, o := range r.objects {
-				if o.GetKind() == "ServiceMonitor" {
-					continue
-				}
 				b, err := yaml.Marshal(o.Object)
 				if err != nil {
 					t.Fatal(err)
@@ -112,7 +112,7 @@ func TestRenderingAppliesToTheAPIServer(t *testing.T) {
 			out := mustRun(t, bytes.Join(docs, []byte("---\n")), env.kubectl, "apply", "--server-side",
 				"--field-manager=chart-test", "--dry-run=server", "-f", "-")
 			for _, o := range r.objects {
-				if o.GetKind() != "ServiceMonitor" && !strings.Contains(string(out), strings.ToLower(o.GetKind())) {
+				if !strings.Contains(string(out), strings.ToLower(o.GetKind())) {
 					t.Errorf("kubectl did not apply the %s %s:\n%s", o.GetKind(), o.GetName(), out)
 				}
 			}
@@ -302,34 +302,147 @@ func TestHighAvailability(t *testing.T) {
 	}
 }
 
-// TestServiceMonitorSelectsTheMetricsService proves the optional
-// ServiceMonitor scrapes the metrics port of the operator's Service, and
-// that it is absent unless asked for.
+// TestServiceMonitorSelectsTheMetricsService applies the HA mode's metrics
+// Services and ServiceMonitors to the API server, which has
+// prometheus-operator's ServiceMonitor CRD, and proves from what the server
+// stored that each ServiceMonitor selects exactly its operator's metrics
+// Service, in the release's namespace, on a port the Service has and whose
+// target is the manager's metrics port; and that there is none by default.
 func TestServiceMonitorSelectsTheMetricsService(t *testing.T) {
 	if sms := mustTemplate(t, "chart-default", nil).find("ServiceMonitor"); len(sms) != 0 {
 		t.Fatalf("%d ServiceMonitors by default", len(sms))
 	}
-	r := mustTemplate(t, "chart-ha", modes["ha"])
+	const ns = "chart-monitoring"
+	r := mustTemplate(t, ns, modes["ha"])
+	if err := env.cp.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metaName(ns)}); err != nil {
+		t.Fatal(err)
+	}
+	var docs [][]byte
+	for _, o := range r.objects {
+		if o.GetKind() == "Service" || o.GetKind() == "ServiceMonitor" {
+			b, err := yaml.Marshal(o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, b)
+		}
+	}
+	// kubectl's field validation is strict: a field the CRD does not know fails the apply.
+	mustRun(t, bytes.Join(docs, []byte("---\n")), env.kubectl, "apply", "--server-side", "--field-manager=chart-test", "-f", "-")
+
+	services := &corev1.ServiceList{}
+	if err := env.cp.Client.List(t.Context(), services, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range operatorimage.Operators() {
-		sm := r.object(t, "ServiceMonitor", o.Name)
-		svc := r.object(t, "Service", o.Name+"-metrics")
-		sel, _, _ := unstructuredMap(sm.Object, "spec", "selector", "matchLabels")
-		for k, v := range sel.(map[string]any) {
-			if svc.GetLabels()[k] != v {
-				t.Errorf("%s: ServiceMonitor selects %s=%v, the Service has %q", o.Name, k, v, svc.GetLabels()[k])
+		stored := &unstructured.Unstructured{}
+		stored.SetGroupVersionKind(schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"})
+		if err := env.cp.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: o.Name}, stored); err != nil {
+			t.Fatalf("%s: the stored ServiceMonitor: %v", o.Name, err)
+		}
+		var sm serviceMonitorSpec
+		spec, _, _ := unstructuredMap(stored.Object, "spec")
+		fromUnstructured(t, spec.(map[string]any), &sm)
+		selector, err := metav1.LabelSelectorAsSelector(&sm.Selector)
+		if err != nil {
+			t.Fatalf("%s: selector: %v", o.Name, err)
+		}
+		var selected []string
+		for _, svc := range services.Items {
+			if (sm.NamespaceSelector.Any || slices.Contains(sm.NamespaceSelector.MatchNames, svc.Namespace)) &&
+				!selector.Empty() && selector.Matches(labels.Set(svc.Labels)) {
+				selected = append(selected, svc.Name)
 			}
 		}
-		if sm.GetLabels()["release"] != "prometheus" {
-			t.Errorf("%s: ServiceMonitor labels %v lack the values' release=prometheus", o.Name, sm.GetLabels())
+		if want := []string{o.Name + "-metrics"}; !slices.Equal(selected, want) {
+			t.Errorf("%s: ServiceMonitor selects Services %q, want %q", o.Name, selected, want)
+			continue
 		}
-		ports, _, _ := unstructuredMap(svc.Object, "spec", "ports")
-		if !strings.Contains(fmt.Sprint(ports), "name:metrics") || !strings.Contains(fmt.Sprint(ports), "targetPort:metrics") {
-			t.Errorf("%s: metrics Service ports %v", o.Name, ports)
+		if stored.GetLabels()["release"] != "prometheus" {
+			t.Errorf("%s: ServiceMonitor labels %v lack the values' release=prometheus", o.Name, stored.GetLabels())
+		}
+		svc := services.Items[slices.IndexFunc(services.Items, func(s corev1.Service) bool { return s.Name == o.Name+"-metrics" })]
+		container := r.deployment(t, o.Name).Spec.Template.Spec.Containers[0]
+		if len(sm.Endpoints) == 0 {
+			t.Errorf("%s: ServiceMonitor has no endpoint", o.Name)
+		}
+		for _, e := range sm.Endpoints {
+			i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == e.Port })
+			if i < 0 {
+				t.Errorf("%s: ServiceMonitor endpoint port %q is not a port of Service %s: %v", o.Name, e.Port, svc.Name, svc.Spec.Ports)
+				continue
+			}
+			target := svc.Spec.Ports[i].TargetPort
+			if !slices.ContainsFunc(container.Ports, func(p corev1.ContainerPort) bool {
+				return (target.StrVal != "" && p.Name == target.StrVal) || (target.StrVal == "" && p.ContainerPort == target.IntVal)
+			}) || !slices.Contains(container.Args, "--metrics-bind-address=:"+strconv.Itoa(int(portOf(container.Ports, "metrics")))) {
+				t.Errorf("%s: Service port %q targets %s, not the manager's metrics port (ports %v, args %q)", o.Name, e.Port, target.String(), container.Ports, container.Args)
+			}
 		}
 	}
 	if _, err := template(t, "chart-default", nil, "spiffeOperator.metrics.service.enabled=false", "spiffeOperator.metrics.serviceMonitor.enabled=true"); err == nil ||
 		!strings.Contains(err.Error(), "spiffeOperator.metrics.serviceMonitor.enabled needs spiffeOperator.metrics.service.enabled") {
 		t.Errorf("a ServiceMonitor without its Service: %v", err)
+	}
+}
+
+// serviceMonitorSpec is the part of a ServiceMonitor's spec that decides
+// what it scrapes.
+type serviceMonitorSpec struct {
+	Selector          metav1.LabelSelector `json:"selector"`
+	NamespaceSelector struct {
+		Any        bool     `json:"any"`
+		MatchNames []string `json:"matchNames"`
+	} `json:"namespaceSelector"`
+	Endpoints []struct {
+		Port     string `json:"port"`
+		Interval string `json:"interval"`
+	} `json:"endpoints"`
+}
+
+// portOf is the number of the named container port, 0 if there is none.
+func portOf(ports []corev1.ContainerPort, name string) int32 {
+	for _, p := range ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	return 0
+}
+
+// TestServiceMonitorIntervalsTheSchemaAcceptsAreValid proves the schema
+// accepts exactly the scrape intervals the ServiceMonitor CRD accepts: a
+// value that passes helm's validation cannot fail the install at the API
+// server half-way, and one the API server would take is not refused.
+func TestServiceMonitorIntervalsTheSchemaAcceptsAreValid(t *testing.T) {
+	const ns = "chart-intervals"
+	if err := env.cp.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metaName(ns)}); err != nil {
+		t.Fatal(err)
+	}
+	base := mustTemplate(t, ns, nil, "spiffeOperator.metrics.serviceMonitor.enabled=true").object(t, "ServiceMonitor", "spiffe-operator")
+	for _, interval := range []string{"30s", "1m", "1m30s", "1h", "2d", "1w", "1y", "500ms", "0", "1h30m15s500ms",
+		"1.5m", "100us", "1m1h", "30", "-1s", "1s1s", "5 m"} {
+		// A values file, as --set would make 0 a number.
+		values := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(values, fmt.Appendf(nil, "spiffeOperator: {metrics: {serviceMonitor: {enabled: true, interval: %q}}}\n", interval), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := template(t, ns, []string{values})
+		schemaOK := err == nil
+		if !schemaOK && !strings.Contains(err.Error(), "interval") {
+			t.Errorf("interval %q: the schema's message does not name the value: %v", interval, err)
+		}
+		sm := base.DeepCopy()
+		endpoints, _, _ := unstructuredMap(sm.Object, "spec", "endpoints")
+		endpoints.([]any)[0].(map[string]any)["interval"] = interval
+		b, err := yaml.Marshal(sm.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = run(t, b, env.kubectl, "apply", "--server-side", "--field-manager=chart-test", "--dry-run=server", "-f", "-")
+		if serverOK := err == nil; schemaOK != serverOK {
+			t.Errorf("interval %q: the schema accepts it: %v; the API server accepts it: %v (%v)", interval, schemaOK, serverOK, err)
+		}
 	}
 }
 

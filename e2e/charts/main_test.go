@@ -32,6 +32,11 @@ type suite struct {
 	inputs sync.Once
 }
 
+// serviceMonitorCRD is prometheus-operator's ServiceMonitor CRD, generated
+// from its API types by hack/servicemonitor-crd.sh (source and version in
+// the file's header), relative to the repository root.
+const serviceMonitorCRD = "e2e/charts/testdata/servicemonitor/monitoring.coreos.com_servicemonitors.yaml"
+
 // env is set once by TestMain before any test runs and only read afterwards.
 var env suite
 
@@ -63,7 +68,10 @@ func setUp(m *testing.M) (int, error) {
 			return 0, err
 		}
 	}
-	if env.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{}); err != nil {
+	// The ServiceMonitor CRD, so that the chart's ServiceMonitors are
+	// applied and validated like its other objects.
+	crds := []string{filepath.Join(env.root, serviceMonitorCRD)}
+	if env.cp, err = testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: crds}); err != nil {
 		return 0, err
 	}
 	code := m.Run()
@@ -87,6 +95,9 @@ func readInputs() error {
 	root, err := filepath.Abs(filepath.Join("testdata", "repo"))
 	if err != nil {
 		return fmt.Errorf("inputs: %w", err)
+	}
+	if _, err := os.ReadFile(filepath.Join(root, serviceMonitorCRD)); err != nil {
+		return fmt.Errorf("read the tests' inputs: %w", err)
 	}
 	dirs := []string{charts.Dir, "hack"}
 	for _, o := range operatorimage.Operators() {

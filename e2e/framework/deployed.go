@@ -45,6 +45,8 @@ type Deployed struct {
 	*Local
 	overlays string
 	method   InstallMethod
+	// helmOps are the operators the Helm release runs (helm mode).
+	helmOps []string
 }
 
 var _ Cluster = &Deployed{}
@@ -67,10 +69,11 @@ func StartDeployed(ctx context.Context, opts LocalOptions) (_ *Deployed, err err
 			err = errors.Join(err, d.Stop())
 		}
 	}()
-	if ops, err = d.prepareInstall(ctx, ops); err != nil {
+	toDeploy, err := d.prepareInstall(ctx, ops)
+	if err != nil {
 		return nil, err
 	}
-	for _, op := range ops {
+	for _, op := range toDeploy {
 		if err := d.deploy(ctx, op); err != nil {
 			return nil, err
 		}
@@ -91,11 +94,8 @@ func (d *Deployed) deploy(ctx context.Context, op string) error {
 	if err != nil {
 		return err
 	}
-	if slices.Contains(spireClients, op) {
-		if _, err := d.spire.CLI(ctx, "entry", "create", "-admin", "-parentID", d.AgentParentID(),
-			"-spiffeID", d.OperatorID(op), "-selector", "k8s:ns:"+Namespace, "-selector", "k8s:sa:"+op); err != nil {
-			return fmt.Errorf("admin entry of %s: %w", op, err)
-		}
+	if err := d.adminEntry(ctx, op); err != nil {
+		return err
 	}
 	if err := d.writeInstall(op, image); err != nil {
 		return err
@@ -105,6 +105,19 @@ func (d *Deployed) deploy(ctx context.Context, op string) error {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.KubeconfigPath())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("make deploy-%s: %w\n%s", op, err, out)
+	}
+	return nil
+}
+
+// adminEntry registers the SPIRE admin entry of op's pods (service account
+// op in Namespace) if op talks to the SPIRE server.
+func (d *Deployed) adminEntry(ctx context.Context, op string) error {
+	if !slices.Contains(spireClients, op) {
+		return nil
+	}
+	if _, err := d.spire.CLI(ctx, "entry", "create", "-admin", "-parentID", d.AgentParentID(),
+		"-spiffeID", d.OperatorID(op), "-selector", "k8s:ns:"+Namespace, "-selector", "k8s:sa:"+op); err != nil {
+		return fmt.Errorf("admin entry of %s: %w", op, err)
 	}
 	return nil
 }
@@ -179,7 +192,10 @@ func (d *Deployed) writeOverlay(op string, image operatorimage.Operator) error {
 	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), kustomization, 0o644)
 }
 
-// DeployArgs implements Cluster: the overlays the operators were deployed with.
+// DeployArgs implements Cluster: the overlays the operators were deployed
+// with. In helm mode none were written, and `make deploy-<operator>` would
+// fight the release over its objects: the make-deploy specs do not run
+// there (make e2e-helm leaves them out).
 func (d *Deployed) DeployArgs() []string { return []string{"DEPLOY_OVERLAYS=" + d.overlays} }
 
 // operatorPods lists the pods of op's Deployment.
@@ -281,6 +297,7 @@ func (d *Deployed) podDiagnostics(op string) string {
 			b.WriteString(")")
 		}
 		b.WriteString(" ---\n")
+		b.WriteString(d.podEvents(ctx, p.Name))
 		if logs, err := PodLogs(ctx, d, Namespace, p.Name); err == nil {
 			b.WriteString(tail(logs, 60) + "\n")
 		}
@@ -288,10 +305,47 @@ func (d *Deployed) podDiagnostics(op string) string {
 	return b.String()
 }
 
-// Diagnostics implements Cluster: the operators' pods and logs, then the
-// local cluster's SPIRE and node logs.
+// podEvents lists the last events of a pod in Namespace, one a line.
+func (d *Deployed) podEvents(ctx context.Context, pod string) string {
+	events := &corev1.EventList{}
+	if err := d.client.List(ctx, events, client.InNamespace(Namespace), client.MatchingFields{"involvedObject.name": pod}); err != nil {
+		return fmt.Sprintf("events of %s: %v\n", pod, err)
+	}
+	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+	const last = 10
+	if len(events.Items) > last {
+		events.Items = events.Items[len(events.Items)-last:]
+	}
+	var b strings.Builder
+	for _, e := range events.Items {
+		fmt.Fprintf(&b, "event %s %s %s (x%d): %s\n", eventTime(e).UTC().Format(time.RFC3339), e.Type, e.Reason, max(e.Count, 1), e.Message)
+	}
+	return b.String()
+}
+
+// eventTime is when an event last happened: events.k8s.io writers (the
+// scheduler, the kubelet) set eventTime and leave lastTimestamp empty.
+func eventTime(e corev1.Event) time.Time {
+	if e.LastTimestamp.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.LastTimestamp.Time
+}
+
+// Diagnostics implements Cluster: the Helm release's status in helm mode,
+// the operators' pods with their recent events and logs, then the local
+// cluster's SPIRE and node logs.
 func (d *Deployed) Diagnostics() string {
 	var b strings.Builder
+	if r, err := d.HelmRelease(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := d.Helm(ctx, "status", r.Name, "--namespace", r.Namespace)
+		cancel()
+		if err != nil {
+			out += err.Error() + "\n"
+		}
+		fmt.Fprintf(&b, "--- helm release %s ---\n%s", r.Name, out)
+	}
 	for _, op := range Operators {
 		fmt.Fprintf(&b, "--- %s ---\n%s", op, d.podDiagnostics(op))
 	}

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/e2e/operatorimage"
 )
 
@@ -22,9 +25,9 @@ const (
 	// InstallDeploy runs make deploy-<operator> with an overlay of
 	// config/default (the default).
 	InstallDeploy InstallMethod = "deploy"
-	// InstallHelm installs no operator: the images are on the node, and
-	// HelmValuesFile gives a spec the values with which charts/trustplane
-	// runs them on this cluster.
+	// InstallHelm installs the operators with `helm install` of
+	// charts/trustplane, release HelmReleaseName in Namespace, with this
+	// cluster's values (Deployed.HelmRelease).
 	InstallHelm InstallMethod = "helm"
 	// InstallInstaller applies the one-file installers of make installers
 	// (hack/installers.sh), with this cluster's settings patched into their
@@ -65,8 +68,15 @@ func (d *Deployed) prepareInstall(ctx context.Context, ops []string) ([]string, 
 			if _, err := d.importImage(ctx, op); err != nil {
 				return nil, err
 			}
+			if err := d.adminEntry(ctx, op); err != nil {
+				return nil, err
+			}
 		}
-		return nil, nil
+		d.helmOps = ops
+		if err := d.writeHelmValues(); err != nil {
+			return nil, err
+		}
+		return nil, d.InstallHelmRelease(ctx)
 	case InstallInstaller:
 		d.step("hack/installers.sh (make installers) with IMAGE_TAG=%s", DeployedImageTag)
 		cmd := exec.CommandContext(ctx, filepath.Join(d.root, "hack", "installers.sh"), d.installerDir())
@@ -129,25 +139,79 @@ func (d *Deployed) writeInstall(op string, image operatorimage.Operator) error {
 	return os.WriteFile(path, out, 0o644)
 }
 
-// HelmValuesFile writes the values with which charts/trustplane, released
-// into namespace, runs the operators on this cluster, and registers the
-// SPIRE admin entries of the chart's SPIRE clients there. It implements the
-// helm specs' target: only in helm mode, where no operator of the
-// cluster's own runs.
-func (d *Deployed) HelmValuesFile(ctx context.Context, namespace string) (string, error) {
+// HelmReleaseName is the release of charts/trustplane in helm mode.
+const HelmReleaseName = "trustplane"
+
+// chartDir is the chart's directory, relative to the repository root.
+const chartDir = "charts/trustplane"
+
+// HelmRelease is the release through which the deployed cluster runs the
+// operators in helm mode.
+type HelmRelease struct {
+	// Name and Namespace of the release (HelmReleaseName, Namespace).
+	Name, Namespace string
+	// Chart is the chart's directory.
+	Chart string
+	// ValuesFile holds the values with which the chart runs the operators
+	// on this cluster.
+	ValuesFile string
+}
+
+// HelmRelease returns the release that runs the operators, or an error
+// unless they were installed with E2E_INSTALL=helm.
+func (d *Deployed) HelmRelease() (HelmRelease, error) {
 	if d.method != InstallHelm {
-		return "", fmt.Errorf("the operators were installed with %s=%s, not %s: a release would run them twice", installMethodEnv, d.method, InstallHelm)
+		return HelmRelease{}, fmt.Errorf("the operators were installed with %s=%s, not with %s=%s", installMethodEnv, d.method, installMethodEnv, InstallHelm)
 	}
-	for _, op := range spireClients {
-		if _, err := d.spire.CLI(ctx, "entry", "create", "-admin", "-parentID", d.AgentParentID(),
-			"-spiffeID", "spiffe://"+d.td+"/ns/"+namespace+"/sa/"+op,
-			"-selector", "k8s:ns:"+namespace, "-selector", "k8s:sa:"+op); err != nil {
-			return "", fmt.Errorf("admin entry of %s: %w", op, err)
+	return HelmRelease{Name: HelmReleaseName, Namespace: Namespace, Chart: filepath.Join(d.root, chartDir), ValuesFile: d.helmValuesPath()}, nil
+}
+
+// InstallHelmRelease runs `helm install` of the release (in helm mode) and
+// waits until each of its operators' Deployments is ready.
+func (d *Deployed) InstallHelmRelease(ctx context.Context) error {
+	r, err := d.HelmRelease()
+	if err != nil {
+		return err
+	}
+	d.step("helm install %s %s --namespace %s", r.Name, chartDir, r.Namespace)
+	if out, err := d.Helm(ctx, "install", r.Name, r.Chart, "--namespace", r.Namespace, "--create-namespace",
+		"--values", r.ValuesFile, "--wait", "--timeout", "5m"); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	for _, op := range d.helmOps {
+		if err := d.waitReady(ctx, op, nil, 3*time.Minute); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// Helm runs the helm binary of the tool cache against the cluster and
+// returns its combined output.
+func (d *Deployed) Helm(ctx context.Context, args ...string) (string, error) {
+	helm, err := testenv.Binary("helm")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, helm, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.KubeconfigPath())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("helm %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+func (d *Deployed) helmValuesPath() string { return filepath.Join(d.dir, "helm-values.yaml") }
+
+// writeHelmValues writes the values with which charts/trustplane runs the
+// operators on this cluster, as the deploy overlay sets them: the images
+// imported into the node's containerd, the SPIRE server over mTLS with
+// the agent's Workload API socket, the cluster's name in SPIRE.
+func (d *Deployed) writeHelmValues() error {
 	api, err := url.Parse(d.cp.Config.Host)
 	if err != nil {
-		return "", fmt.Errorf("apiserver address %q: %w", d.cp.Config.Host, err)
+		return fmt.Errorf("apiserver address %q: %w", d.cp.Config.Host, err)
 	}
 	// No kube-proxy runs: the pods dial the apiserver at the node's IP.
 	env := []any{
@@ -169,10 +233,14 @@ func (d *Deployed) HelmValuesFile(ctx context.Context, namespace string) (string
 		},
 	}
 	for _, op := range Operators {
-		v := map[string]any{"extraEnv": env}
+		v := map[string]any{"enabled": slices.Contains(d.helmOps, op), "extraEnv": env}
 		switch op {
 		case "identity-operator":
 			v["flags"] = map[string]any{"parentId": d.AgentParentID()}
+			// The specs create workloads with the variant label as the
+			// admin (group system:masters): the policy's default group and
+			// that one may, as a platform team adds its deployers.
+			v["admissionPolicies"] = map[string]any{"allowedGroups": "trustplane:identity-boundary-setters,system:masters"}
 		case "bundle-operator":
 			// As on the other clusters: specs wait for SPIRE bundle changes.
 			v["flags"] = map[string]any{"pollInterval": "2s"}
@@ -181,10 +249,9 @@ func (d *Deployed) HelmValuesFile(ctx context.Context, namespace string) (string
 	}
 	out, err := yaml.Marshal(values)
 	if err != nil {
-		return "", err
+		return err
 	}
-	path := filepath.Join(d.dir, "helm-values.yaml")
-	return path, os.WriteFile(path, out, 0o644)
+	return os.WriteFile(d.helmValuesPath(), out, 0o644)
 }
 
 // chartKey is an operator's key in the chart's values (spiffe-operator is

@@ -33,6 +33,9 @@ type KindOptions struct {
 	Kubectl string
 	// TrustDomain defaults to example.org (as in hack/kind/spire.yaml).
 	TrustDomain string
+	// DeployOverlays is the DEPLOY_OVERLAYS directory hack/e2e-kind.sh
+	// deployed the operators with; it defaults to $DEPLOY_OVERLAYS.
+	DeployOverlays string
 }
 
 // Kind is a kind cluster with SPIRE and the operators deployed. SPIRE's API
@@ -65,6 +68,9 @@ func ConnectKind(ctx context.Context, opts KindOptions) (*Kind, error) {
 	}
 	if opts.TrustDomain == "" {
 		opts.TrustDomain = "example.org"
+	}
+	if opts.DeployOverlays == "" {
+		opts.DeployOverlays = os.Getenv("DEPLOY_OVERLAYS")
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -185,8 +191,14 @@ const KindClusterName = "kind"
 // AgentClusterName implements Cluster.
 func (k *Kind) AgentClusterName() string { return KindClusterName }
 
-// DeployArgs implements Cluster: config/default as it is.
-func (k *Kind) DeployArgs() []string { return nil }
+// DeployArgs implements Cluster: the overlays hack/e2e-kind.sh deployed
+// with (the loaded images, the cluster's name), or config/default as it is.
+func (k *Kind) DeployArgs() []string {
+	if k.opts.DeployOverlays == "" {
+		return nil
+	}
+	return []string{"DEPLOY_OVERLAYS=" + k.opts.DeployOverlays}
+}
 
 // RestartOperator implements Cluster: delete the operator's pod and wait for
 // its Deployment to be available again.
