@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,6 +45,11 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 		}
 		argv = args
 	}
+	// The killed server's side of connections that peers keep open (a
+	// stopped process never closes its side) holds the port for a while.
+	if err := waitListenable(ctx, listenAddress(argv), 2*time.Minute); err != nil {
+		return err
+	}
 	p, err := StartProcess(ProcessOptions{Name: "kube-apiserver", Path: argv[0], Args: argv[1:],
 		LogPath: filepath.Join(cp.LogDir, "kube-apiserver.log")})
 	if err != nil {
@@ -63,6 +69,37 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("kube-apiserver not ready after restart: %w", err)
+	}
+	return nil
+}
+
+// listenAddress is the host:port a kube-apiserver command line serves on.
+func listenAddress(argv []string) string {
+	host, port := "127.0.0.1", "6443"
+	for _, a := range argv {
+		if v, ok := strings.CutPrefix(a, "--bind-address="); ok && v != "0.0.0.0" && v != "" {
+			host = v
+		}
+		if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
+			port = v
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// waitListenable waits until a listener can bind addr.
+func waitListenable(ctx context.Context, addr string, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return true, l.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("port of the kube-apiserver still taken after %s: %w (%w)", timeout, err, last)
 	}
 	return nil
 }
