@@ -209,9 +209,9 @@ func (ch *checker) bindings(ctx context.Context) {
 		owners = append(owners, o)
 	}
 	sort.Strings(owners)
+	ch.rep.checked(InvBindings, len(owners))
 	for i := range owners {
 		for j := i + 1; j < len(owners); j++ {
-			ch.rep.checked(InvBindings, 1)
 			for _, a := range d.outputs[owners[i]] {
 				for _, b := range d.outputs[owners[j]] {
 					if a.overlaps(b) {

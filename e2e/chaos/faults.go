@@ -161,7 +161,8 @@ func (f *faulter) killLeader(op string) func(context.Context) (string, error) {
 		if err != nil {
 			return kind, err
 		}
-		return kind + " (" + r + ")", f.cl.KillReplica(r)
+		f.out("+%s %s: %s", f.rep.since(), kind, r)
+		return kind, f.cl.KillReplica(r)
 	}
 }
 
@@ -178,6 +179,7 @@ func (f *faulter) pauseLeader(ctx context.Context) (string, error) {
 	if p == nil || p.Exited() {
 		return kind, fmt.Errorf("%s is not running", r)
 	}
+	f.out("+%s %s: %s for %s", f.rep.since(), kind, r, pauseBeyondLease)
 	f.sup.hold(r, true)
 	defer f.sup.hold(r, false)
 	if err := syscall.Kill(-p.Pid(), syscall.SIGSTOP); err != nil {
@@ -190,7 +192,7 @@ func (f *faulter) pauseLeader(ctx context.Context) (string, error) {
 	if err := syscall.Kill(-p.Pid(), syscall.SIGCONT); err != nil {
 		return kind, fmt.Errorf("SIGCONT %s: %w", r, err)
 	}
-	return kind + " (" + r + ")", nil
+	return kind, nil
 }
 
 func (f *faulter) killSpire(context.Context) (string, error) {

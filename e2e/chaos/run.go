@@ -160,7 +160,8 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 		defer loops.Done()
 		for churnCtx.Err() == nil {
 			if err := w.step(churnCtx); err != nil && churnCtx.Err() == nil {
-				rep.note("churn step failed at +%s: %v", rep.since(), err)
+				rep.churned("(step refused: API server or SPIRE restarting)")
+				say("+%s churn step failed: %v", rep.since(), err)
 			}
 			sleepRandom(churnCtx, w.rnd, 150*time.Millisecond)
 		}

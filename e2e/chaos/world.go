@@ -40,12 +40,12 @@ const (
 	namespaces   = 4
 	maxWorkloads = 10
 	maxPods      = 3
-	maxBindings  = 4
+	maxBindings  = 6
 )
 
 var (
 	serviceAccounts = []string{"sa-a", "sa-b", "sa-c"}
-	variants        = []string{"stable", "canary"}
+	variants        = []string{"stable", "canary", "shadow"}
 	ttls            = []string{"1h0m0s", "2h0m0s"}
 )
 
@@ -571,13 +571,13 @@ func (w *world) writeSource(ctx context.Context, pem string, create bool) error 
 }
 
 // settle ends the churn in a state whose desired entries the oracle can
-// compute from the objects alone: the source valid, and no pod left that
-// only an entry no object wants anymore matches (as if every rollout had
-// finished). It returns whether it deleted anything.
+// compute from the objects alone: the model's Deployments as the model says
+// (a step a restart interrupted may have left them half-changed), and no pod
+// left that only an entry no object wants anymore matches, as if every
+// rollout had finished. It returns whether it changed anything.
 func (w *world) settle(ctx context.Context, outputs []entryKey) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	changed := false
 	nsList := &corev1.NamespaceList{}
 	if err := w.c.List(ctx, nsList, client.MatchingLabels{managedLabel: "true"}); err != nil {
 		return false, err
@@ -586,13 +586,8 @@ func (w *world) settle(ctx context.Context, outputs []entryKey) (bool, error) {
 	for _, ns := range nsList.Items {
 		registered[ns.Name] = ns.Labels[registerLabel] == "true"
 	}
-	keys := make([]string, 0, len(w.workloads))
-	for k := range w.workloads {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		wl := w.workloads[k]
+	changed := false
+	for key, wl := range w.workloads {
 		keep := registered[wl.ns] && !wl.optOut
 		if wl.name == modelName && keep {
 			keep = false
@@ -602,15 +597,44 @@ func (w *world) settle(ctx context.Context, outputs []entryKey) (bool, error) {
 				}
 			}
 		}
-		if !keep && len(wl.pods) > 0 {
+		if !keep {
 			wl.replicas = 0
+		}
+		d := &appsv1.Deployment{}
+		if err := w.c.Get(ctx, client.ObjectKey{Namespace: wl.ns, Name: wl.name}, d); err != nil {
+			if apierrors.IsNotFound(err) { // deleted by a step a restart interrupted
+				delete(w.workloads, key)
+				changed = true
+				continue
+			}
+			return false, err
+		}
+		want := w.deploymentObject(wl)
+		if d.Spec.Template.Spec.ServiceAccountName != wl.sa || *d.Spec.Replicas != *want.Spec.Replicas ||
+			d.Labels[optOutLabel] != want.Labels[optOutLabel] {
 			if err := w.updateDeployment(ctx, wl); err != nil {
 				return false, err
 			}
-			if err := w.reconcilePods(ctx, wl); err != nil {
-				return false, err
-			}
 			changed = true
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := w.c.List(ctx, pods, client.MatchingLabels{managedLabel: "true"}); err != nil {
+		return false, err
+	}
+	for _, p := range pods.Items {
+		wl := w.workloads[p.Namespace+"/"+p.Labels[appLabel]]
+		if wl != nil && wl.replicas > 0 && p.Spec.ServiceAccountName == wl.sa && p.Labels[variantLabel] == wl.variant {
+			continue
+		}
+		if err := w.deletePod(ctx, p.Namespace, p.Name); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	for _, wl := range w.workloads {
+		if wl.replicas == 0 {
+			wl.pods = nil
 		}
 	}
 	return changed, nil
