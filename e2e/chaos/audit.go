@@ -140,43 +140,57 @@ func (a *auditLog) leader(op string) (string, bool) {
 }
 
 // holderAt returns who held op's lease at t by the log: the writer of the
-// last lease write completed by t (plus the margin), and when that was.
+// last lease write completed by t, and when that was.
 func holderAt(renewals []write, t time.Time) (write, bool) {
-	i := sort.Search(len(renewals), func(i int) bool { return renewals[i].At.After(t.Add(clockMargin)) })
+	i := sort.Search(len(renewals), func(i int) bool { return renewals[i].At.After(t) })
 	if i == 0 {
 		return write{}, false
 	}
 	return renewals[i-1], true
 }
 
+// leaderAt reports whether replica r held the lease at t: it made the last
+// lease write before t, less than a lease (plus the margin) before t.
+func leaderAt(renewals []write, r string, t time.Time) bool {
+	h, ok := holderAt(renewals, t)
+	return ok && h.Replica == r && t.Sub(h.At) <= leaseDuration+clockMargin
+}
+
 // nonLeaderWrites returns every write (of the API server's log and the
 // given SPIRE writes) made by a replica that did not hold its operator's
 // lease when the write was received: another replica had taken it, or its
-// own last renewal was older than a lease.
+// own last renewal was older than a lease. A write is cleared when its
+// replica held the lease at any instant of [t-margin, t], or, for a write
+// stamped to the second, of that second.
 func (a *auditLog) nonLeaderWrites(opOf func(replica string) string, spire []write) (checked int, bad []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	all := append(append([]write(nil), a.writes...), spire...)
 	for _, w := range all {
 		checked++
-		op := opOf(w.Replica)
-		h, ok := holderAt(a.renewals[op], w.At)
+		rs := a.renewals[opOf(w.Replica)]
+		from, to := w.At.Add(-clockMargin), w.At
 		if w.Resolution > 0 {
-			// Any instant of the stamped second at which the writer held the lease clears it.
-			if late, lok := holderAt(a.renewals[op], w.At.Add(w.Resolution-time.Nanosecond)); lok && late.Replica == w.Replica {
-				h, ok = late, true
-				w.At = h.At
-			}
+			to = w.At.Add(w.Resolution - time.Nanosecond)
 		}
+		if leaderAt(rs, w.Replica, from) || leaderAt(rs, w.Replica, to) {
+			continue
+		}
+		// A renewal of its own inside the window clears it too.
+		if h, ok := holderAt(rs, to); ok && h.Replica == w.Replica && !h.At.Before(from) {
+			continue
+		}
+		at := w.At.Format(time.RFC3339Nano)
+		h, ok := holderAt(rs, to)
 		switch {
 		case !ok:
-			bad = append(bad, fmt.Sprintf("%s %s %s at %s before any lease of %s", w.Replica, w.Target, w.Object, w.At.Format(time.RFC3339Nano), op))
+			bad = append(bad, fmt.Sprintf("%s %s %s at %s before any lease of %s", w.Replica, w.Target, w.Object, at, opOf(w.Replica)))
 		case h.Replica != w.Replica:
 			bad = append(bad, fmt.Sprintf("%s %s %s at %s while %s held the lease (taken at %s)", w.Replica, w.Target, w.Object,
-				w.At.Format(time.RFC3339Nano), h.Replica, h.At.Format(time.RFC3339Nano)))
-		case w.At.Sub(h.At) > leaseDuration+clockMargin:
+				at, h.Replica, h.At.Format(time.RFC3339Nano)))
+		default:
 			bad = append(bad, fmt.Sprintf("%s %s %s at %s, %s after its last renewal (lease %s)", w.Replica, w.Target, w.Object,
-				w.At.Format(time.RFC3339Nano), w.At.Sub(h.At).Round(time.Millisecond), leaseDuration))
+				at, to.Sub(h.At).Round(time.Millisecond), leaseDuration))
 		}
 	}
 	return checked, bad

@@ -27,6 +27,7 @@ type checker struct {
 	src       *sourceCAs
 	cl        *framework.Local
 	spireDown *sync.RWMutex
+	audit     *auditLog
 
 	mu        sync.Mutex
 	spireEver map[string]bool // fingerprints of every SPIRE authority seen
@@ -161,7 +162,24 @@ func (ch *checker) bundles(ctx context.Context) {
 	}
 }
 
+// unknownCert starts the problem of a certificate no source ever held.
+const unknownCert = "holds a certificate no source ever held"
+
+// targetProblem is what is wrong with a target's bundle, "" if nothing. A
+// certificate of no known source is checked again after reading SPIRE,
+// which may have rotated since it was last read.
 func (ch *checker) targetProblem(ctx context.Context, data string) string {
+	p := ch.classifyTarget(data)
+	if strings.HasPrefix(p, unknownCert) {
+		if _, err := ch.spireAuthorities(ctx); err == nil {
+			p = ch.classifyTarget(data)
+		}
+	}
+	return p
+}
+
+// classifyTarget checks a bundle against every source version seen.
+func (ch *checker) classifyTarget(data string) string {
 	certs, err := parseTarget(data)
 	if err != nil {
 		return "invalid bundle: " + err.Error()
@@ -175,21 +193,13 @@ func (ch *checker) targetProblem(ctx context.Context, data string) string {
 		ch.mu.Lock()
 		spire := ch.spireEver[fingerprint(c)]
 		ch.mu.Unlock()
-		if !spire && !good {
-			// SPIRE may have changed since it was read: read again.
-			if _, err := ch.spireAuthorities(ctx); err == nil {
-				ch.mu.Lock()
-				spire = ch.spireEver[fingerprint(c)]
-				ch.mu.Unlock()
-			}
-		}
 		switch {
 		case spire:
 			fromSpire++
 		case good:
 			fromSource++
 		default:
-			return fmt.Sprintf("holds %s, which no source ever held", c.Subject)
+			return fmt.Sprintf("%s: %s", unknownCert, c.Subject)
 		}
 	}
 	if fromSpire == 0 || fromSource == 0 {
@@ -302,6 +312,19 @@ func (ch *checker) mismatch(ctx context.Context, d *desired) ([]string, error) {
 	return diffs, nil
 }
 
+// leaderless names an operator whose lease nobody holds now, "" if none.
+func (ch *checker) leaderless() string {
+	if err := ch.audit.refresh(); err != nil {
+		return "every operator (audit log unreadable)"
+	}
+	for _, op := range framework.Operators {
+		if _, ok := ch.audit.leader(op); !ok {
+			return op
+		}
+	}
+	return ""
+}
+
 func sameSet(a, b map[string]bool) bool {
 	if len(a) != len(b) {
 		return false
@@ -328,6 +351,10 @@ func (ch *checker) quiesce(ctx context.Context, w *world, sup *supervisor, repli
 		}
 		if !sup.allRunning(replicas) {
 			firstGood, last = time.Time{}, []string{"a replica is not running"}
+			continue
+		}
+		if missing := ch.leaderless(); missing != "" {
+			firstGood, last = time.Time{}, []string{missing + " has no leader"}
 			continue
 		}
 		d, err := ch.o.desired(ctx)

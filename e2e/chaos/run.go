@@ -119,7 +119,7 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 
 	sup := newSupervisor(cl, rep)
 	spireDown := &sync.RWMutex{}
-	ch := &checker{o: o, rep: rep, fs: fs, gaps: gaps, src: src, cl: cl, spireDown: spireDown, spireEver: map[string]bool{}}
+	ch := &checker{o: o, rep: rep, fs: fs, gaps: gaps, src: src, cl: cl, spireDown: spireDown, audit: audit, spireEver: map[string]bool{}}
 	bg, stopBg := context.WithCancel(ctx)
 	var bgWG sync.WaitGroup
 	goLoop := func(f func(context.Context)) {
