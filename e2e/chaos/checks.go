@@ -31,6 +31,9 @@ type checker struct {
 
 	mu        sync.Mutex
 	spireEver map[string]bool // fingerprints of every SPIRE authority seen
+	// presentSeen counts required entries found present, to show the gap
+	// measurement saw entries at all.
+	presentSeen int
 	reported  map[string]bool
 }
 
@@ -98,6 +101,9 @@ func (ch *checker) entries(ctx context.Context) {
 	}
 	ended, ongoing := ch.gaps.observe(readAt, present, d.required)
 	ch.rep.checked(InvIdentityGap, len(d.required))
+	ch.mu.Lock()
+	ch.presentSeen += len(present)
+	ch.mu.Unlock()
 	for k, g := range ended {
 		ch.gapSeen(k, g, readAt)
 	}

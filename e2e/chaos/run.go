@@ -204,6 +204,7 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 	}
 	rep.note("%d SPIRE entry writes attributed to replicas by spire-server's audit log", len(spireW))
 	rep.note("supervisor restarted exited replicas %d times", sup.restarts)
+	rep.note("identity gap readings: %d required entries found present", ch.presentSeen)
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 		rep.Load = strings.Join(strings.Fields(string(load))[:3], " ")
 	}
