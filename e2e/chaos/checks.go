@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/e2e/framework"
@@ -394,7 +395,15 @@ func (ch *checker) quiesce(ctx context.Context, w *world, sup *supervisor, repli
 		return nil
 	}
 	ch.rep.checked(InvQuiescence, 1)
-	ch.rep.violate(InvQuiescence, "not reached within %s of the end of churn", timeout)
+	tb := &unstructured.Unstructured{}
+	tb.SetAPIVersion("bundle.trustplane.dev/v1alpha1")
+	tb.SetKind("TrustBundle")
+	conds := "unreadable"
+	if err := ch.o.c.Get(ctx, client.ObjectKey{Name: bundleName}, tb); err == nil {
+		c, _, _ := unstructured.NestedSlice(tb.Object, "status", "conditions")
+		conds = fmt.Sprint(c)
+	}
+	ch.rep.violate(InvQuiescence, "not reached within %s of the end of churn; TrustBundle conditions: %s", timeout, conds)
 	for _, diff := range last {
 		ch.rep.violate(InvSpireExact, "at the end: %s", diff)
 	}

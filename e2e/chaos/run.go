@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -72,6 +73,12 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, cl.Diagnostics())
 		}
+		if err != nil || len(rep.Violations()) > 0 {
+			if dir, kerr := keepEvidence(cl, opts.Seed); kerr == nil {
+				rep.note("logs and audit logs kept in %s", dir)
+				say("logs and audit logs kept in %s", dir)
+			}
+		}
 		err = errors.Join(err, cl.Stop())
 	}()
 	rep.note("each operator's replica 1 runs with --kube-api-qps=%s --kube-api-burst=%s (API client throttling whenever it leads)", throttledQPS, throttledQPS)
@@ -104,6 +111,7 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 	}
 	gaps := newGapTracker()
 	w := newWorld(c, rand.New(rand.NewPCG(uint64(opts.Seed), 1)), rep, o.td, o.parent, gaps, src)
+	w.say = say
 	say("seeding foreign state and the run's objects")
 	if err := w.setup(ctx); err != nil {
 		return nil, err
@@ -234,6 +242,27 @@ func waitLeaders(ctx context.Context, audit *auditLog) error {
 		}
 	}
 	return errors.New("no leader of every operator after 90s")
+}
+
+// keepEvidence copies the operators', spire-server's and kube-apiserver's
+// logs and the audit log to a new directory that outlives the run.
+func keepEvidence(cl *framework.Local, seed int64) (string, error) {
+	dir, err := os.MkdirTemp("", fmt.Sprintf("chaos-evidence-%d-", seed))
+	if err != nil {
+		return "", err
+	}
+	files, _ := filepath.Glob(filepath.Join(cl.Dir(), "*.log"))
+	files = append(files, filepath.Join(cl.Spire().Dir, "server.log"), filepath.Join(cl.ControlPlane().LogDir, "kube-apiserver.log"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // retry calls f until it succeeds or timeout passes.

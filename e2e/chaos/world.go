@@ -76,6 +76,9 @@ type world struct {
 	bindings  map[string]string    // ns/name -> variant
 	podSeq    int
 	seq       int
+	// detail names what the last step changed, for the progress log.
+	detail string
+	say    func(format string, args ...any)
 }
 
 func newWorld(c client.Client, rnd *rand.Rand, rep *Report, td, parent string, gaps *gapTracker, src *sourceCAs) *world {
@@ -185,9 +188,13 @@ func (w *world) step(ctx context.Context) error {
 	n := w.rnd.IntN(total)
 	for _, o := range ops {
 		if n < o.weight {
+			w.detail = ""
 			err := o.run(ctx)
 			if err == nil {
 				w.rep.churned(o.name)
+				if w.say != nil {
+					w.say("+%s churn: %s %s", w.rep.since(), o.name, w.detail)
+				}
 			}
 			return ignoreGone(err)
 		}
@@ -263,6 +270,7 @@ func (w *world) createWorkload(ctx context.Context, wl *workload) error {
 		return err
 	}
 	w.workloads[wl.ns+"/"+wl.name] = wl
+	w.detail = fmt.Sprintf("%s/%s sa %s replicas %d", wl.ns, wl.name, wl.sa, wl.replicas)
 	w.gaps.touch(wl.ns, wl.sa)
 	return w.reconcilePods(ctx, wl)
 }
@@ -323,6 +331,7 @@ func (w *world) deleteWorkload(ctx context.Context) error {
 }
 
 func (w *world) updateDeployment(ctx context.Context, wl *workload) error {
+	w.detail = fmt.Sprintf("%s/%s sa %s replicas %d opt-out %v", wl.ns, wl.name, wl.sa, wl.replicas, wl.optOut)
 	d := &appsv1.Deployment{}
 	if err := w.c.Get(ctx, client.ObjectKey{Namespace: wl.ns, Name: wl.name}, d); err != nil {
 		return err
@@ -390,8 +399,10 @@ func (w *world) toggleNamespace(label, value string) func(context.Context) error
 		}
 		if ns.Labels[label] == value {
 			delete(ns.Labels, label)
+			w.detail = ns.Name + " -" + label
 		} else {
 			ns.Labels[label] = value
+			w.detail = ns.Name + " +" + label
 		}
 		return w.c.Update(ctx, ns)
 	}
@@ -450,6 +461,7 @@ spec:
 		return err
 	}
 	w.bindings[ns+"/"+name] = variant
+	w.detail = ns + "/" + name + " variant " + variant
 	return nil
 }
 
