@@ -35,7 +35,7 @@ type checker struct {
 	// presentSeen counts required entries found present, to show the gap
 	// measurement saw entries at all.
 	presentSeen int
-	reported  map[string]bool
+	reported    map[string]bool
 }
 
 // once reports a violation the first time its key is seen.
