@@ -29,7 +29,7 @@ FUZZ_TARGETS := \
 	identity-operator/internal/conflict:FuzzClassifyIsSymmetric:100000x
 FUZZ_TIME ?=
 
-.PHONY: all help tools test vet unit cover bench demo generate fmt e2e e2e-deployed e2e-helm e2e-installer e2e-kind images docker-images fuzz installers \
+.PHONY: all help tools test vet unit cover bench chaos demo generate fmt e2e e2e-deployed e2e-helm e2e-installer e2e-kind images docker-images fuzz installers \
 	$(foreach o,$(OPERATORS),deploy-$(o) undeploy-$(o))
 
 all: test
@@ -44,7 +44,7 @@ vet: ## go vet every module (common also as for macOS, where its tests may run)
 	go vet $(PKGS)
 	GOOS=darwin go vet ./common/...
 
-test: tools vet ## build what is missing, vet, and run every module's tests (e2e included), the smoke specs on the deployed cluster (operators from make deploy, then from the installers, then from the Helm chart with its upgrade and uninstall specs), then each fuzz target briefly
+test: tools vet ## build what is missing, vet, and run every module's tests (e2e included, with the short chaos run of e2e/chaos: about 2 minutes, fixed seed, fails on any violation), the smoke specs on the deployed cluster (operators from make deploy, then from the installers, then from the Helm chart with its upgrade and uninstall specs), then each fuzz target briefly
 	go test $(GO_TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory e2e-deployed E2E_DEPLOYED_LABELS=smoke E2E_DEPLOYED_FLAGS=
 	$(MAKE) --no-print-directory e2e-installer E2E_INSTALLER_FLAGS=
@@ -61,6 +61,15 @@ fuzz: ## run each fuzz target of FUZZ_TARGETS for its budget (or FUZZ_TIME)
 
 cover: tools ## per-package coverage (a package counts as covered by every test of its module)
 	hack/cover.sh
+
+# make chaos: churn and faults on two replicas of each operator for DURATION
+# with SEED (a new one, printed, when empty), then the invariant table; exits
+# 1 on any violation. The short version runs in make test (e2e/chaos).
+DURATION ?= 30m
+SEED     ?=
+
+chaos: tools ## two replicas of each operator through churn and faults for DURATION (30m) with SEED; prints faults, checks, violations, worst identity gap, time to quiescence
+	nice -n 10 go run ./e2e/cmd/chaos -duration '$(DURATION)' $(if $(SEED),-seed '$(SEED)')
 
 bench: tools ## benchmarks of every operator; figures go to bench-results/
 	hack/bench.sh

@@ -124,9 +124,12 @@ func (o Options) ManagerOptions(name string) ctrl.Options {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        name + ".trustplane.dev",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		RenewDeadline:           ptrTo(RenewDeadline),
 		Controller:              crconfig.Controller{SkipNameValidation: &o.Reentrant},
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 // ApplyGCPercent sets the GC target unless it is 0 or GOGC is set.
 func (o Options) ApplyGCPercent() {

@@ -63,6 +63,11 @@ type Process struct {
 	Registry prometheus.Registerer
 	// Metrics are the framework's controller metrics, for controller.Options.
 	Metrics *controller.Metrics
+	// LeaseGuard, with leader election, refuses the Kubernetes API writes
+	// of a replica whose lease may have passed to another; writers to
+	// anything else call its Allow before each write. Nil without leader
+	// election.
+	LeaseGuard *LeaseGuard
 }
 
 // FlagSet returns every flag of the operator: the framework's
@@ -136,6 +141,10 @@ func Run(ctx context.Context, op Operator, args []string, out io.Writer) error {
 	p.RestConfig = p.Options.RestConfig(restCfg)
 
 	mgrOpts := p.Options.ManagerOptions(op.Name)
+	if mgrOpts.LeaderElection {
+		p.LeaseGuard = NewLeaseGuard(mgrOpts.LeaderElectionID)
+		p.RestConfig.Wrap(p.LeaseGuard.Wrap)
+	}
 	if mgrOpts.Scheme, err = op.Scheme(); err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +50,12 @@ type ControlPlane struct {
 
 	env      *envtest.Environment
 	keepLogs bool
+
+	mu sync.Mutex
+	// apiserver is the kube-apiserver RestartAPIServer started, with its
+	// command line; nil while envtest's own runs.
+	apiserver     *Process
+	apiserverArgv []string
 }
 
 // StartControlPlane starts kube-apiserver and etcd and installs the CRDs.
@@ -175,6 +182,12 @@ func (cp *ControlPlane) Logs() string {
 func (cp *ControlPlane) Stop() error {
 	if cp == nil || cp.env == nil {
 		return nil
+	}
+	cp.mu.Lock()
+	restarted := cp.apiserver
+	cp.mu.Unlock()
+	if err := restarted.Stop(30 * time.Second); err != nil {
+		return err
 	}
 	if err := cp.env.Stop(); err != nil {
 		return fmt.Errorf("stop control plane (logs kept in %s): %w", cp.LogDir, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -64,4 +65,39 @@ func (cp *ControlPlane) AsServiceAccount(ctx context.Context, namespace, name, r
 		return nil, err
 	}
 	return &ServiceAccountAccess{Config: cfg, KubeconfigPath: path}, nil
+}
+
+// BindRoles creates every Role in roleFile (a YAML stream; its other
+// documents, such as RoleBindings to the default service account, are
+// skipped) and binds each to the service account namespace/name, as one
+// more replica of an operator needs its leader election and source Roles.
+func (cp *ControlPlane) BindRoles(ctx context.Context, roleFile, namespace, name string) error {
+	data, err := os.ReadFile(roleFile)
+	if err != nil {
+		return fmt.Errorf("read roles: %w", err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return fmt.Errorf("decode %s: %w", roleFile, err)
+		}
+		if meta.Kind != "Role" {
+			continue
+		}
+		role := &rbacv1.Role{}
+		if err := yaml.UnmarshalStrict([]byte(doc), role); err != nil {
+			return fmt.Errorf("decode Role in %s: %w", roleFile, err)
+		}
+		binding := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: role.Namespace, Name: role.Name + "-" + name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+		}
+		for _, obj := range []client.Object{role, binding} {
+			if err := cp.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
+			}
+		}
+	}
+	return nil
 }

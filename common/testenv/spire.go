@@ -36,6 +36,10 @@ type SpireOptions struct {
 	// what a failed test prints). Benchmarks set "INFO": DEBUG logging
 	// slows the server several times.
 	LogLevel string
+	// AuditLog enables the server's audit log (audit_log_enabled): one
+	// log line per API call, naming its caller (a Unix-socket caller by
+	// its binary's path, an mTLS caller by its SPIFFE ID).
+	AuditLog bool
 }
 
 // PSATCluster is a cluster whose agents attest with k8s_psat.
@@ -119,6 +123,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
     log_level = %q
     default_x509_svid_ttl = %q
     admin_ids = [%s]
+    audit_log_enabled = %t
 }
 plugins {
     DataStore "sql" {
@@ -137,7 +142,7 @@ plugins {
     }
 }
 `, opts.BindAddress, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.LogLevel, opts.DefaultX509SVIDTTL.String(),
-		strings.Join(admins, ", "), filepath.Join(dir, "datastore.sqlite3"), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
+		strings.Join(admins, ", "), opts.AuditLog, filepath.Join(dir, "datastore.sqlite3"), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
 	if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write spire-server config: %w", err)
 	}
@@ -257,6 +262,15 @@ func (s *Spire) Kill() error {
 // socket, as after a crash or an upgrade.
 func (s *Spire) Restart() error {
 	if err := s.Stop(); err != nil {
+		return err
+	}
+	return s.start()
+}
+
+// KillAndRestart ends the server at once (SIGKILL), as a crash would, and
+// starts it again on the same data, keys and socket.
+func (s *Spire) KillAndRestart() error {
+	if err := s.Kill(); err != nil {
 		return err
 	}
 	return s.start()

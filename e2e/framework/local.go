@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,21 @@ type LocalOptions struct {
 	// SVIDs. Where the machine cannot run one, Local starts without it and
 	// Workloads says why.
 	RealNode bool
+	// Replicas runs this many replicas of each operator with leader
+	// election on a Lease in Namespace. Replica i of op is named
+	// <op>-<i>, runs from its own copy of the binary (SPIRE's audit log
+	// names a Unix-socket caller by its binary's path) and as its own
+	// service account <op>-<i>, bound to the operator's generated
+	// ClusterRole and to the Roles of its config/rbac, so the API server's
+	// audit log tells replicas apart. 0 or 1: one replica named after the
+	// operator, without leader election.
+	Replicas int
+	// ExtraArgs, when set, returns flags added to a replica's command line.
+	ExtraArgs func(op string, replica int) []string
+	// AuditLog makes the kube-apiserver write an audit event for every
+	// request that changes something (AuditLogPath) and spire-server log
+	// every API call (audit_log_enabled).
+	AuditLog bool
 }
 
 // Local is a control plane, a spire-server and the operators as processes,
@@ -51,9 +67,12 @@ type Local struct {
 	cp      *testenv.ControlPlane
 	spire   *testenv.Spire
 	client  client.Client
-	bins    map[string]string
-	configs map[string]string
+	bins    map[string]string // by replica
+	configs map[string]string // by replica
+	extra   map[string][]string
+	ops     map[string][]string // replica names by operator
 	out     io.Writer
+	audit   string
 
 	node   *testenv.Node
 	agent  *testenv.Agent
@@ -90,7 +109,8 @@ func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Loca
 		out = io.Discard
 	}
 	l := &Local{root: opts.Root, td: opts.TrustDomain, out: out, bins: map[string]string{},
-		configs: map[string]string{}, proc: map[string]*testenv.Process{}}
+		configs: map[string]string{}, extra: map[string][]string{}, ops: map[string][]string{},
+		proc: map[string]*testenv.Process{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, l.Stop())
@@ -108,7 +128,9 @@ func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Loca
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build %s: %w\n%s", op, err, out)
 		}
-		l.bins[op] = bin
+		if err := l.addReplicas(op, bin, opts); err != nil {
+			return nil, err
+		}
 	}
 
 	l.step("starting kube-apiserver and etcd")
@@ -126,11 +148,18 @@ func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Loca
 		return nil, err
 	}
 	crds = append(crds, filepath.Join(gaie, "config", "crd", "bases", "inference.networking.k8s.io_inferencepools.yaml"))
-	cpOpts := testenv.ControlPlaneOptions{CRDDirectoryPaths: crds, Scheme: scheme}
+	cpOpts := testenv.ControlPlaneOptions{CRDDirectoryPaths: crds, Scheme: scheme, APIServerFlags: map[string]string{}}
+	if opts.AuditLog {
+		if cpOpts.APIServerFlags, err = l.auditFlags(); err != nil {
+			return nil, err
+		}
+	}
 	l.noNode = errors.New("the cluster was started without a real node (RealNode false)")
 	if opts.RealNode {
 		if l.noNode = testenv.NodePreflight(); l.noNode == nil {
-			cpOpts.APIServerFlags = testenv.NodeAPIServerFlags()
+			for k, v := range testenv.NodeAPIServerFlags() {
+				cpOpts.APIServerFlags[k] = v
+			}
 			// No kube-proxy runs, so no ClusterIP routes: the apiserver
 			// calls a Service's webhook at a ready endpoint's pod IP, still
 			// verifying the name <service>.<namespace>.svc.
@@ -154,7 +183,7 @@ func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Loca
 		return nil, err
 	}
 
-	spireOpts := testenv.SpireOptions{TrustDomain: l.td, BindAddress: bindAddress}
+	spireOpts := testenv.SpireOptions{TrustDomain: l.td, BindAddress: bindAddress, AuditLog: opts.AuditLog}
 	if l.noNode == nil {
 		reviewer, err := l.cp.SpireServerKubeconfig(ctx)
 		if err != nil {
@@ -175,27 +204,129 @@ func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Loca
 
 	for _, op := range opts.Operators {
 		l.step("installing RBAC of %s", op)
-		if l.configs[op], err = l.installRBAC(ctx, op); err != nil {
-			return nil, err
-		}
-		if err := l.startOperator(op); err != nil {
-			return nil, err
+		for _, r := range l.ops[op] {
+			if l.configs[r], err = l.installRBAC(ctx, op, r); err != nil {
+				return nil, err
+			}
+			if err := l.startOperator(r); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return l, nil
 }
 
+// addReplicas names the replicas of op and gives each its binary: bin for
+// a single replica, a copy of it per replica otherwise.
+func (l *Local) addReplicas(op, bin string, opts LocalOptions) error {
+	if opts.Replicas <= 1 {
+		l.ops[op] = []string{op}
+		l.bins[op] = bin
+		if opts.ExtraArgs != nil {
+			l.extra[op] = opts.ExtraArgs(op, 0)
+		}
+		return nil
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", bin, err)
+	}
+	for i := range opts.Replicas {
+		r := fmt.Sprintf("%s-%d", op, i)
+		l.bins[r] = bin + "-" + strconv.Itoa(i)
+		if err := os.WriteFile(l.bins[r], data, 0o755); err != nil {
+			return fmt.Errorf("copy %s: %w", bin, err)
+		}
+		l.ops[op] = append(l.ops[op], r)
+		l.extra[r] = []string{"--leader-elect", "--leader-election-namespace=" + Namespace}
+		if opts.ExtraArgs != nil {
+			l.extra[r] = append(l.extra[r], opts.ExtraArgs(op, i)...)
+		}
+	}
+	return nil
+}
+
+// auditPolicy logs, at metadata level, every request except reads.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: Metadata
+`
+
+// auditFlags writes the audit policy and returns the kube-apiserver flags
+// that enable the audit log (AuditLogPath).
+func (l *Local) auditFlags() (map[string]string, error) {
+	policy := filepath.Join(l.dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, fmt.Errorf("write audit policy: %w", err)
+	}
+	l.audit = filepath.Join(l.dir, "audit.log")
+	return map[string]string{"audit-policy-file": policy, "audit-log-path": l.audit}, nil
+}
+
+// AuditLogPath is the kube-apiserver's audit log (JSON lines), empty
+// unless LocalOptions.AuditLog was set.
+func (l *Local) AuditLogPath() string { return l.audit }
+
+// ControlPlane returns the local kube-apiserver and etcd.
+func (l *Local) ControlPlane() *testenv.ControlPlane { return l.cp }
+
+// Replicas returns the names of op's replicas (see LocalOptions.Replicas).
+func (l *Local) Replicas(op string) []string { return l.ops[op] }
+
+// ReplicaUser is the API user replica r authenticates as.
+func (l *Local) ReplicaUser(r string) string {
+	return "system:serviceaccount:" + Namespace + ":" + r
+}
+
+// ReplicaBinary is the binary replica r runs from.
+func (l *Local) ReplicaBinary(r string) string { return l.bins[r] }
+
+// Replica returns the running process of replica r, nil if it is stopped.
+func (l *Local) Replica(r string) *testenv.Process {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proc[r]
+}
+
+// KillReplica ends replica r at once (SIGKILL), as a crash would.
+func (l *Local) KillReplica(r string) error {
+	l.mu.Lock()
+	p := l.proc[r]
+	l.mu.Unlock()
+	return p.Kill()
+}
+
+// StartReplica starts replica r again after KillReplica.
+func (l *Local) StartReplica(r string) error { return l.startOperator(r) }
+
 func (l *Local) step(format string, args ...any) {
 	fmt.Fprintf(l.out, "[trustplane] "+format+"\n", args...)
 }
 
-// installRBAC runs the operator as its own service account holding only its
-// generated ClusterRole (config/rbac/role.yaml), and returns the kubeconfig.
-func (l *Local) installRBAC(ctx context.Context, op string) (string, error) {
+// installRBAC runs replica r of the operator as its own service account
+// holding only its generated ClusterRole (config/rbac/role.yaml) and, with
+// leader election, the Roles of config/rbac (leases, events, sources), and
+// returns the kubeconfig.
+func (l *Local) installRBAC(ctx context.Context, op, r string) (string, error) {
 	role := filepath.Join(l.root, op, "config", "rbac", "role.yaml")
-	access, err := l.cp.AsServiceAccount(ctx, Namespace, op, role)
+	access, err := l.cp.AsServiceAccount(ctx, Namespace, r, role)
 	if err != nil {
-		return "", fmt.Errorf("RBAC of %s: %w", op, err)
+		return "", fmt.Errorf("RBAC of %s: %w", r, err)
+	}
+	if r != op {
+		files, err := filepath.Glob(filepath.Join(l.root, op, "config", "rbac", "*_role.yaml"))
+		if err != nil {
+			return "", err
+		}
+		for _, f := range files {
+			if err := l.cp.BindRoles(ctx, f, Namespace, r); err != nil {
+				return "", fmt.Errorf("RBAC of %s: %w", r, err)
+			}
+		}
 	}
 	return access.KubeconfigPath, nil
 }
@@ -214,28 +345,42 @@ func (l *Local) operatorArgs(op string) []string {
 	return common
 }
 
-func (l *Local) startOperator(op string) error {
+// startOperator starts replica r (the operator itself when it runs alone).
+func (l *Local) startOperator(r string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	op := l.operatorOf(r)
 	p, err := testenv.StartProcess(testenv.ProcessOptions{
-		Name: op, Path: l.bins[op], Args: l.operatorArgs(op),
-		Env:     []string{"KUBECONFIG=" + l.configs[op]},
-		LogPath: filepath.Join(l.dir, op+".log"),
+		Name: r, Path: l.bins[r], Args: append(l.operatorArgs(op), l.extra[r]...),
+		Env:     []string{"KUBECONFIG=" + l.configs[r]},
+		LogPath: filepath.Join(l.dir, r+".log"),
 	})
 	if err != nil {
 		return err
 	}
-	l.proc[op] = p
+	l.proc[r] = p
 	// An operator that exits at once (bad flags, missing RBAC at startup) is an error now, not a timeout later.
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		if p.Exited() {
-			return fmt.Errorf("%s exited at startup: %v\n%s", op, p.ExitError(), tail(p.Logs(), 30))
+			return fmt.Errorf("%s exited at startup: %v\n%s", r, p.ExitError(), tail(p.Logs(), 30))
 		}
 		time.Sleep(100 * time.Millisecond) // startup watch interval
 	}
-	l.step("%s running (pid %d, log %s)", op, p.Pid(), filepath.Join(l.dir, op+".log"))
+	l.step("%s running (pid %d, log %s)", r, p.Pid(), filepath.Join(l.dir, r+".log"))
 	return nil
+}
+
+// operatorOf is the operator replica r belongs to.
+func (l *Local) operatorOf(r string) string {
+	for op, rs := range l.ops {
+		for _, x := range rs {
+			if x == r {
+				return op
+			}
+		}
+	}
+	return r
 }
 
 // Client implements Cluster.
@@ -272,39 +417,42 @@ func (l *Local) Dir() string { return l.dir }
 // config/default is applied as it is.
 func (l *Local) DeployArgs() []string { return nil }
 
-// RestartOperator implements Cluster: SIGKILL, then start again.
+// RestartOperator implements Cluster: SIGKILL, then start again, each
+// replica of op.
 func (l *Local) RestartOperator(_ context.Context, op string) error {
-	l.mu.Lock()
-	p := l.proc[op]
-	l.mu.Unlock()
-	if p == nil {
+	if len(l.ops[op]) == 0 {
 		return fmt.Errorf("operator %s is not running", op)
 	}
-	if err := p.Kill(); err != nil {
-		return err
+	for _, r := range l.ops[op] {
+		if err := l.KillReplica(r); err != nil {
+			return err
+		}
+		if err := l.startOperator(r); err != nil {
+			return err
+		}
 	}
-	return l.startOperator(op)
+	return nil
 }
 
-// OperatorLogs returns an operator's log.
+// OperatorLogs returns an operator's log (of every replica, in turn).
 func (l *Local) OperatorLogs(op string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if p := l.proc[op]; p != nil {
-		return p.Logs()
+	var b strings.Builder
+	for _, r := range l.ops[op] {
+		if p := l.Replica(r); p != nil {
+			b.WriteString(p.Logs())
+		}
 	}
-	return ""
+	return b.String()
 }
 
 // Diagnostics implements Cluster.
 func (l *Local) Diagnostics() string {
 	var b strings.Builder
 	for _, op := range Operators {
-		l.mu.Lock()
-		p := l.proc[op]
-		l.mu.Unlock()
-		if p != nil {
-			fmt.Fprintf(&b, "--- %s (last lines) ---\n%s\n", op, tail(p.Logs(), 60))
+		for _, r := range l.ops[op] {
+			if p := l.Replica(r); p != nil {
+				fmt.Fprintf(&b, "--- %s (last lines) ---\n%s\n", r, tail(p.Logs(), 60))
+			}
 		}
 	}
 	if l.spire != nil {

@@ -25,6 +25,11 @@ type Expectations struct {
 type expectation struct {
 	rv uint64
 	at time.Time
+	// gone marks the delete of an object the cache held: it is seen once
+	// the cache holds no object of that name, whether or not the delete's
+	// event is still to come (it may have passed before the delete call
+	// returned and the expectation was recorded).
+	gone bool
 }
 
 // NewExpectations returns empty Expectations.
@@ -36,13 +41,23 @@ func expectationKey(kind Kind, ns, name string) string { return string(kind) + "
 
 // expect records that we wrote the target at resourceVersion rv.
 func (e *Expectations) expect(kind Kind, ns, name, rv string) {
+	e.record(kind, ns, name, rv, false)
+}
+
+// expectGone records that we deleted the target, which the cache held;
+// rv is a resourceVersion the delete's event carries at least.
+func (e *Expectations) expectGone(kind Kind, ns, name, rv string) {
+	e.record(kind, ns, name, rv, true)
+}
+
+func (e *Expectations) record(kind Kind, ns, name, rv string, gone bool) {
 	n, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
 		return // an opaque resourceVersion cannot be ordered: trust the cache
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.pending[expectationKey(kind, ns, name)] = expectation{rv: n, at: e.now()}
+	e.pending[expectationKey(kind, ns, name)] = expectation{rv: n, at: e.now(), gone: gone}
 }
 
 // satisfied reports whether no write of ours to the target is in flight,
@@ -59,7 +74,7 @@ func (e *Expectations) satisfied(kind Kind, ns, name, cachedRV string) bool {
 		return true
 	}
 	n, err := strconv.ParseUint(cachedRV, 10, 64)
-	if (err == nil && n >= exp.rv) || e.now().Sub(exp.at) > expectationTTL {
+	if (err == nil && n >= exp.rv) || (exp.gone && cachedRV == "") || e.now().Sub(exp.at) > expectationTTL {
 		delete(e.pending, key)
 		return true
 	}

@@ -425,8 +425,13 @@ func (o *Objects) release(ctx context.Context, kind Kind, m *metav1.PartialObjec
 	}
 	target := m.DeepCopy()
 	target.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
-	rv, err := writer(o.Client).Release(ctx, target)
-	if err == nil {
+	w := writer(o.Client)
+	deletes := !w.Shared(m.ManagedFields)
+	rv, err := w.Release(ctx, target)
+	switch {
+	case err == nil && deletes:
+		o.expectGone(kind, m.Namespace, m.Name, rv)
+	case err == nil:
 		o.expect(kind, m.Namespace, m.Name, rv)
 	}
 	if err != nil {
@@ -444,5 +449,11 @@ func (o *Objects) expectationsMet(kind Kind, ns, name, cachedRV string) bool {
 func (o *Objects) expect(kind Kind, ns, name, rv string) {
 	if o.Expectations != nil {
 		o.Expectations.expect(kind, ns, name, rv)
+	}
+}
+
+func (o *Objects) expectGone(kind Kind, ns, name, rv string) {
+	if o.Expectations != nil {
+		o.Expectations.expectGone(kind, ns, name, rv)
 	}
 }

@@ -79,6 +79,9 @@ func Process() manager.Operator {
 			if err != nil {
 				return nil, err
 			}
+			if p.LeaseGuard != nil {
+				o.WriteGuard = p.LeaseGuard.Allow
+			}
 			op, err := assemble(ctx, p.Manager, o, p.Registry, p.Metrics)
 			if err != nil {
 				return nil, err
@@ -141,6 +144,7 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	}
 	api := spire.NewClient(conn, spire.Options{
 		PageSize: o.PageSize, Concurrency: o.WriteConcurrency, Timeout: o.RPCTimeout, Metrics: rpcMetrics,
+		WriteGuard: o.WriteGuard,
 	})
 	notifier := opcontroller.NewNotifier(spifferegistration.Kind, spiffeentry.Kind)
 	dirty := spifferegistration.NewDirty()

@@ -66,6 +66,9 @@ type Options struct {
 	// leader election, client rate limits (50 QPS, burst 100) and the GC
 	// target (10: the operator is mostly idle, so it trades a little CPU for memory).
 	Manager manager.Options
+	// WriteGuard, when set, is asked before every SPIRE write (see
+	// manager.LeaseGuard); not a flag.
+	WriteGuard func() error
 }
 
 // AddFlags registers the framework's, the manager's and the operator's

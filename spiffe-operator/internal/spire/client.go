@@ -64,6 +64,10 @@ type Options struct {
 	Timeout time.Duration
 	// Metrics records RPCs; nil disables metrics.
 	Metrics *Metrics
+	// WriteGuard, when set, is asked before every batch call: an error
+	// (a replica that may no longer hold its leader election lease)
+	// fails the call as Unavailable, without sending it.
+	WriteGuard func() error
 }
 
 // DefaultOptions returns the defaults.
@@ -279,9 +283,20 @@ func (c *Client) batch(ctx context.Context, method string, n int, size func(int)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			start := time.Now()
-			rctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-			res, err := call(rctx, sp.lo, sp.hi)
-			cancel()
+			var (
+				res []Result
+				err error
+			)
+			if c.opts.WriteGuard != nil {
+				if gErr := c.opts.WriteGuard(); gErr != nil {
+					err = status.Errorf(codes.Unavailable, "%s not sent: %v", method, gErr)
+				}
+			}
+			if err == nil {
+				rctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+				res, err = call(rctx, sp.lo, sp.hi)
+				cancel()
+			}
 			if err == nil && len(res) != sp.hi-sp.lo {
 				err = status.Errorf(codes.Internal, "%s returned %d results for %d entries", method, len(res), sp.hi-sp.lo)
 			}

@@ -1,0 +1,54 @@
+package spire_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc/codes"
+
+	"github.com/trustplane/trustplane/common/testenv"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
+)
+
+// TestWriteGuardKeepsWritesFromTheServer proves that a write the guard
+// refuses (a replica that may no longer lead) never reaches a real
+// spire-server and fails as Unavailable, so the pass is retried, while reads
+// go on and an allowed write lands.
+func TestWriteGuardKeepsWritesFromTheServer(t *testing.T) {
+	ctx := context.Background()
+	srv, err := testenv.StartSpire(testenv.SpireOptions{LogLevel: "INFO"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Cleanup(); err != nil {
+			t.Error(err)
+		}
+	}()
+	conn, err := srv.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var refuse error = errors.New("not the leader")
+	c := spire.NewClient(conn, spire.Options{WriteGuard: func() error { return refuse }})
+	entry := &types.Entry{Id: "guarded", SpiffeId: &types.SPIFFEID{TrustDomain: "example.org", Path: "/w"},
+		ParentId: &types.SPIFFEID{TrustDomain: "example.org", Path: "/p"}, Selectors: []*types.Selector{{Type: "unix", Value: "uid:1"}}}
+	res, err := c.Create(ctx, []*types.Entry{entry})
+	if err == nil || len(res) != 1 || res[0].Code != codes.Unavailable {
+		t.Fatalf("a refused create: %v, %v", res, err)
+	}
+	if _, err := c.Delete(ctx, []string{"guarded"}); err == nil {
+		t.Error("a refused delete succeeded")
+	}
+	all, err := c.ListAll(ctx)
+	if err != nil || len(all) != 0 {
+		t.Fatalf("SPIRE holds %v (%v) after refused writes", all, err)
+	}
+	refuse = nil
+	if res, err := c.Create(ctx, []*types.Entry{entry}); err != nil || res[0].Code != codes.OK {
+		t.Fatalf("an allowed create: %v, %v", res, err)
+	}
+}
