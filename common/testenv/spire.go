@@ -32,6 +32,9 @@ type SpireOptions struct {
 	// default. Pods on a real node reach the server at the node's IP
 	// (NodeIP), never at an address of all interfaces.
 	BindAddress string
+	// Port is the port of the server API, a free one when 0. Servers in HA
+	// behind one DNS name listen on one port at different addresses.
+	Port int
 	// LogLevel is the server's log level, "DEBUG" by default (its log is
 	// what a failed test prints). Benchmarks set "INFO": DEBUG logging
 	// slows the server several times.
@@ -98,9 +101,11 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spire dir: %w", err)
 	}
-	port, err := freePortOn(opts.BindAddress)
-	if err != nil {
-		return nil, err
+	port := opts.Port
+	if port == 0 {
+		if port, err = freePortOn(opts.BindAddress); err != nil {
+			return nil, err
+		}
 	}
 	s := &Spire{
 		TrustDomain: opts.TrustDomain,
