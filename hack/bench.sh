@@ -13,6 +13,6 @@ for m in spiffe-operator identity-operator bundle-operator; do
 		continue
 	fi
 	echo "[bench] $m" >&2
-	(cd "$m" && BENCH_OUT="$root/bench-results/$m.txt" BENCH_PG_OUT="$root/bench-results/$m-postgres.txt" go test -run "^$" -bench . -benchtime 1x -timeout 60m ./bench/) | tee "bench-results/$m.log" || status=1
+	(cd "$m" && BENCH_OUT="$root/bench-results/$m.txt" BENCH_PG_OUT="$root/bench-results/$m-postgres.txt" go test -run "^$" -bench . -benchtime 1x -timeout 150m ./bench/) | tee "bench-results/$m.log" || status=1
 done
 exit $status
