@@ -5,9 +5,10 @@
 // files (a minted admin SVID), authorizing the server by its SPIFFE ID.
 //
 // Servers in high availability (several spire-servers sharing one SQL
-// datastore) are reached as a list of sockets or addresses, or as one DNS
-// name with several addresses: calls are balanced over the servers that
-// are up and fail over from a server that goes down to the others.
+// datastore) are reached as a list of sockets or addresses, whose calls are
+// balanced over the servers that are up and fail over from a server that
+// goes down to the others, or as one DNS name with several addresses, used
+// one at a time.
 package spireconn
 
 import (
@@ -47,9 +48,9 @@ type Options struct {
 	// SocketPath is the server's admin Unix socket, or the sockets of
 	// servers in HA separated by commas.
 	SocketPath string
-	// Address is the server's host:port for mTLS (a DNS name with several
-	// addresses is balanced over all of them), or the host:port of servers
-	// in HA separated by commas.
+	// Address is the server's host:port for mTLS (of a DNS name with several
+	// addresses, one at a time, the next when its connection breaks), or the
+	// host:port of servers in HA separated by commas.
 	Address string
 	// ServerID is the SPIFFE ID the server must present over mTLS,
 	// usually spiffe://<trust domain>/spire/server.
@@ -69,7 +70,7 @@ type Options struct {
 // AddFlags registers the connection flags on fs.
 func AddFlags(fs *pflag.FlagSet) {
 	fs.String(KeySocket, "", "SPIRE server admin Unix socket, or comma-separated sockets of servers in HA to fail over between (set this or --spire-address) (env SPIRE_SOCKET)")
-	fs.String(KeyAddress, "", "SPIRE server host:port for mTLS with the operator's own X509-SVID; a DNS name with several addresses (headless Service), or comma-separated host:port of servers in HA, balances calls over the servers up and fails over between them (env SPIRE_ADDRESS)")
+	fs.String(KeyAddress, "", "SPIRE server host:port for mTLS with the operator's own X509-SVID, or comma-separated host:port of servers in HA to balance over and fail over between; of a DNS name with several addresses (headless Service), one server is used at a time, moving to another when its connection breaks (env SPIRE_ADDRESS)")
 	fs.String(KeyServerID, "", "SPIFFE ID the SPIRE server must present over mTLS (default spiffe://<trust domain>/spire/server) (env SPIRE_SERVER_ID)")
 	fs.String(KeyWorkloadAPISocket, "", "Workload API address the operator's X509-SVID comes from, e.g. unix:///run/spire/agent-sockets/spire-agent.sock (env WORKLOAD_API_SOCKET)")
 	fs.String(KeySVIDCertFile, "", "PEM X509-SVID to use instead of the Workload API (env SVID_CERT_FILE)")
