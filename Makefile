@@ -37,8 +37,8 @@ all: test
 help: ## list targets
 	@grep -hE '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
-tools: ## build kube-apiserver, etcd, kubectl, spire-server, spire-agent and the real node's components into the cache (minutes on the first run only)
-	@hack/build-tools.sh all node >/dev/null
+tools: ## build kube-apiserver, etcd, kubectl, spire-server, spire-agent and the real node's components into the cache (minutes on the first run only), and install PostgreSQL from Debian when missing
+	@hack/build-tools.sh all node postgres >/dev/null
 
 vet: ## go vet every module (common also as for macOS, where its tests may run)
 	go vet $(PKGS)

@@ -6,7 +6,10 @@
 # kube-controller-manager, kube-scheduler, containerd with its runc shim and its
 # client ctr (which imports images), runc and the CNI plugins bridge, host-local, loopback and portmap.
 #
-# Usage: hack/build-tools.sh [k8s] [spire] [helm] [node] [all]   (default: all; all is k8s, spire and helm)
+# The postgres target installs PostgreSQL from Debian when it is missing: the harness
+# runs it for SPIRE in HA (testenv.StartSpireHA) and the benchmark's PostgreSQL run.
+#
+# Usage: hack/build-tools.sh [k8s] [spire] [helm] [node] [postgres] [all]   (default: all; all is k8s, spire and helm)
 # Prints the cache directory of the binaries on its last line when asked with --print-dir.
 set -euo pipefail
 
@@ -108,6 +111,22 @@ node() {
 	done
 }
 
+# postgres installs Debian's PostgreSQL server when no initdb is found where the harness
+# looks (testenv.PostgresBinDir): /usr/lib/postgresql/<version>/bin, then PATH.
+postgres() {
+	if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; then
+		return
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "SPIRE in HA needs PostgreSQL: installing postgresql from Debian"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+	else
+		say "SPIRE in HA needs PostgreSQL: apt-get install postgresql"
+		exit 1
+	fi
+}
+
 # envtest expects plain names in one directory: link them there.
 assets() {
 	local dir="$cache/assets/k8s-$K8S_VERSION"
@@ -128,6 +147,7 @@ for t in $targets; do
 	spire) spire ;;
 	helm) helm ;;
 	node) node ;;
+	postgres) postgres ;;
 	all) k8s; spire; helm ;;
 	--print-dir) ;;
 	*) say "unknown target $t"; exit 2 ;;

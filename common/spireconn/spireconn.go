@@ -3,6 +3,12 @@
 // (an operator running beside the server), or mTLS over TCP with the
 // operator's own X509-SVID, from the SPIRE agent's Workload API or from PEM
 // files (a minted admin SVID), authorizing the server by its SPIFFE ID.
+//
+// Servers in high availability (several spire-servers sharing one SQL
+// datastore) are reached as a list of sockets or addresses, whose calls are
+// balanced over the servers that are up and fail over from a server that
+// goes down to the others, or as one DNS name with several addresses, used
+// one at a time.
 package spireconn
 
 import (
@@ -10,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -40,9 +45,12 @@ const (
 // Options say how to reach the SPIRE server. Set exactly one of SocketPath
 // (admin Unix socket) and Address (mTLS over TCP).
 type Options struct {
-	// SocketPath is the server's admin Unix socket.
+	// SocketPath is the server's admin Unix socket, or the sockets of
+	// servers in HA separated by commas.
 	SocketPath string
-	// Address is the server's host:port for mTLS.
+	// Address is the server's host:port for mTLS (of a DNS name with several
+	// addresses, one at a time, the next when its connection breaks), or the
+	// host:port of servers in HA separated by commas.
 	Address string
 	// ServerID is the SPIFFE ID the server must present over mTLS,
 	// usually spiffe://<trust domain>/spire/server.
@@ -61,8 +69,8 @@ type Options struct {
 
 // AddFlags registers the connection flags on fs.
 func AddFlags(fs *pflag.FlagSet) {
-	fs.String(KeySocket, "", "SPIRE server admin Unix socket (set this or --spire-address) (env SPIRE_SOCKET)")
-	fs.String(KeyAddress, "", "SPIRE server host:port for mTLS with the operator's own X509-SVID (env SPIRE_ADDRESS)")
+	fs.String(KeySocket, "", "SPIRE server admin Unix socket, or comma-separated sockets of servers in HA to fail over between (set this or --spire-address) (env SPIRE_SOCKET)")
+	fs.String(KeyAddress, "", "SPIRE server host:port for mTLS with the operator's own X509-SVID, or comma-separated host:port of servers in HA to balance over and fail over between; of a DNS name with several addresses (headless Service), one server is used at a time, moving to another when its connection breaks (env SPIRE_ADDRESS)")
 	fs.String(KeyServerID, "", "SPIFFE ID the SPIRE server must present over mTLS (default spiffe://<trust domain>/spire/server) (env SPIRE_SERVER_ID)")
 	fs.String(KeyWorkloadAPISocket, "", "Workload API address the operator's X509-SVID comes from, e.g. unix:///run/spire/agent-sockets/spire-agent.sock (env WORKLOAD_API_SOCKET)")
 	fs.String(KeySVIDCertFile, "", "PEM X509-SVID to use instead of the Workload API (env SVID_CERT_FILE)")
@@ -100,7 +108,11 @@ func (o Options) Validate() error {
 	case o.SocketPath == "" && o.Address == "":
 		return fmt.Errorf("set --%s (admin Unix socket) or --%s (mTLS)", KeySocket, KeyAddress)
 	case o.SocketPath != "":
-		return nil
+		_, err := splitList(KeySocket, o.SocketPath)
+		return err
+	}
+	if _, err := splitList(KeyAddress, o.Address); err != nil {
+		return err
 	}
 	if _, err := spiffeid.FromString(o.ServerID); err != nil {
 		return fmt.Errorf("--%s %q: %w", KeyServerID, o.ServerID, err)
@@ -127,11 +139,11 @@ func Dial(ctx context.Context, o Options) (*grpc.ClientConn, io.Closer, error) {
 		return nil, nil, err
 	}
 	if o.SocketPath != "" {
-		conn, err := grpc.NewClient("unix://"+o.SocketPath,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "unix", o.SocketPath)
-			}))
+		paths, err := splitList(KeySocket, o.SocketPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		conn, err := newSocketsClient(paths, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return nil, nil, fmt.Errorf("dial SPIRE admin socket %s: %w", o.SocketPath, err)
 		}
@@ -140,6 +152,10 @@ func Dial(ctx context.Context, o Options) (*grpc.ClientConn, io.Closer, error) {
 	serverID, err := spiffeid.FromString(o.ServerID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--%s %q: %w", KeyServerID, o.ServerID, err)
+	}
+	addresses, err := splitList(KeyAddress, o.Address)
+	if err != nil {
+		return nil, nil, err
 	}
 	var (
 		svids   x509svid.Source
@@ -169,7 +185,7 @@ func Dial(ctx context.Context, o Options) (*grpc.ClientConn, io.Closer, error) {
 		closers = append(closers, src)
 	}
 	creds := grpccredentials.MTLSClientCredentials(svids, bundles, tlsconfig.AuthorizeID(serverID))
-	conn, err := grpc.NewClient(o.Address, grpc.WithTransportCredentials(creds))
+	conn, err := newAddressesClient(addresses, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("dial SPIRE server %s: %w", o.Address, err), closers.Close())
 	}

@@ -46,16 +46,20 @@ func canWriteEntries(ctx context.Context, o spireconn.Options) {
 	conn, closer, err := spireconn.Dial(ctx, o)
 	Expect(err).NotTo(HaveOccurred())
 	defer func() { Expect(closer.Close()).To(Succeed()) }()
-	client := entryv1.NewEntryClient(conn)
+	writeEntry(ctx, Default, entryv1.NewEntryClient(conn))
+}
+
+// writeEntry creates and deletes an entry through client.
+func writeEntry(ctx context.Context, g Gomega, client entryv1.EntryClient) {
 	resp, err := client.BatchCreateEntry(ctx, &entryv1.BatchCreateEntryRequest{Entries: []*types.Entry{{
 		SpiffeId:  &types.SPIFFEID{TrustDomain: "example.org", Path: fmt.Sprintf("/probe/%d", time.Now().UnixNano())},
 		ParentId:  &types.SPIFFEID{TrustDomain: "example.org", Path: "/node"},
 		Selectors: []*types.Selector{{Type: "unix", Value: "uid:4242"}},
 	}}})
-	Expect(err).NotTo(HaveOccurred())
-	Expect(resp.Results[0].Status.Code).To(BeZero(), resp.Results[0].Status.Message)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.Results[0].Status.Code).To(BeZero(), resp.Results[0].Status.Message)
 	_, err = client.BatchDeleteEntry(ctx, &entryv1.BatchDeleteEntryRequest{Ids: []string{resp.Results[0].Entry.Id}})
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 }
 
 var _ = Describe("Dial", func() {
@@ -114,6 +118,12 @@ var _ = Describe("Options", func() {
 		Entry("files and workload API", spireconn.Options{Address: "h:1", ServerID: "spiffe://td/spire/server", SVIDCertFile: "c", SVIDKeyFile: "k", BundleFile: "b", WorkloadAPISocket: "/w"}, "not both"),
 		Entry("no identity", spireconn.Options{Address: "h:1", ServerID: "spiffe://td/spire/server"}, "mTLS needs"),
 		Entry("workload API", spireconn.Options{Address: "h:1", ServerID: "spiffe://td/spire/server", WorkloadAPISocket: "/w"}, ""),
+		Entry("sockets of servers in HA", spireconn.Options{SocketPath: "/a.sock, /b.sock"}, ""),
+		Entry("an empty socket in the list", spireconn.Options{SocketPath: "/a.sock,,/b.sock"}, `--spire-socket "/a.sock,,/b.sock": an empty item in the list`),
+		Entry("a socket listed twice", spireconn.Options{SocketPath: "/a.sock,/a.sock"}, "/a.sock is listed twice"),
+		Entry("addresses of servers in HA", spireconn.Options{Address: "a:1,b:1", ServerID: "spiffe://td/spire/server", WorkloadAPISocket: "/w"}, ""),
+		Entry("an empty address in the list", spireconn.Options{Address: "a:1,", ServerID: "spiffe://td/spire/server", WorkloadAPISocket: "/w"}, `--spire-address "a:1,": an empty item in the list`),
+		Entry("an address listed twice", spireconn.Options{Address: "a:1, a:1", ServerID: "spiffe://td/spire/server", WorkloadAPISocket: "/w"}, "a:1 is listed twice"),
 	)
 
 	It("reports whether SPIRE is configured at all", func() {

@@ -20,6 +20,9 @@ type ProcessOptions struct {
 	Env []string
 	// LogPath receives stdout and stderr (appended).
 	LogPath string
+	// Credential, when set, is the user and group the process runs as
+	// (a server that refuses to run as root).
+	Credential *syscall.Credential
 }
 
 // Process is a started child process whose output goes to a log file. It
@@ -43,6 +46,7 @@ func StartProcess(opts ProcessOptions) (*Process, error) {
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), opts.Env...)
 	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr.Credential = opts.Credential
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", opts.Name, err)

@@ -32,6 +32,9 @@ type SpireOptions struct {
 	// default. Pods on a real node reach the server at the node's IP
 	// (NodeIP), never at an address of all interfaces.
 	BindAddress string
+	// Port is the port of the server API, a free one when 0. Servers in HA
+	// behind one DNS name listen on one port at different addresses.
+	Port int
 	// LogLevel is the server's log level, "DEBUG" by default (its log is
 	// what a failed test prints). Benchmarks set "INFO": DEBUG logging
 	// slows the server several times.
@@ -40,6 +43,10 @@ type SpireOptions struct {
 	// log line per API call, naming its caller (a Unix-socket caller by
 	// its binary's path, an mTLS caller by its SPIFFE ID).
 	AuditLog bool
+	// PostgresConnection, when set, is the libpq connection string of the
+	// PostgreSQL database the server keeps its datastore in (servers in HA
+	// share one, see StartSpireHA) instead of a sqlite file of its own.
+	PostgresConnection string
 }
 
 // PSATCluster is a cluster whose agents attest with k8s_psat.
@@ -53,7 +60,8 @@ type PSATCluster struct {
 	ServiceAccounts []string
 }
 
-// Spire is a running spire-server on 127.0.0.1 (or BindAddress) with a sqlite file datastore,
+// Spire is a running spire-server on 127.0.0.1 (or BindAddress) with a sqlite file
+// datastore (or a PostgreSQL database, PostgresConnection),
 // a disk key manager, the join_token node attestor (and k8s_psat when
 // asked) and its admin API on a Unix socket.
 type Spire struct {
@@ -97,9 +105,11 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spire dir: %w", err)
 	}
-	port, err := freePortOn(opts.BindAddress)
-	if err != nil {
-		return nil, err
+	port := opts.Port
+	if port == 0 {
+		if port, err = freePortOn(opts.BindAddress); err != nil {
+			return nil, err
+		}
 	}
 	s := &Spire{
 		TrustDomain: opts.TrustDomain,
@@ -126,13 +136,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
     audit_log_enabled = %t
 }
 plugins {
-    DataStore "sql" {
-        plugin_data {
-            database_type = "sqlite3"
-            connection_string = %q
-        }
-    }
-    NodeAttestor "join_token" {
+%s    NodeAttestor "join_token" {
         plugin_data {}
     }
 %s    KeyManager "disk" {
@@ -142,7 +146,7 @@ plugins {
     }
 }
 `, opts.BindAddress, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.LogLevel, opts.DefaultX509SVIDTTL.String(),
-		strings.Join(admins, ", "), opts.AuditLog, filepath.Join(dir, "datastore.sqlite3"), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
+		strings.Join(admins, ", "), opts.AuditLog, datastorePlugin(opts, dir), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
 	if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write spire-server config: %w", err)
 	}
@@ -150,6 +154,18 @@ plugins {
 		return nil, err
 	}
 	return s, nil
+}
+
+// datastorePlugin is the sql DataStore block: a sqlite file in dir, or the
+// PostgreSQL database of opts.
+func datastorePlugin(opts SpireOptions, dir string) string {
+	dbType, conn, pool := "sqlite3", filepath.Join(dir, "datastore.sqlite3"), ""
+	if opts.PostgresConnection != "" {
+		// A bounded pool: servers sharing the database share its connections.
+		dbType, conn, pool = "postgres", opts.PostgresConnection, "\n            max_open_conns = 50"
+	}
+	return fmt.Sprintf("    DataStore \"sql\" {\n        plugin_data {\n            database_type = %q\n            connection_string = %q%s\n        }\n    }\n",
+		dbType, conn, pool)
 }
 
 // psatServerPlugin is the k8s_psat NodeAttestor block, or nothing.

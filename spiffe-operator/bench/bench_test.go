@@ -45,6 +45,12 @@ const (
 	kubeBurst = "100"
 )
 
+// sqliteSpire is a server of the benchmark's trust domain on its own sqlite
+// file, at INFO (DEBUG logging slows SPIRE several times).
+func sqliteSpire() testenv.SpireOptions {
+	return testenv.SpireOptions{TrustDomain: trustDomain, LogLevel: "INFO"}
+}
+
 // settings of a run, from the environment.
 type settings struct {
 	sizes   []int
@@ -256,7 +262,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 			if floor, err = measureFloor(ctx, n); err != nil {
 				return fmt.Errorf("floor: %w", err)
 			}
-			if scmFloor, err = floorOf(ctx, n, scmShape); err != nil {
+			if scmFloor, err = floorOf(ctx, sqliteSpire(), 1, n, scmShape); err != nil {
 				return fmt.Errorf("one-selector floor: %w", err)
 			}
 		}
@@ -605,40 +611,10 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	return sorted[i].Round(100 * time.Microsecond)
 }
 
-// measureFloor times n creates in batches of 50, one call at a time, on a fresh server.
+// measureFloor times n creates of the operator's entries for namespace
+// floor, in batches of 50, one call at a time, on a fresh server.
 func measureFloor(ctx context.Context, n int) (time.Duration, error) {
-	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain, LogLevel: "INFO"})
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = srv.Cleanup() }()
-	conn, closer, err := spireconn.Dial(ctx, spireconn.Options{SocketPath: srv.SocketPath})
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = closer.Close() }()
-	api := spire.NewClient(conn, spire.Options{BatchSize: 50, Concurrency: 1})
-	in := make([]*types.Entry, n)
-	for i := range in {
-		in[i] = &types.Entry{
-			SpiffeId:    &types.SPIFFEID{TrustDomain: trustDomain, Path: fmt.Sprintf("/ns/floor/sa/w-%d", i)},
-			ParentId:    &types.SPIFFEID{TrustDomain: trustDomain, Path: "/spire/agent/k8s_psat/bench"},
-			Selectors:   []*types.Selector{{Type: "k8s", Value: "ns:floor"}, {Type: "k8s", Value: fmt.Sprintf("sa:w-%d", i)}},
-			X509SvidTtl: 3600,
-		}
-	}
-	start := time.Now()
-	res, err := api.Create(ctx, in)
-	d := time.Since(start)
-	if err != nil {
-		return 0, err
-	}
-	for _, r := range res {
-		if r.Code != codes.OK {
-			return 0, fmt.Errorf("floor create: %s %s", r.Code, r.Message)
-		}
-	}
-	return d, nil
+	return floorOf(ctx, sqliteSpire(), 1, n, func(i int) *types.Entry { return floorEntry("floor", i, "/spire/agent/k8s_psat/bench", true) })
 }
 
 func deployment(ns, name, sa string) *appsv1.Deployment {

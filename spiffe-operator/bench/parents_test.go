@@ -107,16 +107,16 @@ func runParentModes(b *testing.B, s parentSettings) error {
 		{"per-node parents", func(*v1alpha1.SpiffeRegistrationSpec) {}, perNode},
 	} {
 		for r := range s.rounds {
-			floor, err := floorOf(ctx, s.workloads, m.floor)
+			floor, err := floorOf(ctx, sqliteSpire(), 1, s.workloads, m.floor)
 			if err != nil {
 				return fmt.Errorf("%s floor: %w", m.name, err)
 			}
-			scmFloor, err := floorOf(ctx, s.workloads, oneSelector)
+			scmFloor, err := floorOf(ctx, sqliteSpire(), 1, s.workloads, oneSelector)
 			if err != nil {
 				return fmt.Errorf("one-selector floor: %w", err)
 			}
 			name := fmt.Sprintf("%s-%s-r%d", ns, strings.ReplaceAll(m.name, " ", "-"), r)
-			d, count, rss, err := convergeMode(ctx, k8s, cp.KubeconfigPath, bin, ns, name, s.workloads, m.spec)
+			d, count, rss, err := convergeMode(ctx, k8s, cp.KubeconfigPath, bin, ns, name, s.workloads, m.spec, sqliteSpire(), "--cluster-name", benchCluster)
 			if err != nil {
 				return fmt.Errorf("%s: %w", m.name, err)
 			}
@@ -146,10 +146,10 @@ func floorEntry(ns string, i int, parentPath string, both bool) *types.Entry {
 	return e
 }
 
-// floorOf times n creates of entry(i) in batches of 50, one call at a
-// time, on a fresh server.
-func floorOf(ctx context.Context, n int, entry func(int) *types.Entry) (time.Duration, error) {
-	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain, LogLevel: "INFO"})
+// floorOf times n creates of entry(i) in batches of 50, concurrency calls
+// at a time, on a fresh server started with opts.
+func floorOf(ctx context.Context, opts testenv.SpireOptions, concurrency, n int, entry func(int) *types.Entry) (time.Duration, error) {
+	srv, err := testenv.StartSpire(opts)
 	if err != nil {
 		return 0, err
 	}
@@ -159,7 +159,7 @@ func floorOf(ctx context.Context, n int, entry func(int) *types.Entry) (time.Dur
 		return 0, err
 	}
 	defer func() { _ = closer.Close() }()
-	api := spire.NewClient(conn, spire.Options{BatchSize: 50, Concurrency: 1})
+	api := spire.NewClient(conn, spire.Options{BatchSize: 50, Concurrency: concurrency})
 	in := make([]*types.Entry, n)
 	for i := range in {
 		in[i] = entry(i)
@@ -178,18 +178,19 @@ func floorOf(ctx context.Context, n int, entry func(int) *types.Entry) (time.Dur
 	return d, nil
 }
 
-// convergeMode starts a fresh server and operator, creates a policy
-// selecting ns (spec changed by mut), and times it until its status reports
-// n entries registered. It returns the time, the entries SPIRE then holds
-// and the operator's RSS, and removes the policy, operator and server.
+// convergeMode starts a fresh server (with opts) and operator (with the
+// extra args), creates a policy selecting ns (spec changed by mut), and
+// times it until its status reports n entries registered. It returns the
+// time, the entries SPIRE then holds and the operator's RSS, and removes
+// the policy, operator and server.
 func convergeMode(ctx context.Context, k8s client.WithWatch, kubeconfig, bin, ns, name string, n int,
-	mut func(*v1alpha1.SpiffeRegistrationSpec)) (time.Duration, int, float64, error) {
-	srv, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: trustDomain, LogLevel: "INFO"})
+	mut func(*v1alpha1.SpiffeRegistrationSpec), opts testenv.SpireOptions, args ...string) (time.Duration, int, float64, error) {
+	srv, err := testenv.StartSpire(opts)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	defer func() { _ = srv.Cleanup() }()
-	proc, err := startOperator(bin, kubeconfig, srv.SocketPath, "--cluster-name", benchCluster)
+	proc, err := startOperator(bin, kubeconfig, srv.SocketPath, args...)
 	if err != nil {
 		return 0, 0, 0, err
 	}
