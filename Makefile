@@ -78,8 +78,8 @@ generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers, a
 	@for m in $(OPERATORS); do \
 		echo "generate $$m"; \
 		(cd $$m && $(CONTROLLER_GEN) object paths=./api/... && \
-		 $(CONTROLLER_GEN) crd rbac:roleName=$$m-manager-role paths=./... \
-			output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac); \
+		 $(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases && \
+		 $(CONTROLLER_GEN) rbac:roleName=$$m-manager-role paths=./... output:rbac:artifacts:config=config/rbac); \
 	done
 	cd common && $(CONTROLLER_GEN) object paths=./examples/widget/api/... paths=./status/... && \
 		$(CONTROLLER_GEN) crd paths=./examples/widget/api/... output:crd:artifacts:config=testdata/crd
