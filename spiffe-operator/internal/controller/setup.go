@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	crhandler "sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
@@ -22,16 +24,18 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffefederation"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/services"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
-// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations;spiffeentries,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/status;spiffeentries/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/finalizers;spiffeentries/finalizers,verbs=update
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations;spiffeentries;spiffefederations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/status;spiffeentries/status;spiffefederations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/finalizers;spiffeentries/finalizers;spiffefederations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -44,6 +48,7 @@ import (
 const (
 	RegistrationControllerName = "spifferegistration"
 	EntryControllerName        = "spiffeentry"
+	FederationControllerName   = "spiffefederation"
 )
 
 // CacheOptions returns the cache options that keep workloads, namespaces
@@ -84,8 +89,10 @@ type Options struct {
 	ClusterName string
 	// Class says which objects this instance takes.
 	Class class.Filter
-	// DryRun is true when the Syncer writes nothing.
+	// DryRun is true when the Syncer and Federation write nothing.
 	DryRun bool
+	// Federation reads and writes SPIRE's federation relationships.
+	Federation spire.FederationAPI
 }
 
 // Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
@@ -138,6 +145,45 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}, builder.WithPredicates(o.Class.Predicate()))
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", EntryControllerName, err)
+	}
+	return setupFederation(mgr, o)
+}
+
+// setupFederation registers the SpiffeFederation controller. A change of
+// one object (its deletion above all) reconciles the others of its trust
+// domain, which may be waiting for it.
+func setupFederation(mgr ctrl.Manager, o Options) error {
+	h := &spiffefederation.Handler{
+		Reader: mgr.GetClient(), API: o.Federation, TrustDomain: o.TrustDomain, Class: o.Class, DryRun: o.DryRun,
+		ClaimDelay: o.Config.RequeueAfterOnError,
+	}
+	c := controller.New(FederationControllerName, mgr.GetClient(), h, controller.Options{
+		Config: o.Config, Recorder: mgr.GetEventRecorder(FederationControllerName), Metrics: o.Metrics,
+	})
+	reader := mgr.GetClient()
+	sameTrustDomain := crhandler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		f, ok := obj.(*v1alpha1.SpiffeFederation)
+		if !ok {
+			return nil
+		}
+		var list v1alpha1.SpiffeFederationList
+		if err := reader.List(ctx, &list); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			if o := &list.Items[i]; o.UID != f.UID && o.Spec.TrustDomain == f.Spec.TrustDomain {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+			}
+		}
+		return out
+	})
+	err := controller.SetupWithManager(mgr, c, func() *v1alpha1.SpiffeFederation { return &v1alpha1.SpiffeFederation{} },
+		func(b *builder.Builder) *builder.Builder {
+			return b.Watches(&v1alpha1.SpiffeFederation{}, sameTrustDomain).WithEventFilter(ignoreOwnStatusUpdates())
+		}, builder.WithPredicates(o.Class.Predicate()))
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", FederationControllerName, err)
 	}
 	return nil
 }
@@ -219,7 +265,7 @@ func nodeCreatedOrDeleted() predicate.Predicate {
 func ignoreOwnStatusUpdates() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		switch e.ObjectNew.(type) {
-		case *v1alpha1.SpiffeRegistration, *v1alpha1.SpiffeEntry:
+		case *v1alpha1.SpiffeRegistration, *v1alpha1.SpiffeEntry, *v1alpha1.SpiffeFederation:
 		default:
 			return true
 		}

@@ -165,8 +165,10 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 		syncOpts.AliveNow = opcontroller.AliveOwners(mgr.GetAPIReader())
 	}
 	var entryAPI spire.EntryAPI = api
+	var federationAPI spire.FederationAPI = spire.NewFederationClient(conn, spire.Options{Timeout: o.RPCTimeout, Metrics: rpcMetrics})
 	if o.DryRun {
 		entryAPI = spire.NewDryRun(api, ctrl.LoggerFrom(ctx).WithName("dry-run"), rpcMetrics)
+		federationAPI = spire.NewFederationDryRun(federationAPI, ctrl.LoggerFrom(ctx).WithName("dry-run"), rpcMetrics)
 	}
 	syncer := entrysync.New(entryAPI, syncOpts)
 	if o.CollectOrphans {
@@ -178,7 +180,7 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	err = opcontroller.Setup(mgr, opcontroller.Options{
 		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
 		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty, ClusterName: o.ClusterName,
-		Class: class.Filter{Name: o.ClassName, Classless: o.WatchClassless}, DryRun: o.DryRun,
+		Class: class.Filter{Name: o.ClassName, Classless: o.WatchClassless}, DryRun: o.DryRun, Federation: federationAPI,
 	})
 	if err != nil {
 		_ = closer.Close()
