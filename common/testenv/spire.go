@@ -36,6 +36,10 @@ type SpireOptions struct {
 	// what a failed test prints). Benchmarks set "INFO": DEBUG logging
 	// slows the server several times.
 	LogLevel string
+	// BundleEndpoint makes the server serve its bundle on a SPIFFE bundle
+	// endpoint (profile https_spiffe, authenticated by its own SVID
+	// ServerID) at BundleEndpointURL, for another server to federate with.
+	BundleEndpoint bool
 }
 
 // PSATCluster is a cluster whose agents attest with k8s_psat.
@@ -64,6 +68,9 @@ type Spire struct {
 	Address string
 	// ServerID is the server's SPIFFE ID.
 	ServerID string
+	// BundleEndpointURL is the https URL of the server's bundle endpoint
+	// when SpireOptions.BundleEndpoint is set; empty otherwise.
+	BundleEndpointURL string
 
 	bin    string
 	config string
@@ -106,6 +113,16 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 		bin:         bin,
 		config:      filepath.Join(dir, "server.conf"),
 	}
+	federation := ""
+	if opts.BundleEndpoint {
+		bePort, err := freePortOn(opts.BindAddress)
+		if err != nil {
+			return nil, err
+		}
+		s.BundleEndpointURL = "https://" + net.JoinHostPort(opts.BindAddress, strconv.Itoa(bePort))
+		federation = fmt.Sprintf("    federation {\n        bundle_endpoint {\n            address = %q\n            port = %d\n"+
+			"            profile \"https_spiffe\" {}\n        }\n    }\n", opts.BindAddress, bePort)
+	}
 	var admins []string
 	for _, id := range opts.AdminIDs {
 		admins = append(admins, strconv.Quote(id))
@@ -119,7 +136,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
     log_level = %q
     default_x509_svid_ttl = %q
     admin_ids = [%s]
-}
+%s}
 plugins {
     DataStore "sql" {
         plugin_data {
@@ -137,7 +154,7 @@ plugins {
     }
 }
 `, opts.BindAddress, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.LogLevel, opts.DefaultX509SVIDTTL.String(),
-		strings.Join(admins, ", "), filepath.Join(dir, "datastore.sqlite3"), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
+		strings.Join(admins, ", "), federation, filepath.Join(dir, "datastore.sqlite3"), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
 	if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write spire-server config: %w", err)
 	}

@@ -3,6 +3,8 @@ package spire
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,9 +35,18 @@ type FederationClient struct {
 	api     trustdomainv1.TrustDomainClient
 	timeout time.Duration
 	metrics *Metrics
+	reads   atomic.Int64
+	writes  atomic.Int64
 }
 
 var _ FederationAPI = &FederationClient{}
+
+// Reads returns how many relationship reads the client has made.
+func (c *FederationClient) Reads() int64 { return c.reads.Load() }
+
+// Writes returns how many relationship writes (create, update, delete) the
+// client has made.
+func (c *FederationClient) Writes() int64 { return c.writes.Load() }
 
 // NewFederationClient returns a FederationClient on conn; Timeout and
 // Metrics of opts apply.
@@ -48,6 +59,11 @@ func NewFederationClient(conn grpc.ClientConnInterface, opts Options) *Federatio
 
 // call runs one RPC with the timeout and records it.
 func (c *FederationClient) call(ctx context.Context, method string, rpc func(ctx context.Context) error) error {
+	if strings.HasPrefix(method, "Batch") {
+		c.writes.Add(1)
+	} else {
+		c.reads.Add(1)
+	}
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

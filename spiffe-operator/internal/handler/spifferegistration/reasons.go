@@ -46,6 +46,11 @@ const (
 	// ReasonUnsafeAdmin: spec.admin or spec.downstream on a policy that does
 	// not select one namespace by name and one service account.
 	ReasonUnsafeAdmin = "UnsafeAdmin"
+	// ReasonFederatedBundleMissing: SPIRE refused an entry because it holds
+	// no bundle of a trust domain of spec.federatesWith: a SpiffeFederation
+	// for it (with a trustDomainBundle, or once SPIRE fetched the bundle
+	// from its endpoint) lets SPIRE accept it.
+	ReasonFederatedBundleMissing = entrysync.ReasonFederatedBundleMissing
 	// ReasonEntryRejected: SPIRE refused some entries (InvalidArgument or similar).
 	ReasonEntryRejected = "EntryRejected"
 	// ReasonEntryIDNotKept: SPIRE created an entry under another ID than the
