@@ -39,6 +39,10 @@ const (
 	ReasonInvalidPodSelector = "InvalidPodSelector"
 	// ReasonInvalidWorkloadSelector: spec.workloadSelector does not parse.
 	ReasonInvalidWorkloadSelector = "InvalidWorkloadSelector"
+	// ReasonPodAndWorkloadSelector: the policy sets both spec.podSelector
+	// and spec.workloadSelector, which admission refuses since; an object
+	// stored before may still hold both.
+	ReasonPodAndWorkloadSelector = "PodAndWorkloadSelector"
 	// ReasonUnsafePodSelector: a per-workload template needs the workload's
 	// pods told apart by spec.selector.matchLabels, and the workload has none
 	// (or also uses matchExpressions, which SPIRE selectors cannot express).
