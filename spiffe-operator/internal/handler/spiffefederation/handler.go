@@ -153,7 +153,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFedera
 			log.Info("updated federation relationship", "trustDomain", td, "mask", mask.String())
 		}
 	}
-	obj.Status.TrustDomainBundleSHA256 = d.bundleSHA256
+	if !h.DryRun {
+		obj.Status.TrustDomainBundleSHA256 = d.bundleSHA256
+	}
 	return nil
 }
 
