@@ -81,11 +81,20 @@ type SpiffeFederationStatus struct {
 	status.Common `json:",inline"`
 
 	// RelationshipTrustDomain is the trust domain whose federation
-	// relationship this object holds in SPIRE: the operator records it
-	// before it creates the relationship, and updates and deletes only a
-	// relationship recorded here. Empty while it holds none.
+	// relationship this object created and holds in SPIRE; the operator
+	// updates and deletes only a relationship recorded here. Empty while
+	// it holds none.
 	// +optional
 	RelationshipTrustDomain string `json:"relationshipTrustDomain,omitempty"`
+
+	// ClaimedTrustDomain is the trust domain whose relationship this
+	// object is about to create: recorded before the create, so that a
+	// relationship it created is recognised even when the operator stopped
+	// before recording it in relationshipTrustDomain. A relationship found
+	// under a claim is taken as this object's only if it is exactly the
+	// one it would have created.
+	// +optional
+	ClaimedTrustDomain string `json:"claimedTrustDomain,omitempty"`
 
 	// TrustDomainBundleSHA256 is the SHA-256 (hex) of the spec's
 	// trustDomainBundle last written to SPIRE; a change of the spec's

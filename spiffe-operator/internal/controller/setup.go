@@ -172,8 +172,11 @@ func setupFederation(mgr ctrl.Manager, o Options) error {
 		}
 		var out []reconcile.Request
 		for i := range list.Items {
-			if o := &list.Items[i]; o.UID != f.UID && o.Spec.TrustDomain == f.Spec.TrustDomain {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+			other := &list.Items[i]
+			// Only objects of this instance's class: the others' events
+			// must not make it reconcile them.
+			if other.UID != f.UID && other.Spec.TrustDomain == f.Spec.TrustDomain && o.Class.Takes(other.Spec.ClassName) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
 			}
 		}
 		return out

@@ -106,6 +106,14 @@ func caPEM(cn string) (string, []byte) {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), der
 }
 
+// pemDER returns the first PEM block of s and its bytes.
+func pemDER(s string) (*pem.Block, []byte) {
+	GinkgoHelper()
+	b, _ := pem.Decode([]byte(s))
+	Expect(b).NotTo(BeNil())
+	return b, b.Bytes
+}
+
 // authorities returns the DER X.509 authorities of r's bundle.
 func authorities(b *types.Bundle) [][]byte {
 	var out [][]byte
@@ -178,6 +186,48 @@ var _ = Describe("SpiffeFederation", func() {
 		Eventually(endpointOf("takeover.test")).Should(Equal("https://bundle.takeover.test/takeover"))
 		Eventually(federationReady(f)).Should(Equal("True/Ready"))
 		Expect(conflictOf(f)()).To(BeEmpty())
+	})
+
+	It("leaves a relationship made by someone else between its claim and its create alone", func() {
+		f := federation("claimrace", "claimrace.test", nil)
+		foreign := &types.FederationRelationship{TrustDomain: "claimrace.test", BundleEndpointUrl: "https://by-hand.claimrace.test",
+			BundleEndpointProfile: &types.FederationRelationship_HttpsWeb{HttpsWeb: &types.HTTPSWebProfile{}}}
+		whileOperatorDown(func() {
+			Expect(k8s.Create(ctx, f)).To(Succeed())
+			f.Status.ClaimedTrustDomain = "claimrace.test"
+			Expect(k8s.Status().Update(ctx, f)).To(Succeed())
+			Expect(federations().Create(ctx, foreign)).To(Succeed())
+		})
+		Eventually(conflictOf(f)).Should(Equal("True/" + spiffefederation.ReasonForeignRelationship))
+		Expect(f.Status.ClaimedTrustDomain).To(BeEmpty())
+		Expect(f.Status.RelationshipTrustDomain).To(BeEmpty())
+		Consistently(endpointOf("claimrace.test")).Should(Equal("https://by-hand.claimrace.test"))
+		Expect(k8s.Delete(ctx, f)).To(Succeed())
+		Eventually(gone(f)).Should(BeTrue())
+		Expect(endpointOf("claimrace.test")()).To(Equal("https://by-hand.claimrace.test"))
+	})
+
+	It("recognises the relationship it created when the operator stopped before recording it", func() {
+		bundle, _ := caPEM("lost.test CA")
+		f := federation("lostrecord", "lost.test", func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = bundle })
+		whileOperatorDown(func() {
+			Expect(k8s.Create(ctx, f)).To(Succeed())
+			f.Status.ClaimedTrustDomain = "lost.test"
+			Expect(k8s.Status().Update(ctx, f)).To(Succeed())
+			// What the create of the stopped operator made.
+			r := &types.FederationRelationship{TrustDomain: "lost.test", BundleEndpointUrl: f.Spec.BundleEndpointURL,
+				BundleEndpointProfile: &types.FederationRelationship_HttpsWeb{HttpsWeb: &types.HTTPSWebProfile{}}}
+			_, der := pemDER(bundle)
+			r.TrustDomainBundle = &types.Bundle{TrustDomain: "lost.test", X509Authorities: []*types.X509Certificate{{Asn1: der}}}
+			Expect(federations().Create(ctx, r)).To(Succeed())
+		})
+		Eventually(federationReady(f)).Should(Equal("True/Ready"))
+		Expect(f.Status.RelationshipTrustDomain).To(Equal("lost.test"))
+		Expect(f.Status.ClaimedTrustDomain).To(BeEmpty())
+		Expect(op.Federation.Writes()).To(BeZero())
+		Expect(k8s.Delete(ctx, f)).To(Succeed())
+		Eventually(gone(f)).Should(BeTrue())
+		Expect(relationship("lost.test")).To(BeNil())
 	})
 
 	It("gives the younger of two objects naming one trust domain a steady conflict, and hands over when the older goes", func() {

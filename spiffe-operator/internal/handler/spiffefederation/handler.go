@@ -48,7 +48,7 @@ const (
 	// ReasonTrustDomainTaken: another SpiffeFederation holds the trust
 	// domain, or is older and waits for it.
 	ReasonTrustDomainTaken = "TrustDomainTaken"
-	// ReasonClaimed: the object recorded the trust domain as its own and
+	// ReasonClaimed: the object recorded its claim of the trust domain and
 	// creates the relationship in the next pass.
 	ReasonClaimed = "Claimed"
 	// ReasonRelationshipRejected: SPIRE refused the relationship.
@@ -79,10 +79,12 @@ var _ handler.Handler[*v1alpha1.SpiffeFederation] = &Handler{}
 // none exists for its trust domain, updated when it is obj's own and
 // differs from the spec, and left alone when it is not obj's own.
 //
-// The object records the trust domain in its status before it creates the
-// relationship (one pass claims, the next creates), so a relationship it
-// created is always recorded, even when the operator stops between the
-// two writes or a status write conflicts.
+// The object records a claim of the trust domain in its status before it
+// creates the relationship (one pass claims, the next creates), so a
+// relationship it created is recognised even when the operator stops
+// between the two writes or a status write conflicts; a relationship found
+// under a claim is taken only if it is exactly the one the object would
+// have created, so one made by someone else meanwhile stays foreign.
 func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFederation) (err error) {
 	defer func() {
 		if err == nil && h.DryRun {
@@ -94,8 +96,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFedera
 		return ctrlerrors.WithReason(fe.reason, ctrlerrors.BlockedErrorf("%w", fe))
 	}
 	td := d.relationship.TrustDomain
-	mine := obj.Status.RelationshipTrustDomain == td
-	if !mine {
+	st := &obj.Status
+	held, claimed := st.RelationshipTrustDomain == td, st.ClaimedTrustDomain == td
+	if !held && !claimed {
 		by, err := h.aheadOf(ctx, obj, td)
 		if err != nil {
 			return err
@@ -110,25 +113,32 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFedera
 	if err != nil {
 		return spireError(err)
 	}
-	if !mine {
-		if have != nil {
-			return conflict(obj, ReasonForeignRelationship, fmt.Sprintf(
-				"SPIRE already has a federation relationship for %s that this object did not create; it is left alone. "+
-					"Delete it in SPIRE (spire-server federation delete -id %s) for this object to take over, or delete this object",
-				td, td))
+	switch {
+	case held:
+	case claimed && have != nil:
+		// Created by this object in a pass whose record was lost, or by
+		// someone else since the claim: only the very relationship this
+		// object would have created is taken as its own.
+		if !sameAs(have, d) {
+			st.ClaimedTrustDomain = ""
+			return foreign(obj, td)
 		}
-		obj.Status.RemoveCondition(TypeConflict)
-		if !h.DryRun {
-			obj.Status.RelationshipTrustDomain = td
-			return ctrlerrors.WithReason(ReasonClaimed, ctrlerrors.RetryableWithDelayErrorf(h.ClaimDelay,
-				"recorded the trust domain %s as this object's; the relationship is created next", td))
-		}
+		st.RelationshipTrustDomain, st.ClaimedTrustDomain = td, ""
+		st.TrustDomainBundleSHA256 = d.bundleSHA256
+	case claimed:
+	case have != nil:
+		return foreign(obj, td)
+	case !h.DryRun:
+		st.RemoveCondition(TypeConflict)
+		st.ClaimedTrustDomain = td
+		return ctrlerrors.WithReason(ReasonClaimed, ctrlerrors.RetryableWithDelayErrorf(h.ClaimDelay,
+			"recorded the claim of the trust domain %s; the relationship is created next", td))
 	}
-	obj.Status.RemoveCondition(TypeConflict)
+	st.RemoveCondition(TypeConflict)
 	log := logf.FromContext(ctx)
 	// The spec's bundle is written on creation and when it changed since
 	// it was last written; in between SPIRE refreshes it from the endpoint.
-	writeBundle := d.bundle != nil && (have == nil || d.bundleSHA256 != obj.Status.TrustDomainBundleSHA256)
+	writeBundle := d.bundle != nil && (have == nil || d.bundleSHA256 != st.TrustDomainBundleSHA256)
 	want := d.relationship
 	if writeBundle {
 		want.TrustDomainBundle = d.bundle
@@ -138,6 +148,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFedera
 			return spireError(err)
 		}
 		log.Info("created federation relationship", "trustDomain", td, "bundle", writeBundle)
+		if !h.DryRun {
+			st.RelationshipTrustDomain, st.ClaimedTrustDomain = td, ""
+		}
 	} else {
 		mask := drift(have, d.relationship)
 		if writeBundle {
@@ -154,15 +167,38 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFedera
 		}
 	}
 	if !h.DryRun {
-		obj.Status.TrustDomainBundleSHA256 = d.bundleSHA256
+		st.TrustDomainBundleSHA256 = d.bundleSHA256
 	}
 	return nil
 }
 
-// Delete deletes the relationship obj recorded as its own, and nothing
-// else: an object that never created one deletes nothing.
+// foreign reports the relationship for td as not this object's.
+func foreign(obj *v1alpha1.SpiffeFederation, td string) error {
+	return conflict(obj, ReasonForeignRelationship, fmt.Sprintf(
+		"SPIRE already has a federation relationship for %s that this object did not create; it is left alone. "+
+			"Delete it in SPIRE (spire-server federation delete -id %s) for this object to take over, or delete this object",
+		td, td))
+}
+
+// Delete deletes the relationship obj holds, and nothing else: an object
+// that never created one deletes nothing. Under a claim not yet confirmed,
+// it deletes the relationship only if it is exactly the one the object
+// would have created.
 func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeFederation) error {
 	td := obj.Status.RelationshipTrustDomain
+	if td == "" && obj.Status.ClaimedTrustDomain != "" {
+		d, fe := build(&obj.Spec, h.TrustDomain)
+		if fe != nil || d.relationship.TrustDomain != obj.Status.ClaimedTrustDomain {
+			return nil
+		}
+		have, err := h.API.Get(ctx, obj.Status.ClaimedTrustDomain)
+		if err != nil {
+			return spireError(err)
+		}
+		if have != nil && sameAs(have, d) {
+			td = obj.Status.ClaimedTrustDomain
+		}
+	}
 	if td == "" {
 		return nil
 	}
@@ -174,7 +210,7 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeFederation) er
 }
 
 // aheadOf returns the name of another SpiffeFederation of this instance
-// that comes before obj for the trust domain td: one that holds it, or
+// that comes before obj for the trust domain td: one that holds or claims it, or
 // else an older one (by creation time, then name) not being deleted.
 // Empty when obj comes first.
 func (h *Handler) aheadOf(ctx context.Context, obj *v1alpha1.SpiffeFederation, td string) (string, error) {
@@ -188,7 +224,7 @@ func (h *Handler) aheadOf(ctx context.Context, obj *v1alpha1.SpiffeFederation, t
 		if o.UID == obj.UID || string(o.Spec.TrustDomain) != td || !h.Class.Takes(o.Spec.ClassName) {
 			continue
 		}
-		if o.Status.RelationshipTrustDomain == td {
+		if o.Status.RelationshipTrustDomain == td || o.Status.ClaimedTrustDomain == td {
 			return o.Name, nil
 		}
 		if o.DeletionTimestamp == nil && older == "" && before(o, obj) {

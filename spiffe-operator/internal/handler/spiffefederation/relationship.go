@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 
 	"github.com/spiffe/go-spiffe/v2/bundle/spiffebundle"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
@@ -159,4 +160,30 @@ func profileOf(r *types.FederationRelationship) string {
 		return string(v1alpha1.ProfileHTTPSSPIFFE) + " " + p.HttpsSpiffe.GetEndpointSpiffeId()
 	}
 	return ""
+}
+
+// sameAs reports whether have is exactly the relationship d describes: the
+// same endpoint, profile and endpoint ID and, when d has a bundle, the same
+// authorities.
+func sameAs(have *types.FederationRelationship, d *desired) bool {
+	if drift(have, d.relationship) != nil {
+		return false
+	}
+	if d.bundle == nil {
+		return true
+	}
+	return slices.Equal(authorityKeys(have.GetTrustDomainBundle()), authorityKeys(d.bundle))
+}
+
+// authorityKeys returns the X.509 and JWT authorities of b as sorted strings.
+func authorityKeys(b *types.Bundle) []string {
+	var out []string
+	for _, a := range b.GetX509Authorities() {
+		out = append(out, "x509:"+hex.EncodeToString(a.GetAsn1()))
+	}
+	for _, k := range b.GetJwtAuthorities() {
+		out = append(out, "jwt:"+k.GetKeyId()+":"+hex.EncodeToString(k.GetPublicKey()))
+	}
+	slices.Sort(out)
+	return out
 }
