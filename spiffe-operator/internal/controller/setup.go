@@ -124,6 +124,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
 				Watches(&v1alpha1.SpiffeRegistration{}, events.forFallbacks()).
 				Watches(&corev1.Service{}, events.forServices(), builder.WithPredicates(serviceSelectorChanged())).
+				Watches(&v1alpha1.SpiffeFederation{}, events.forFederations()).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
 		}, builder.WithPredicates(o.Class.Predicate()))
@@ -183,7 +184,7 @@ func setupFederation(mgr ctrl.Manager, o Options) error {
 	})
 	err := controller.SetupWithManager(mgr, c, func() *v1alpha1.SpiffeFederation { return &v1alpha1.SpiffeFederation{} },
 		func(b *builder.Builder) *builder.Builder {
-			return b.Watches(&v1alpha1.SpiffeFederation{}, sameTrustDomain).WithEventFilter(ignoreOwnStatusUpdates())
+			return b.Watches(&v1alpha1.SpiffeFederation{}, sameTrustDomain).WithEventFilter(ignoreFederationStatusUpdates())
 		}, builder.WithPredicates(o.Class.Predicate()))
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", FederationControllerName, err)
@@ -256,6 +257,19 @@ func serviceSelectorChanged() predicate.Predicate {
 	}}
 }
 
+// ignoreFederationStatusUpdates drops the SpiffeFederation update events
+// that change only the status (the controller's own writes) in the
+// SpiffeFederation controller. The SpiffeRegistration controller sees them:
+// a relationship made is news for the policies federating with it.
+func ignoreFederationStatusUpdates() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if _, ok := e.ObjectNew.(*v1alpha1.SpiffeFederation); !ok {
+			return true
+		}
+		return specOrMetadataChanged(e.ObjectOld, e.ObjectNew)
+	}}
+}
+
 // nodeCreatedOrDeleted passes Node creations and deletions: an update never
 // changes the name or UID that parent IDs are rendered from.
 func nodeCreatedOrDeleted() predicate.Predicate {
@@ -268,17 +282,23 @@ func nodeCreatedOrDeleted() predicate.Predicate {
 func ignoreOwnStatusUpdates() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		switch e.ObjectNew.(type) {
-		case *v1alpha1.SpiffeRegistration, *v1alpha1.SpiffeEntry, *v1alpha1.SpiffeFederation:
+		case *v1alpha1.SpiffeRegistration, *v1alpha1.SpiffeEntry:
 		default:
 			return true
 		}
-		o, n := e.ObjectOld, e.ObjectNew
-		return o.GetGeneration() != n.GetGeneration() ||
-			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
-			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
-			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
-			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+		return specOrMetadataChanged(e.ObjectOld, e.ObjectNew)
 	}}
+}
+
+// specOrMetadataChanged reports whether an update changed more than the
+// status: the generation (spec), labels, annotations, finalizers or the
+// deletion mark.
+func specOrMetadataChanged(o, n client.Object) bool {
+	return o.GetGeneration() != n.GetGeneration() ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+		!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 }
 
 // AliveOwners returns an entrysync.Options.Alive that reads every

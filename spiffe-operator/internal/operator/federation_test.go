@@ -26,6 +26,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffefederation"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 )
 
@@ -323,6 +324,29 @@ var _ = Describe("SpiffeFederation", func() {
 		Expect(f.ResourceVersion).To(Equal(rv))
 		Expect(authorities(relationship("restart.test").GetTrustDomainBundle())).To(Equal([][]byte{fetched}))
 
+		Expect(k8s.Delete(ctx, f)).To(Succeed())
+		Eventually(gone(f)).Should(BeTrue())
+	})
+
+	It("retries a policy's entries refused for want of a bundle as soon as a SpiffeFederation brings it, not at the next resync", func() {
+		namespace("fedprompt-a", map[string]string{"test": "fedprompt"})
+		deployment("fedprompt-a", "web", "web", nil)
+		p := policyFor("fedprompt", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.FederatesWith = []v1alpha1.TrustDomainName{"prompt.test"}
+		})
+		bundle, _ := caPEM("prompt.test CA")
+		f := federation("prompt", "prompt.test", func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = bundle })
+		whileOperatorDown(func() {
+			_, stop := launch(cp.Config, func(o *operator.Options) { o.Config.RequeueAfter = 10 * time.Minute })
+			defer stop()
+			Expect(k8s.Create(ctx, p)).To(Succeed())
+			Eventually(policyReady(p)).Should(Equal("False/" + spifferegistration.ReasonFederatedBundleMissing))
+			Expect(k8s.Create(ctx, f)).To(Succeed())
+			Eventually(federationReady(f)).Should(Equal("True/Ready"))
+			Eventually(policyReady(p)).Should(Equal("True/Ready"))
+			Expect(entryAt(parentOf("fedprompt"), "/ns/fedprompt-a/sa/web").GetFederatesWith()).To(Equal([]string{"prompt.test"}))
+		})
+		Expect(k8s.Delete(ctx, p)).To(Succeed())
 		Expect(k8s.Delete(ctx, f)).To(Succeed())
 		Eventually(gone(f)).Should(BeTrue())
 	})
