@@ -13,7 +13,11 @@ for m in spiffe-operator identity-operator bundle-operator; do
 		continue
 	fi
 	echo "[bench] $m" >&2
-	# BenchmarkEventLatency compares builds given to it (BENCH_LATENCY_BUILDS); run it by hand.
+	# Every benchmark but BenchmarkEventLatency, which compares builds given to it
+	# (BENCH_LATENCY_BUILDS) and runs by hand; for spiffe-operator
+	# BenchmarkSpiffeOperator (BENCH_OUT), BenchmarkParentModes, the fixed and
+	# per-node parent modes side by side (BENCH_PARENTS_OUT), SPIRE's write cost
+	# by entry shape (BENCH_SHAPES_OUT) and the PostgreSQL run (BENCH_PG_OUT).
 	pattern=.
 	if [ "$m" = spiffe-operator ]; then
 		pattern='^Benchmark(SpiffeOperator|ParentModes|SpireShapes|Postgres)$'

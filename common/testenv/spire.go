@@ -47,6 +47,10 @@ type SpireOptions struct {
 	// PostgreSQL database the server keeps its datastore in (servers in HA
 	// share one, see StartSpireHA) instead of a sqlite file of its own.
 	PostgresConnection string
+	// BundleEndpoint makes the server serve its bundle on a SPIFFE bundle
+	// endpoint (profile https_spiffe, authenticated by its own SVID
+	// ServerID) at BundleEndpointURL, for another server to federate with.
+	BundleEndpoint bool
 }
 
 // PSATCluster is a cluster whose agents attest with k8s_psat.
@@ -76,6 +80,9 @@ type Spire struct {
 	Address string
 	// ServerID is the server's SPIFFE ID.
 	ServerID string
+	// BundleEndpointURL is the https URL of the server's bundle endpoint
+	// when SpireOptions.BundleEndpoint is set; empty otherwise.
+	BundleEndpointURL string
 
 	bin    string
 	config string
@@ -120,6 +127,16 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 		bin:         bin,
 		config:      filepath.Join(dir, "server.conf"),
 	}
+	federation := ""
+	if opts.BundleEndpoint {
+		bePort, err := freePortOn(opts.BindAddress)
+		if err != nil {
+			return nil, err
+		}
+		s.BundleEndpointURL = "https://" + net.JoinHostPort(opts.BindAddress, strconv.Itoa(bePort))
+		federation = fmt.Sprintf("    federation {\n        bundle_endpoint {\n            address = %q\n            port = %d\n"+
+			"            profile \"https_spiffe\" {}\n        }\n    }\n", opts.BindAddress, bePort)
+	}
 	var admins []string
 	for _, id := range opts.AdminIDs {
 		admins = append(admins, strconv.Quote(id))
@@ -134,7 +151,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
     default_x509_svid_ttl = %q
     admin_ids = [%s]
     audit_log_enabled = %t
-}
+%s}
 plugins {
 %s    NodeAttestor "join_token" {
         plugin_data {}
@@ -146,7 +163,7 @@ plugins {
     }
 }
 `, opts.BindAddress, port, s.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), opts.LogLevel, opts.DefaultX509SVIDTTL.String(),
-		strings.Join(admins, ", "), opts.AuditLog, datastorePlugin(opts, dir), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
+		strings.Join(admins, ", "), opts.AuditLog, federation, datastorePlugin(opts, dir), psatServerPlugin(opts.PSATClusters), filepath.Join(dir, "keys.json"))
 	if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("write spire-server config: %w", err)
 	}

@@ -2,9 +2,13 @@ package testenv_test
 
 import (
 	"context"
+	"crypto/x509"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
+	"github.com/spiffe/go-spiffe/v2/federation"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -127,5 +131,32 @@ var _ = Describe("Spire", Ordered, func() {
 		out, err := spire.CLI(ctx, "agent", "list")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(ContainSubstring(agent.ID))
+	})
+})
+
+var _ = Describe("Spire with a bundle endpoint", func() {
+	It("serves its bundle at BundleEndpointURL, authenticated by its own SVID (https_spiffe)", func(ctx context.Context) {
+		s, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: "partner.test", BundleEndpoint: true, LogLevel: "INFO"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(s.Cleanup)
+		Expect(s.BundleEndpointURL).To(HavePrefix("https://127.0.0.1:"))
+
+		conn, err := s.Dial(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		defer conn.Close()
+		own, err := bundlev1.NewBundleClient(conn).GetBundle(ctx, &bundlev1.GetBundleRequest{})
+		Expect(err).NotTo(HaveOccurred())
+		td := spiffeid.RequireTrustDomainFromString("partner.test")
+		source := x509bundle.New(td)
+		for _, a := range own.X509Authorities {
+			cert, err := x509.ParseCertificate(a.Asn1)
+			Expect(err).NotTo(HaveOccurred())
+			source.AddX509Authority(cert)
+		}
+		fetched, err := federation.FetchBundle(ctx, td, s.BundleEndpointURL,
+			federation.WithSPIFFEAuth(source, spiffeid.RequireFromString(s.ServerID)))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fetched.X509Authorities()).To(HaveLen(len(own.X509Authorities)))
+		Expect(fetched.X509Authorities()[0].Raw).To(Equal(own.X509Authorities[0].Asn1))
 	})
 })

@@ -1,6 +1,6 @@
-// Package class decides which SpiffeRegistrations and SpiffeEntries an
-// operator instance takes when several share a cluster (--class-name,
-// --watch-classless).
+// Package class decides which SpiffeRegistrations, SpiffeEntries and
+// SpiffeFederations an operator instance takes when several share a
+// cluster (--class-name, --watch-classless).
 package class
 
 import (
@@ -28,13 +28,15 @@ func (f Filter) Takes(className string) bool {
 	return className == f.Name
 }
 
-// Of returns the class name of a SpiffeRegistration or SpiffeEntry; ok is
-// false for other objects.
+// Of returns the class name of a SpiffeRegistration, SpiffeEntry or
+// SpiffeFederation; ok is false for other objects.
 func Of(obj client.Object) (name string, ok bool) {
 	switch o := obj.(type) {
 	case *v1alpha1.SpiffeRegistration:
 		return o.Spec.ClassName, true
 	case *v1alpha1.SpiffeEntry:
+		return o.Spec.ClassName, true
+	case *v1alpha1.SpiffeFederation:
 		return o.Spec.ClassName, true
 	}
 	return "", false

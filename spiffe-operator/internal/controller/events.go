@@ -191,3 +191,23 @@ func (pe *policyEvents) retryAll(ctx context.Context, delay time.Duration) {
 		}
 	})
 }
+
+// forFederations handles SpiffeFederation events, status changes included:
+// the policies whose federatesWith names its trust domain get a full pass,
+// so that entries SPIRE refused for want of the trust domain's bundle are
+// retried as soon as the relationship is made, not at the next resync.
+func (pe *policyEvents) forFederations() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		f, ok := obj.(*v1alpha1.SpiffeFederation)
+		if !ok {
+			return nil
+		}
+		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool {
+			return slices.Contains(p.Spec.FederatesWith, f.Spec.TrustDomain)
+		})
+		for _, r := range reqs {
+			pe.dirty.All(r.Name)
+		}
+		return reqs
+	})
+}

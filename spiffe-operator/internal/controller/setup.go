@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	crhandler "sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
@@ -22,16 +24,18 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffeentry"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffefederation"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/services"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
-// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations;spiffeentries,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/status;spiffeentries/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/finalizers;spiffeentries/finalizers,verbs=update
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations;spiffeentries;spiffefederations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/status;spiffeentries/status;spiffefederations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=spiffe.trustplane.dev,resources=spifferegistrations/finalizers;spiffeentries/finalizers;spiffefederations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -44,6 +48,7 @@ import (
 const (
 	RegistrationControllerName = "spifferegistration"
 	EntryControllerName        = "spiffeentry"
+	FederationControllerName   = "spiffefederation"
 )
 
 // CacheOptions returns the cache options that keep workloads, namespaces
@@ -84,8 +89,10 @@ type Options struct {
 	ClusterName string
 	// Class says which objects this instance takes.
 	Class class.Filter
-	// DryRun is true when the Syncer writes nothing.
+	// DryRun is true when the Syncer and Federation write nothing.
 	DryRun bool
+	// Federation reads and writes SPIRE's federation relationships.
+	Federation spire.FederationAPI
 }
 
 // Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
@@ -115,6 +122,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
 				Watches(&v1alpha1.SpiffeRegistration{}, events.forFallbacks()).
 				Watches(&corev1.Service{}, events.forServices(), builder.WithPredicates(serviceSelectorChanged())).
+				Watches(&v1alpha1.SpiffeFederation{}, events.forFederations()).
 				WatchesRawSource(o.Notifier.source(spifferegistration.Kind)).
 				WithEventFilter(ignoreOwnStatusUpdates())
 		}, builder.WithPredicates(o.Class.Predicate()))
@@ -136,6 +144,48 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}, builder.WithPredicates(o.Class.Predicate()))
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", EntryControllerName, err)
+	}
+	return setupFederation(mgr, o)
+}
+
+// setupFederation registers the SpiffeFederation controller. A change of
+// one object (its deletion above all) reconciles the others of its trust
+// domain, which may be waiting for it.
+func setupFederation(mgr ctrl.Manager, o Options) error {
+	h := &spiffefederation.Handler{
+		Reader: mgr.GetClient(), API: o.Federation, TrustDomain: o.TrustDomain, Class: o.Class, DryRun: o.DryRun,
+		ClaimDelay: o.Config.RequeueAfterOnError,
+	}
+	c := controller.New(FederationControllerName, mgr.GetClient(), h, controller.Options{
+		Config: o.Config, Recorder: mgr.GetEventRecorder(FederationControllerName), Metrics: o.Metrics,
+	})
+	reader := mgr.GetClient()
+	sameTrustDomain := crhandler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		f, ok := obj.(*v1alpha1.SpiffeFederation)
+		if !ok {
+			return nil
+		}
+		var list v1alpha1.SpiffeFederationList
+		if err := reader.List(ctx, &list); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			other := &list.Items[i]
+			// Only objects of this instance's class: the others' events
+			// must not make it reconcile them.
+			if other.UID != f.UID && other.Spec.TrustDomain == f.Spec.TrustDomain && o.Class.Takes(other.Spec.ClassName) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
+			}
+		}
+		return out
+	})
+	err := controller.SetupWithManager(mgr, c, func() *v1alpha1.SpiffeFederation { return &v1alpha1.SpiffeFederation{} },
+		func(b *builder.Builder) *builder.Builder {
+			return b.Watches(&v1alpha1.SpiffeFederation{}, sameTrustDomain).WithEventFilter(ignoreFederationStatusUpdates())
+		}, builder.WithPredicates(o.Class.Predicate()))
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", FederationControllerName, err)
 	}
 	return nil
 }
@@ -203,6 +253,19 @@ func serviceSelectorChanged() predicate.Predicate {
 	}}
 }
 
+// ignoreFederationStatusUpdates drops the SpiffeFederation update events
+// that change only the status (the controller's own writes) in the
+// SpiffeFederation controller. The SpiffeRegistration controller sees them:
+// a relationship made is news for the policies federating with it.
+func ignoreFederationStatusUpdates() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if _, ok := e.ObjectNew.(*v1alpha1.SpiffeFederation); !ok {
+			return true
+		}
+		return specOrMetadataChanged(e.ObjectOld, e.ObjectNew)
+	}}
+}
+
 // nodeCreatedOrDeleted passes Node creations and deletions: an update never
 // changes the name or UID that parent IDs are rendered from.
 func nodeCreatedOrDeleted() predicate.Predicate {
@@ -219,13 +282,19 @@ func ignoreOwnStatusUpdates() predicate.Predicate {
 		default:
 			return true
 		}
-		o, n := e.ObjectOld, e.ObjectNew
-		return o.GetGeneration() != n.GetGeneration() ||
-			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
-			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
-			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
-			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+		return specOrMetadataChanged(e.ObjectOld, e.ObjectNew)
 	}}
+}
+
+// specOrMetadataChanged reports whether an update changed more than the
+// status: the generation (spec), labels, annotations, finalizers or the
+// deletion mark.
+func specOrMetadataChanged(o, n client.Object) bool {
+	return o.GetGeneration() != n.GetGeneration() ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+		!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 }
 
 // AliveOwners returns an entrysync.Options.Alive that reads every

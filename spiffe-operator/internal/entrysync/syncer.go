@@ -655,6 +655,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 						s.watchForeign(ctx, owner, e.ParentID.String(), r.Entry.GetId())
 					}
 				}
+			case isRefusal(e, r, out):
 			case isTransient(r.Code):
 				// Whether it was created is not known: re-read, and retry.
 				v.valid = false
@@ -752,6 +753,7 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 				v.remove(u.id)
 				v.valid = false
 				stale = true
+			case isRefusal(u.entry, r, out):
 			case isTransient(r.Code):
 				v.valid = false
 				transient++

@@ -1,11 +1,14 @@
 package operator_test
 
 import (
+	"strings"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spiffefederation"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
 )
 
@@ -84,5 +87,39 @@ var _ = Describe("Classes of instances", func() {
 			Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(p), p) }).Should(MatchError(ContainSubstring("not found")))
 			Expect(entryIDsAt(parentOf("class-wc"))()).To(BeEmpty())
 		})
+	})
+})
+
+var _ = Describe("Classes of instances and SpiffeFederations", func() {
+	It("let only the instance of the object's class take it, and only objects of one class compete for a trust domain", func() {
+		blue := federation("classfed-blue", "classfed.test", func(s *v1alpha1.SpiffeFederationSpec) { s.ClassName = "blue" })
+		Expect(k8s.Create(ctx, blue)).To(Succeed())
+		// The suite's classless instance never touches it.
+		Consistently(func() string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(blue), blue)).To(Succeed())
+			return endpointOf("classfed.test")() + strings.Join(blue.Finalizers, ",")
+		}, resync).Should(BeEmpty())
+
+		// A younger classless object for the same trust domain does not
+		// wait for the blue one: they belong to different SPIRE servers.
+		none := federation("classfed-none", "classfed.test", nil)
+		Expect(k8s.Create(ctx, none)).To(Succeed())
+		Eventually(federationReady(none)).Should(Equal("True/Ready"))
+		Expect(endpointOf("classfed.test")()).To(Equal(none.Spec.BundleEndpointURL))
+
+		// The blue instance takes the blue object; here both instances
+		// share one SPIRE server, so it finds the classless object's
+		// relationship foreign and leaves it alone.
+		_, stopBlue := launch(cp.Config, func(o *operator.Options) { o.ClassName, o.EntryIDPrefix = "blue", "blue." })
+		defer stopBlue()
+		Eventually(conflictOf(blue)).Should(Equal("True/" + spiffefederation.ReasonForeignRelationship))
+		Consistently(endpointOf("classfed.test"), resync).Should(Equal(none.Spec.BundleEndpointURL))
+
+		Expect(k8s.Delete(ctx, blue)).To(Succeed())
+		Eventually(gone(blue)).Should(BeTrue())
+		Expect(endpointOf("classfed.test")()).To(Equal(none.Spec.BundleEndpointURL))
+		Expect(k8s.Delete(ctx, none)).To(Succeed())
+		Eventually(gone(none)).Should(BeTrue())
+		Expect(relationship("classfed.test")).To(BeNil())
 	})
 })

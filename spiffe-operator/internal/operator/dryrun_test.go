@@ -28,6 +28,7 @@ var _ = Describe("Dry run", func() {
 		e := &v1alpha1.SpiffeEntry{Spec: v1alpha1.SpiffeEntrySpec{SpiffeID: "spiffe://example.org/vm/dryrun",
 			ParentID: parentOf("dryrun"), Selectors: []string{"unix:uid:1000"}}}
 		e.Name = "dryrun"
+		f := federation("dryrun", "dryrun.test", nil)
 
 		whileOperatorDown(func() {
 			_, stop := launch(cp.Config, func(o *operator.Options) { o.DryRun = true })
@@ -35,15 +36,22 @@ var _ = Describe("Dry run", func() {
 			Expect(k8s.Create(ctx, p)).To(Succeed())
 			Expect(k8s.Create(ctx, e)).To(Succeed())
 			Eventually(policyReady(p)).Should(Equal("False/DryRun"))
+			Expect(k8s.Create(ctx, f)).To(Succeed())
 			Eventually(entryReady(e)).Should(Equal("False/DryRun"))
+			Eventually(federationReady(f)).Should(Equal("False/DryRun"))
+			Expect(f.Status.RelationshipTrustDomain).To(BeEmpty())
 			// The counts are those that would be registered.
 			Expect(p.Status.EntriesRegistered).To(BeEquivalentTo(1))
 			Consistently(paths(parentOf("dryrun")), resync).Should(Equal([]string{"/orphan"}))
 			Expect(entryAt(parentOf("dryrun"), "/orphan").Id).To(Equal(orphanID))
+			Expect(relationship("dryrun.test")).To(BeNil())
 		})
 		// The real run then does what the dry run reported.
 		Eventually(paths(parentOf("dryrun"))).Should(Equal([]string{"/ns/dryrun-a/sa/web", "/vm/dryrun"}))
 		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Eventually(endpointOf("dryrun.test")).Should(Equal(f.Spec.BundleEndpointURL))
+		Expect(k8s.Delete(ctx, f)).To(Succeed())
+		Eventually(gone(f)).Should(BeTrue())
 	})
 })
 

@@ -53,6 +53,9 @@ type Operator struct {
 	Manager ctrl.Manager
 	// Spire is the SPIRE Entry API client (its Calls count RPCs).
 	Spire *spire.Client
+	// Federation is the SPIRE TrustDomain API client (its Reads and Writes
+	// count RPCs).
+	Federation *spire.FederationClient
 	// Syncer is the entry syncer.
 	Syncer *entrysync.Syncer
 	// EntryIDPrefix is the prefix of the entries this operator owns: the
@@ -169,8 +172,11 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 		syncOpts.AliveNow = opcontroller.AliveOwners(mgr.GetAPIReader())
 	}
 	var entryAPI spire.EntryAPI = api
+	federation := spire.NewFederationClient(conn, spire.Options{Timeout: o.RPCTimeout, Metrics: rpcMetrics})
+	var federationAPI spire.FederationAPI = federation
 	if o.DryRun {
 		entryAPI = spire.NewDryRun(api, ctrl.LoggerFrom(ctx).WithName("dry-run"), rpcMetrics)
+		federationAPI = spire.NewFederationDryRun(federationAPI, ctrl.LoggerFrom(ctx).WithName("dry-run"), rpcMetrics)
 	}
 	syncer := entrysync.New(entryAPI, syncOpts)
 	if o.CollectOrphans {
@@ -182,13 +188,13 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	err = opcontroller.Setup(mgr, opcontroller.Options{
 		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
 		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty, ClusterName: o.ClusterName,
-		Class: class.Filter{Name: o.ClassName, Classless: o.WatchClassless}, DryRun: o.DryRun,
+		Class: class.Filter{Name: o.ClassName, Classless: o.WatchClassless}, DryRun: o.DryRun, Federation: federationAPI,
 	})
 	if err != nil {
 		_ = closer.Close()
 		return nil, err
 	}
-	return &Operator{Manager: mgr, Spire: api, Syncer: syncer, EntryIDPrefix: prefix, closer: closer}, nil
+	return &Operator{Manager: mgr, Spire: api, Federation: federation, Syncer: syncer, EntryIDPrefix: prefix, closer: closer}, nil
 }
 
 // collectOnce returns a runnable (of the leader) that collects the orphans

@@ -32,4 +32,16 @@ var _ = Describe("config/samples", func() {
 		Eventually(entryReady(&e)).Should(Equal("True/Ready"))
 		Expect(entryAt(e.Spec.ParentID, "/vm/billing-db")).NotTo(BeNil())
 	})
+
+	It("has a SpiffeFederation sample that is admitted and creates its relationship", func() {
+		b, err := os.ReadFile(filepath.Join(samples, "spiffe_v1alpha1_spiffefederation.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var f v1alpha1.SpiffeFederation
+		Expect(yaml.UnmarshalStrict(b, &f)).To(Succeed())
+		Expect(k8s.Create(ctx, &f)).To(Succeed())
+		Eventually(federationReady(&f)).Should(Equal("True/Ready"))
+		Expect(endpointOf(string(f.Spec.TrustDomain))()).To(Equal(f.Spec.BundleEndpointURL))
+		Expect(k8s.Delete(ctx, &f)).To(Succeed())
+		Eventually(gone(&f)).Should(BeTrue())
+	})
 })

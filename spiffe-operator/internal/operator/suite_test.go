@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,7 +39,9 @@ var (
 	srv      *testenv.Spire
 	k8s      client.Client
 	spireAPI *spire.Client
-	op       *operator.Operator
+	// spireConn is the suite's connection to SPIRE's admin API.
+	spireConn *grpc.ClientConn
+	op        *operator.Operator
 )
 
 func TestOperator(t *testing.T) {
@@ -74,8 +77,8 @@ var _ = BeforeSuite(func() {
 	conn, closer, err := spireconn.Dial(context.Background(), spireconn.Options{SocketPath: srv.SocketPath})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(closer.Close)
-	_ = conn
 	spireAPI = spire.NewClient(conn, spire.Options{})
+	spireConn = conn
 
 	startOperator()
 	DeferCleanup(func() { stopOperator() })

@@ -19,11 +19,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trustplane_spire_rpcs_total",
-			Help: "SPIRE Entry API calls by method and gRPC code.",
+			Help: "SPIRE API calls (Entry and TrustDomain APIs) by method and gRPC code.",
 		}, []string{"method", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "trustplane_spire_rpc_duration_seconds",
-			Help:    "Latency of SPIRE Entry API calls by method.",
+			Help:    "Latency of SPIRE API calls by method.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"method"}),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"method", "code"}),
 		dryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trustplane_spire_dry_run_writes_total",
-			Help: "Entry writes not made because of --dry-run, by method.",
+			Help: "Entry and federation relationship writes not made because of --dry-run, by method.",
 		}, []string{"method"}),
 	}
 	for _, c := range []prometheus.Collector{m.rpcs, m.duration, m.results, m.dryRuns} {

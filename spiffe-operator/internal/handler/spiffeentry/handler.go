@@ -165,7 +165,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 	}
 	if len(out.Failed) > 0 {
 		f := out.Failed[0]
-		if f.Reason == spifferegistration.ReasonEntryIDNotKept {
+		if f.Reason == spifferegistration.ReasonEntryIDNotKept || f.Reason == spifferegistration.ReasonFederatedBundleMissing {
 			return ctrlerrors.WithReason(f.Reason, ctrlerrors.BlockedErrorf("%s", f.Message))
 		}
 		return ctrlerrors.WithReason(spifferegistration.ReasonEntryRejected,

@@ -200,6 +200,11 @@ func TestBadSpecIsRefusedNamingTheField(t *testing.T) {
 		}, ReasonUnsafeAdmin, "spec.downstream"},
 		"both parents": {func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentIDTemplate = "agents/{nodeName}" },
 			ReasonInvalidParentID, "not both"},
+		// Admission refuses both since the CEL rule; an object stored before it may hold both.
+		"pod and workload selectors": {func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+			s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+		}, ReasonPodAndWorkloadSelector, "spec.workloadSelector"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

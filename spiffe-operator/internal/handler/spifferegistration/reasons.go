@@ -39,6 +39,10 @@ const (
 	ReasonInvalidPodSelector = "InvalidPodSelector"
 	// ReasonInvalidWorkloadSelector: spec.workloadSelector does not parse.
 	ReasonInvalidWorkloadSelector = "InvalidWorkloadSelector"
+	// ReasonPodAndWorkloadSelector: the policy sets both spec.podSelector
+	// and spec.workloadSelector, which admission refuses since; an object
+	// stored before may still hold both.
+	ReasonPodAndWorkloadSelector = "PodAndWorkloadSelector"
 	// ReasonUnsafePodSelector: a per-workload template needs the workload's
 	// pods told apart by spec.selector.matchLabels, and the workload has none
 	// (or also uses matchExpressions, which SPIRE selectors cannot express).
@@ -46,6 +50,11 @@ const (
 	// ReasonUnsafeAdmin: spec.admin or spec.downstream on a policy that does
 	// not select one namespace by name and one service account.
 	ReasonUnsafeAdmin = "UnsafeAdmin"
+	// ReasonFederatedBundleMissing: SPIRE refused an entry because it holds
+	// no bundle of a trust domain of spec.federatesWith: a SpiffeFederation
+	// for it (with a trustDomainBundle, or once SPIRE fetched the bundle
+	// from its endpoint) lets SPIRE accept it.
+	ReasonFederatedBundleMissing = entrysync.ReasonFederatedBundleMissing
 	// ReasonEntryRejected: SPIRE refused some entries (InvalidArgument or similar).
 	ReasonEntryRejected = "EntryRejected"
 	// ReasonEntryIDNotKept: SPIRE created an entry under another ID than the

@@ -1,6 +1,7 @@
 package spifferegistration
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -81,6 +82,12 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 	src := spec.SpiffeIDTemplate
 	if src == "" {
 		src = v1alpha1.DefaultSpiffeIDTemplate
+	}
+	if spec.PodSelector != nil && spec.WorkloadSelector != nil {
+		// Admission refuses this since the CEL rule; an object stored
+		// before may hold both, and would select pods ignoring one of them.
+		return nil, fieldErr(ReasonPodAndWorkloadSelector, "spec.workloadSelector",
+			errors.New("does not apply to a policy of pods (spec.podSelector): remove it, and select the pods by spec.podSelector"))
 	}
 	parse := template.Parse
 	if spec.PodSelector != nil {
