@@ -69,14 +69,6 @@ func (w Writer) Wrote(entries []metav1.ManagedFieldsEntry) bool {
 	return false
 }
 
-// keyOf names m as namespace/name, or name when cluster-scoped.
-func keyOf(m *metav1.PartialObjectMetadata) string {
-	if m.Namespace == "" {
-		return m.Name
-	}
-	return m.Namespace + "/" + m.Name
-}
-
 // Release takes our fields out of the object m describes (its kind set in
 // m's TypeMeta). An object no other writer manages a field of is deleted,
 // preconditioned on its UID and resourceVersion, so a concurrent edit wins;
@@ -84,9 +76,11 @@ func keyOf(m *metav1.PartialObjectMetadata) string {
 // manager owned and leaves the rest. A shared object that would not be
 // valid without our fields (a required field only we own) is left as it
 // is, and the API server's Invalid error returned. An object our manager
-// manages no field of was never written by us, whatever its labels say: it
-// is left as it is and an error returned. (Whoever may patch an object can
-// also forge a managed-fields entry of our manager; that is not told apart.)
+// manages no field of holds nothing of ours, whatever its labels say: it is
+// left as it is, without a write and without an error, so that whoever
+// labels their own object as ours can neither have it deleted nor make a
+// release fail. (Whoever may patch an object can also forge a
+// managed-fields entry of our manager; that is not told apart.)
 // It returns the resourceVersion the
 // cache will reach with this write, for expectations.
 func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (string, error) {
@@ -95,7 +89,9 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 		return "", fmt.Errorf("release %s/%s: the object's kind is not set", m.Namespace, m.Name)
 	}
 	if !w.Wrote(m.ManagedFields) {
-		return "", fmt.Errorf("release %s %s: our field manager %s manages no field of it (someone else labelled it, or wiped its managed fields), so it is left as it is; remove its holder label or delete it by hand", gvk.Kind, keyOf(m), w.FieldManager)
+		// Nothing of ours to take out: someone else put our label on it,
+		// or wiped its managed fields.
+		return m.ResourceVersion, nil
 	}
 	if w.Shared(m.ManagedFields) {
 		empty := &unstructured.Unstructured{}

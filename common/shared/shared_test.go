@@ -99,7 +99,7 @@ var _ = Describe("Writer", func() {
 		Expect(cp.Client.Delete(ctx, cur)).To(Succeed())
 	})
 
-	It("never deletes on release an object it wrote no field of, even one whose managed fields were wiped", func(ctx context.Context) {
+	It("leaves as it is on release an object it wrote no field of, even one whose managed fields were wiped", func(ctx context.Context) {
 		// Someone who may patch an object (but not delete it) wipes its
 		// managed fields and puts the holder label on it, so that it looks
 		// like a target of ours no other writer shares.
@@ -111,7 +111,7 @@ var _ = Describe("Writer", func() {
 		Expect(m.ManagedFields).To(BeEmpty())
 
 		_, err := ours.Release(ctx, m)
-		Expect(err).To(MatchError(ContainSubstring("no field of it")))
+		Expect(err).NotTo(HaveOccurred(), "a release of nothing of ours must not fail, or whoever labels an object blocks its owner's deletion")
 		cm := &corev1.ConfigMap{}
 		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wiped"}, cm)).To(Succeed(), "the object was deleted")
 		Expect(cm.Data).To(Equal(map[string]string{"app.conf": "theirs"}))
