@@ -58,18 +58,40 @@ func (w Writer) Shared(entries []metav1.ManagedFieldsEntry) bool {
 	return false
 }
 
+// Wrote reports whether our field manager manages a field of the object
+// whose managed fields are entries.
+func (w Writer) Wrote(entries []metav1.ManagedFieldsEntry) bool {
+	for _, e := range entries {
+		if e.Manager == w.FieldManager {
+			return true
+		}
+	}
+	return false
+}
+
 // Release takes our fields out of the object m describes (its kind set in
 // m's TypeMeta). An object no other writer manages a field of is deleted,
 // preconditioned on its UID and resourceVersion, so a concurrent edit wins;
 // a shared one gets an empty apply, which drops exactly the fields our
 // manager owned and leaves the rest. A shared object that would not be
 // valid without our fields (a required field only we own) is left as it
-// is, and the API server's Invalid error returned. It returns the resourceVersion the
+// is, and the API server's Invalid error returned. An object our manager
+// manages no field of holds nothing of ours, whatever its labels say: it is
+// left as it is, without a write and without an error, so that whoever
+// labels their own object as ours can neither have it deleted nor make a
+// release fail. (Whoever may patch an object can also forge a
+// managed-fields entry of our manager; that is not told apart.)
+// It returns the resourceVersion the
 // cache will reach with this write, for expectations.
 func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (string, error) {
 	gvk := m.GroupVersionKind()
 	if gvk.Kind == "" {
 		return "", fmt.Errorf("release %s/%s: the object's kind is not set", m.Namespace, m.Name)
+	}
+	if !w.Wrote(m.ManagedFields) {
+		// Nothing of ours to take out: someone else put our label on it,
+		// or wiped its managed fields.
+		return m.ResourceVersion, nil
 	}
 	if w.Shared(m.ManagedFields) {
 		empty := &unstructured.Unstructured{}

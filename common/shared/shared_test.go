@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/internal/testapi"
@@ -96,6 +97,25 @@ var _ = Describe("Writer", func() {
 		Expect(cp.Client.Get(ctx, client.ObjectKey{Name: name}, cur)).To(Succeed())
 		Expect(cur.ResourceVersion).To(Equal(m.ResourceVersion))
 		Expect(cp.Client.Delete(ctx, cur)).To(Succeed())
+	})
+
+	It("leaves as it is on release an object it wrote no field of, even one whose managed fields were wiped", func(ctx context.Context) {
+		// Someone who may patch an object (but not delete it) wipes its
+		// managed fields and puts the holder label on it, so that it looks
+		// like a target of ours no other writer shares.
+		ns := cp.Namespace(ctx)
+		Expect(theirs.Apply(ctx, configMap(ns, "wiped", map[string]any{"app.conf": "theirs"}), false)).To(Succeed())
+		wipe := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"managedFields":[{}]}}`))
+		Expect(cp.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wiped"}}, wipe)).To(Succeed())
+		m := metadataOf(ctx, ns, "wiped")
+		Expect(m.ManagedFields).To(BeEmpty())
+
+		_, err := ours.Release(ctx, m)
+		Expect(err).NotTo(HaveOccurred(), "a release of nothing of ours must not fail, or whoever labels an object blocks its owner's deletion")
+		cm := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wiped"}, cm)).To(Succeed(), "the object was deleted")
+		Expect(cm.Data).To(Equal(map[string]string{"app.conf": "theirs"}))
+		Expect(cm.ResourceVersion).To(Equal(m.ResourceVersion))
 	})
 
 	It("never takes over a field another writer owns without force, nor creates over an existing object", func(ctx context.Context) {
