@@ -172,7 +172,7 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 		syncOpts.AliveNow = opcontroller.AliveOwners(mgr.GetAPIReader())
 	}
 	var entryAPI spire.EntryAPI = api
-	federation := spire.NewFederationClient(conn, spire.Options{Timeout: o.RPCTimeout, Metrics: rpcMetrics})
+	federation := spire.NewFederationClient(conn, spire.Options{Timeout: o.RPCTimeout, Metrics: rpcMetrics, WriteGuard: o.WriteGuard})
 	var federationAPI spire.FederationAPI = federation
 	if o.DryRun {
 		entryAPI = spire.NewDryRun(api, ctrl.LoggerFrom(ctx).WithName("dry-run"), rpcMetrics)

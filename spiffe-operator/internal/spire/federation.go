@@ -35,6 +35,7 @@ type FederationClient struct {
 	api     trustdomainv1.TrustDomainClient
 	timeout time.Duration
 	metrics *Metrics
+	guard   func() error
 	reads   atomic.Int64
 	writes  atomic.Int64
 }
@@ -48,18 +49,24 @@ func (c *FederationClient) Reads() int64 { return c.reads.Load() }
 // client has made.
 func (c *FederationClient) Writes() int64 { return c.writes.Load() }
 
-// NewFederationClient returns a FederationClient on conn; Timeout and
-// Metrics of opts apply.
+// NewFederationClient returns a FederationClient on conn; Timeout,
+// Metrics and WriteGuard of opts apply (a write the guard refuses is not
+// sent and fails as Unavailable, as the entry client's do).
 func NewFederationClient(conn grpc.ClientConnInterface, opts Options) *FederationClient {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultOptions().Timeout
 	}
-	return &FederationClient{api: trustdomainv1.NewTrustDomainClient(conn), timeout: opts.Timeout, metrics: opts.Metrics}
+	return &FederationClient{api: trustdomainv1.NewTrustDomainClient(conn), timeout: opts.Timeout, metrics: opts.Metrics, guard: opts.WriteGuard}
 }
 
 // call runs one RPC with the timeout and records it.
 func (c *FederationClient) call(ctx context.Context, method string, rpc func(ctx context.Context) error) error {
 	if strings.HasPrefix(method, "Batch") {
+		if c.guard != nil {
+			if err := c.guard(); err != nil {
+				return status.Errorf(codes.Unavailable, "%s not sent: %v", method, err)
+			}
+		}
 		c.writes.Add(1)
 	} else {
 		c.reads.Add(1)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
@@ -50,5 +51,50 @@ func TestWriteGuardKeepsWritesFromTheServer(t *testing.T) {
 	refuse = nil
 	if res, err := c.Create(ctx, []*types.Entry{entry}); err != nil || res[0].Code != codes.OK {
 		t.Fatalf("an allowed create: %v, %v", res, err)
+	}
+}
+
+// TestWriteGuardKeepsFederationWritesFromTheServer proves the same for
+// federation relationships: a replica whose lease has lapsed sends no
+// create, update or delete of a relationship.
+func TestWriteGuardKeepsFederationWritesFromTheServer(t *testing.T) {
+	ctx := context.Background()
+	srv, err := testenv.StartSpire(testenv.SpireOptions{LogLevel: "INFO"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Cleanup(); err != nil {
+			t.Error(err)
+		}
+	}()
+	conn, err := srv.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var refuse error = errors.New("not the leader")
+	c := spire.NewFederationClient(conn, spire.Options{WriteGuard: func() error { return refuse }})
+	rel := &types.FederationRelationship{TrustDomain: "federated.example", BundleEndpointUrl: "https://127.0.0.1:1/bundle",
+		BundleEndpointProfile: &types.FederationRelationship_HttpsWeb{HttpsWeb: &types.HTTPSWebProfile{}}}
+	if err := c.Create(ctx, rel); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a refused create: %v", err)
+	}
+	if got, err := c.Get(ctx, "federated.example"); err != nil || got != nil {
+		t.Fatalf("SPIRE holds %v (%v) after a refused create", got, err)
+	}
+	if c.Writes() != 0 {
+		t.Errorf("%d writes counted as sent", c.Writes())
+	}
+	refuse = nil
+	if err := c.Create(ctx, rel); err != nil {
+		t.Fatalf("an allowed create: %v", err)
+	}
+	refuse = errors.New("not the leader")
+	if err := c.Delete(ctx, "federated.example"); err == nil {
+		t.Fatal("a refused delete succeeded")
+	}
+	if got, err := c.Get(ctx, "federated.example"); err != nil || got == nil {
+		t.Fatalf("the relationship is gone (%v) after a refused delete", err)
 	}
 }
