@@ -17,6 +17,7 @@ const (
 	faultKillLeader   = "SIGKILL leader of "
 	faultPauseLeader  = "SIGSTOP leader beyond its lease, then SIGCONT: "
 	faultKillSpire    = "SIGKILL and restart spire-server"
+	faultKillSpireHA  = "SIGKILL and restart one spire-server (the other serves): "
 	faultRestartAPI   = "restart kube-apiserver (etcd kept)"
 	churnRotateSpire  = "SPIRE CA rotated (prepare, activate)"
 	pauseBeyondLease  = leaseDuration + 5*time.Second
@@ -196,6 +197,11 @@ func (f *faulter) pauseLeader(ctx context.Context) (string, error) {
 }
 
 func (f *faulter) killSpire(context.Context) (string, error) {
+	if servers := len(f.cl.SpireServers()); servers > 1 {
+		// In HA the checks go on through the other server.
+		i := f.rnd.IntN(servers)
+		return fmt.Sprintf("%sserver %d", faultKillSpireHA, i), f.cl.KillAndRestartSpire(i)
+	}
 	f.spireDown.Lock()
 	defer f.spireDown.Unlock()
 	return faultKillSpire, f.cl.Spire().KillAndRestart()
