@@ -211,8 +211,12 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 		return nil, err
 	}
 	var spireW []write
-	for _, s := range cl.SpireServers() {
-		spireW = append(spireW, spireWrites(s.Logs(), binaries)...)
+	for i, s := range cl.SpireServers() {
+		w := spireWrites(s.Logs(), binaries)
+		if opts.SpireHA {
+			rep.note("spire-server %d: %d SPIRE entry writes by replicas in its audit log", i, len(w))
+		}
+		spireW = append(spireW, w...)
 	}
 	n, bad := audit.nonLeaderWrites(opOf, spireW)
 	rep.checked(InvLeaderWrites, n)
