@@ -65,11 +65,14 @@ cover: tools ## per-package coverage (a package counts as covered by every test 
 # make chaos: churn and faults on two replicas of each operator for DURATION
 # with SEED (a new one, printed, when empty), then the invariant table; exits
 # 1 on any violation. The short version runs in make test (e2e/chaos).
+# SPIRE_HA=1 runs two spire-servers on one PostgreSQL database and kills one
+# at a time while the other serves.
 DURATION ?= 30m
 SEED     ?=
+SPIRE_HA ?=
 
-chaos: tools ## two replicas of each operator through churn and faults for DURATION (30m) with SEED; prints faults, checks, violations, worst identity gap, time to quiescence
-	nice -n 10 go run ./e2e/cmd/chaos -duration '$(DURATION)' $(if $(SEED),-seed '$(SEED)')
+chaos: tools ## two replicas of each operator through churn and faults for DURATION (30m) with SEED (SPIRE_HA=1: two spire-servers on PostgreSQL, one killed at a time); prints faults, checks, violations, worst identity gap, time to quiescence
+	nice -n 10 go run ./e2e/cmd/chaos -duration '$(DURATION)' $(if $(SEED),-seed '$(SEED)') $(if $(filter 1,$(SPIRE_HA)),-spire-ha)
 
 bench: tools ## benchmarks of every operator; figures go to bench-results/
 	hack/bench.sh

@@ -17,6 +17,7 @@ const (
 	faultKillLeader   = "SIGKILL leader of "
 	faultPauseLeader  = "SIGSTOP leader beyond its lease, then SIGCONT: "
 	faultKillSpire    = "SIGKILL and restart spire-server"
+	faultKillSpireHA  = "SIGKILL and restart one spire-server (the other serves): "
 	faultRestartAPI   = "restart kube-apiserver (etcd kept)"
 	churnRotateSpire  = "SPIRE CA rotated (prepare, activate)"
 	pauseBeyondLease  = leaseDuration + 5*time.Second
@@ -115,7 +116,15 @@ func (f *faulter) schedule() []func(context.Context) (string, error) {
 	for _, op := range framework.Operators {
 		kinds = append(kinds, f.killLeader(op))
 	}
-	kinds = append(kinds, f.pauseLeader, f.killSpire, f.restartAPIServer, f.rotateSpireCA)
+	kinds = append(kinds, f.pauseLeader, f.restartAPIServer, f.rotateSpireCA)
+	if servers := len(f.cl.SpireServers()); servers > 1 {
+		// SPIRE in HA: each server killed once a round, never two at once.
+		for i := range servers {
+			kinds = append(kinds, f.killSpireServer(i))
+		}
+	} else {
+		kinds = append(kinds, f.killSpire)
+	}
 	f.rnd.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	return kinds
 }
@@ -193,6 +202,14 @@ func (f *faulter) pauseLeader(ctx context.Context) (string, error) {
 		return kind, fmt.Errorf("SIGCONT %s: %w", r, err)
 	}
 	return kind, nil
+}
+
+// killSpireServer kills and restarts server i of SPIRE in HA; the checks
+// go on through the other server meanwhile.
+func (f *faulter) killSpireServer(i int) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) {
+		return fmt.Sprintf("%sserver %d", faultKillSpireHA, i), f.cl.KillAndRestartSpire(i)
+	}
 }
 
 func (f *faulter) killSpire(context.Context) (string, error) {

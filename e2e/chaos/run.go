@@ -31,6 +31,18 @@ type Options struct {
 	Progress io.Writer
 	// QuiescenceTimeout bounds the wait for quiescence; 0 means 5 minutes.
 	QuiescenceTimeout time.Duration
+	// SpireHA runs two spire-servers on one PostgreSQL database, the
+	// operators fail over between them, and the spire-server fault kills
+	// and restarts one server at a time while the other serves.
+	SpireHA bool
+}
+
+// spireServers is the number of spire-servers of a run.
+func (o Options) spireServers() int {
+	if o.SpireHA {
+		return 2
+	}
+	return 1
 }
 
 // throttledQPS is the Kubernetes client rate of every operator's second
@@ -54,7 +66,7 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(out, "[chaos] "+format+"\n", args...) }
 	rep := newReport(opts.Seed, opts.Duration)
 	cl, err := framework.StartLocal(ctx, framework.LocalOptions{
-		Progress: out, Replicas: 2, AuditLog: true,
+		Progress: out, Replicas: 2, AuditLog: true, SpireServers: opts.spireServers(),
 		ExtraArgs: func(op string, replica int) []string {
 			var args []string
 			if op == "bundle-operator" {
@@ -82,6 +94,9 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 		err = errors.Join(err, cl.Stop())
 	}()
 	rep.note("each operator's replica 1 runs with --kube-api-qps=%s --kube-api-burst=%s (API client throttling whenever it leads)", throttledQPS, throttledQPS)
+	if opts.SpireHA {
+		rep.note("SPIRE in HA: %d spire-servers on one PostgreSQL database; the operators get every server's socket", opts.spireServers())
+	}
 	rep.note("leader check: lease %s, margin %s (kube-apiserver and spire-server stamp from one host clock)", leaseDuration, clockMargin)
 
 	c := cl.Client()
@@ -195,7 +210,14 @@ func Run(ctx context.Context, opts Options) (_ *Report, err error) {
 	if err := audit.refresh(); err != nil {
 		return nil, err
 	}
-	spireW := spireWrites(cl.Spire().Logs(), binaries)
+	var spireW []write
+	for i, s := range cl.SpireServers() {
+		w := spireWrites(s.Logs(), binaries)
+		if opts.SpireHA {
+			rep.note("spire-server %d: %d SPIRE entry writes by replicas in its audit log", i, len(w))
+		}
+		spireW = append(spireW, w...)
+	}
 	n, bad := audit.nonLeaderWrites(opOf, spireW)
 	rep.checked(InvLeaderWrites, n)
 	for _, b := range bad {
@@ -252,13 +274,23 @@ func keepEvidence(cl *framework.Local, seed int64) (string, error) {
 		return "", err
 	}
 	files, _ := filepath.Glob(filepath.Join(cl.Dir(), "*.log"))
-	files = append(files, filepath.Join(cl.Spire().Dir, "server.log"), filepath.Join(cl.ControlPlane().LogDir, "kube-apiserver.log"))
+	files = append(files, filepath.Join(cl.ControlPlane().LogDir, "kube-apiserver.log"))
+	names := map[string]string{}
+	for i, s := range cl.SpireServers() {
+		f := filepath.Join(s.Dir, "server.log")
+		files = append(files, f)
+		names[f] = fmt.Sprintf("spire-server-%d.log", i)
+	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+		name := names[f]
+		if name == "" {
+			name = filepath.Base(f)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return "", err
 		}
 	}

@@ -55,6 +55,10 @@ type LocalOptions struct {
 	// request that changes something (AuditLogPath) and spire-server log
 	// every API call (audit_log_enabled).
 	AuditLog bool
+	// SpireServers above 1 runs SPIRE in HA: this many spire-servers on
+	// one PostgreSQL database (testenv.StartSpireHA), and the operators
+	// get every server's socket to fail over between. 0 or 1: one server.
+	SpireServers int
 }
 
 // Local is a control plane, a spire-server and the operators as processes,
@@ -66,6 +70,7 @@ type Local struct {
 	td      string
 	cp      *testenv.ControlPlane
 	spire   *testenv.Spire
+	ha      *testenv.SpireHA
 	client  client.Client
 	bins    map[string]string // by replica
 	configs map[string]string // by replica
@@ -80,6 +85,10 @@ type Local struct {
 
 	mu   sync.Mutex
 	proc map[string]*testenv.Process
+
+	// spireMu guards spireDown: the servers KillAndRestartSpire has down.
+	spireMu   sync.Mutex
+	spireDown map[int]bool
 }
 
 var _ Cluster = &Local{}
@@ -110,7 +119,7 @@ func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Loca
 	}
 	l := &Local{root: opts.Root, td: opts.TrustDomain, out: out, bins: map[string]string{},
 		configs: map[string]string{}, extra: map[string][]string{}, ops: map[string][]string{},
-		proc: map[string]*testenv.Process{}}
+		proc: map[string]*testenv.Process{}, spireDown: map[int]bool{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, l.Stop())
@@ -192,9 +201,17 @@ func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Loca
 		spireOpts.PSATClusters = []testenv.PSATCluster{{Name: ClusterName, KubeconfigPath: reviewer,
 			ServiceAccounts: []string{testenv.SpireAgentNamespace + ":" + testenv.SpireAgentServiceAccount}}}
 	}
-	l.step("starting spire-server")
-	if l.spire, err = testenv.StartSpire(spireOpts); err != nil {
-		return nil, err
+	if opts.SpireServers > 1 {
+		l.step("starting %d spire-servers on one PostgreSQL database", opts.SpireServers)
+		if l.ha, err = testenv.StartSpireHA(spireOpts, opts.SpireServers); err != nil {
+			return nil, err
+		}
+		l.spire = l.ha.Servers[0]
+	} else {
+		l.step("starting spire-server")
+		if l.spire, err = testenv.StartSpire(spireOpts); err != nil {
+			return nil, err
+		}
 	}
 	if l.noNode == nil {
 		if err := l.startNode(ctx); err != nil {
@@ -336,11 +353,11 @@ func (l *Local) operatorArgs(op string) []string {
 	common := []string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--requeue-after=10m"}
 	switch op {
 	case "spiffe-operator":
-		return append(common, "--spire-socket="+l.spire.SocketPath, "--trust-domain="+l.td, "--cluster-name="+ClusterName)
+		return append(common, "--spire-socket="+l.spireSockets(), "--trust-domain="+l.td, "--cluster-name="+ClusterName)
 	case "identity-operator":
 		return append(common, "--trust-domain="+l.td, "--parent-id="+l.AgentParentID())
 	case "bundle-operator":
-		return append(common, "--spire-socket="+l.spire.SocketPath, "--poll-interval=2s")
+		return append(common, "--spire-socket="+l.spireSockets(), "--poll-interval=2s")
 	}
 	return common
 }
@@ -389,12 +406,65 @@ func (l *Local) Client() client.Client { return l.client }
 // KubeconfigPath implements Cluster.
 func (l *Local) KubeconfigPath() string { return l.cp.KubeconfigPath }
 
-// SpireConn implements Cluster: the admin API over the server's Unix socket.
-func (l *Local) SpireConn(ctx context.Context) (*grpc.ClientConn, error) { return l.spire.Dial(ctx) }
+// SpireConn implements Cluster: the admin API over the Unix socket of the
+// first server that KillAndRestartSpire does not have down.
+func (l *Local) SpireConn(ctx context.Context) (*grpc.ClientConn, error) {
+	return l.serving().Dial(ctx)
+}
 
-// SpireCLI implements Cluster: the local server's CLI on its admin socket.
+// SpireCLI implements Cluster: the CLI on the admin socket of the first
+// server that KillAndRestartSpire does not have down.
 func (l *Local) SpireCLI(ctx context.Context, args ...string) (string, error) {
-	return l.spire.CLI(ctx, args...)
+	return l.serving().CLI(ctx, args...)
+}
+
+// spireSockets is the --spire-socket value: every server's socket.
+func (l *Local) spireSockets() string {
+	if l.ha == nil {
+		return l.spire.SocketPath
+	}
+	return strings.Join(l.ha.SocketPaths(), ",")
+}
+
+// SpireServers returns every spire-server: several with
+// LocalOptions.SpireServers, otherwise the one.
+func (l *Local) SpireServers() []*testenv.Spire {
+	if l.ha == nil {
+		return []*testenv.Spire{l.spire}
+	}
+	return l.ha.Servers
+}
+
+// KillAndRestartSpire ends server i of SpireServers at once (SIGKILL) and
+// starts it again on the same data; meanwhile SpireConn and SpireCLI use
+// another server, if there is one.
+func (l *Local) KillAndRestartSpire(i int) error {
+	servers := l.SpireServers()
+	if i < 0 || i >= len(servers) {
+		return fmt.Errorf("no spire-server %d of %d", i, len(servers))
+	}
+	l.spireMu.Lock()
+	l.spireDown[i] = true
+	l.spireMu.Unlock()
+	defer func() {
+		l.spireMu.Lock()
+		delete(l.spireDown, i)
+		l.spireMu.Unlock()
+	}()
+	return servers[i].KillAndRestart()
+}
+
+// serving is the first server not down, the first server if all are.
+func (l *Local) serving() *testenv.Spire {
+	servers := l.SpireServers()
+	l.spireMu.Lock()
+	defer l.spireMu.Unlock()
+	for i, s := range servers {
+		if !l.spireDown[i] {
+			return s
+		}
+	}
+	return servers[0]
 }
 
 // TrustDomain implements Cluster.
@@ -407,7 +477,7 @@ func (l *Local) AgentParentID() string { return "spiffe://" + l.td + "/k8s-clust
 // AgentClusterName implements Cluster.
 func (l *Local) AgentClusterName() string { return ClusterName }
 
-// Spire returns the local spire-server.
+// Spire returns the local spire-server (the first of SpireServers).
 func (l *Local) Spire() *testenv.Spire { return l.spire }
 
 // Dir is the working directory with binaries, logs and kubeconfigs.
@@ -456,7 +526,9 @@ func (l *Local) Diagnostics() string {
 		}
 	}
 	if l.spire != nil {
-		fmt.Fprintf(&b, "--- spire-server (last lines) ---\n%s\n", tail(l.spire.Logs(), 30))
+		for i, s := range l.SpireServers() {
+			fmt.Fprintf(&b, "--- spire-server %d (last lines) ---\n%s\n", i, tail(s.Logs(), 30))
+		}
 	}
 	if l.agent != nil {
 		fmt.Fprintf(&b, "--- spire-agent (last lines) ---\n%s\n", tail(l.agent.Logs(), 30))
@@ -481,7 +553,9 @@ func (l *Local) Stop() error {
 	if l.node != nil {
 		errs = append(errs, l.node.Stop())
 	}
-	if l.spire != nil {
+	if l.ha != nil {
+		errs = append(errs, l.ha.Cleanup())
+	} else if l.spire != nil {
 		errs = append(errs, l.spire.Cleanup())
 	}
 	if l.cp != nil {
@@ -507,7 +581,9 @@ func (l *Local) Kill() {
 	if l.node != nil {
 		_ = l.node.Stop() // kills at once; its cleanup must still run
 	}
-	if l.spire != nil {
+	if l.ha != nil {
+		_ = l.ha.Cleanup()
+	} else if l.spire != nil {
 		_ = l.spire.Kill()
 		_ = os.RemoveAll(l.spire.Dir)
 	}

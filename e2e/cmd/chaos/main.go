@@ -18,11 +18,12 @@ import (
 func main() {
 	duration := flag.Duration("duration", 30*time.Minute, "how long churn and faults run")
 	seed := flag.Int64("seed", time.Now().UnixNano(), "seed of the churn generator and the fault schedule")
+	spireHA := flag.Bool("spire-ha", os.Getenv("CHAOS_SPIRE_HA") == "1", "run two spire-servers on one PostgreSQL database and kill one at a time while the other serves (env CHAOS_SPIRE_HA=1)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Printf("chaos: seed %d, duration %s\n", *seed, *duration)
-	rep, err := chaos.Run(ctx, chaos.Options{Duration: *duration, Seed: *seed, Progress: os.Stdout})
+	fmt.Printf("chaos: seed %d, duration %s, SPIRE in HA %t\n", *seed, *duration, *spireHA)
+	rep, err := chaos.Run(ctx, chaos.Options{Duration: *duration, Seed: *seed, Progress: os.Stdout, SpireHA: *spireHA})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
 		os.Exit(2)
