@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"fmt"
-	"github.com/trustplane/trustplane/common/spireconn"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/spireconn"
+	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
@@ -83,9 +84,9 @@ var _ = Describe("SpiffeRegistration", func() {
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 		Eventually(paths(parentOf("selchg"))).Should(Equal([]string{"/ns/selchg-a/sa/blue"}))
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		p.Spec.WorkloadSelector.MatchLabels["color"] = "green"
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Expect(testenv.Edit(ctx, k8s, p, func(p *v1alpha1.SpiffeRegistration) {
+			p.Spec.WorkloadSelector.MatchLabels["color"] = "green"
+		})).To(Succeed())
 		Eventually(paths(parentOf("selchg"))).Should(Equal([]string{"/ns/selchg-a/sa/green"}))
 	})
 
@@ -114,10 +115,10 @@ var _ = Describe("SpiffeRegistration", func() {
 		Eventually(paths(parentOf("ttl"))).Should(HaveLen(1))
 		id := entriesUnder(parentOf("ttl"))[0].Id
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		p.Spec.X509SVIDTTL = &metav1.Duration{Duration: 10 * time.Minute}
-		p.Spec.Hint = "web"
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Expect(testenv.Edit(ctx, k8s, p, func(p *v1alpha1.SpiffeRegistration) {
+			p.Spec.X509SVIDTTL = &metav1.Duration{Duration: 10 * time.Minute}
+			p.Spec.Hint = "web"
+		})).To(Succeed())
 		Eventually(func() int32 { return entriesUnder(parentOf("ttl"))[0].X509SvidTtl }).Should(Equal(int32(600)))
 		got := entriesUnder(parentOf("ttl"))
 		Expect(got).To(HaveLen(1))

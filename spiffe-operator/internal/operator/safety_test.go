@@ -357,9 +357,9 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Eventually(paths(parentOf("renderfail"))).Should(Equal([]string{"/ns/renderfail-a/sa/web"}))
 
 		// The template now needs a label the workload lacks.
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		p.Spec.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Expect(testenv.Edit(ctx, k8s, p, func(p *v1alpha1.SpiffeRegistration) {
+			p.Spec.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
+		})).To(Succeed())
 		Eventually(policyReady(p)).Should(Equal("False/InvalidSpiffeIDTemplate"))
 		Expect(p.Status.Failures).To(HaveLen(1))
 		Expect(p.Status.Failures[0].Object).To(Equal("Deployment renderfail-a/web"))
@@ -384,17 +384,17 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Eventually(paths(parentOf("lastgood"))).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
 		running := pod("lastgood-a", "web-1", "web", map[string]string{"app": "web"})
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		p.Spec.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Expect(testenv.Edit(ctx, k8s, p, func(p *v1alpha1.SpiffeRegistration) {
+			p.Spec.SpiffeIDTemplate = "team/{label:team}/{serviceAccount}"
+		})).To(Succeed())
 		Eventually(policyReady(p)).Should(Equal("False/InvalidSpiffeIDTemplate"))
 		Consistently(paths(parentOf("lastgood")), resync).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
 
 		// The policy no longer selects the namespace: the last good render
 		// goes, and only the running pod keeps the entry.
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"test": "lastgood-none"}}
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Expect(testenv.Edit(ctx, k8s, p, func(p *v1alpha1.SpiffeRegistration) {
+			p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"test": "lastgood-none"}}
+		})).To(Succeed())
 		Eventually(policyReady(p)).Should(Equal("True/Ready"))
 		Consistently(paths(parentOf("lastgood")), resync).Should(Equal([]string{"/ns/lastgood-a/sa/web"}))
 		deletePod(running)
@@ -488,10 +488,10 @@ var _ = Describe("Entries no pod can match", func() {
 
 		// SPIRE selectors all have to match, so no pod matches both
 		// namespaces: the running pod in one of them needs nothing.
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
-		e.Spec.SpiffeID = "spiffe://" + trustDomain + "/vm/conflict-2"
-		e.Spec.Selectors = []string{"k8s:ns:conflict-c", "k8s:sa:y"}
-		Expect(k8s.Update(ctx, e)).To(Succeed())
+		Expect(testenv.Edit(ctx, k8s, e, func(e *v1alpha1.SpiffeEntry) {
+			e.Spec.SpiffeID = "spiffe://" + trustDomain + "/vm/conflict-2"
+			e.Spec.Selectors = []string{"k8s:ns:conflict-c", "k8s:sa:y"}
+		})).To(Succeed())
 		Eventually(paths(parentOf("conflict")), 2*resync).Should(Equal([]string{"/vm/conflict-2"}))
 		deletePod(running)
 	})
@@ -626,9 +626,9 @@ var _ = Describe("Without a resync to fall back on", Ordered, func() {
 
 		out, err := srv.CLI(ctx, "entry", "delete", "-entryID", id)
 		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-		p.Spec.X509SVIDTTL = &metav1.Duration{Duration: 20 * time.Minute}
-		Expect(k8s.Update(ctx, p)).To(Succeed())
+		Expect(testenv.Edit(ctx, k8s, p, func(p *v1alpha1.SpiffeRegistration) {
+			p.Spec.X509SVIDTTL = &metav1.Duration{Duration: 20 * time.Minute}
+		})).To(Succeed())
 		// The pass updates an entry its view still holds; SPIRE answers
 		// NotFound; the retry re-reads SPIRE and creates it with the same ID.
 		Eventually(func() int32 {
