@@ -286,13 +286,7 @@ func parallel(n int, fn func(i int) error) error {
 // createPods creates one pod per Deployment of createDeployments, pod i
 // bound to node i mod nodes, as the scheduler would bind it.
 func createPods(ctx context.Context, k8s client.Client, ns, prefix string, n, nodes int) error {
-	no := false
 	return parallel(n, func(i int) error {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		return k8s.Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
-			Spec: corev1.PodSpec{ServiceAccountName: name, NodeName: fmt.Sprintf("node-%d", i%nodes), AutomountServiceAccountToken: &no,
-				Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
-		})
+		return k8s.Create(ctx, scalePod(ns, fmt.Sprintf("%s-%d", prefix, i), i%nodes))
 	})
 }

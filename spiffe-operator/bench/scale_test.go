@@ -1,0 +1,333 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/spireconn"
+	"github.com/trustplane/trustplane/common/testenv"
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
+)
+
+// scaleSettings are the settings of BenchmarkScale, from the environment:
+// BENCH_SCALE_SIZES (comma-separated workload counts, ascending; default
+// 1000,10000,50000,100000, and 1000 with QUICK), BENCH_SCALE_CONCURRENCY
+// (--spire-write-concurrency, default 4, the best setting of
+// BenchmarkPostgres), BENCH_NODES (default 100), BENCH_SCALE_PER_NAMESPACE
+// (workloads per namespace, default 100) and BENCH_SCALE_SAMPLES (new
+// workloads timed per size, default 50).
+type scaleSettings struct {
+	sizes                                     []int
+	concurrency, nodes, perNamespace, samples int
+}
+
+func loadScaleSettings() (scaleSettings, error) {
+	s := scaleSettings{sizes: []int{1000, 10000, 50000, 100000}, concurrency: 4, nodes: 100, perNamespace: 100, samples: 50}
+	if quick() {
+		s.sizes = []int{1000}
+	}
+	for env, v := range map[string]*int{"BENCH_SCALE_CONCURRENCY": &s.concurrency, "BENCH_NODES": &s.nodes,
+		"BENCH_SCALE_PER_NAMESPACE": &s.perNamespace, "BENCH_SCALE_SAMPLES": &s.samples} {
+		if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n > 0 {
+			*v = n
+		}
+	}
+	if list := os.Getenv("BENCH_SCALE_SIZES"); list != "" {
+		s.sizes = nil
+		for _, f := range strings.Split(list, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return s, fmt.Errorf("BENCH_SCALE_SIZES %q: %q is not a positive number", list, f)
+			}
+			s.sizes = append(s.sizes, n)
+		}
+	}
+	if !slices.IsSorted(s.sizes) {
+		return s, fmt.Errorf("BENCH_SCALE_SIZES %v: sizes must ascend (each size adds workloads to the last)", s.sizes)
+	}
+	return s, nil
+}
+
+// BenchmarkScale is the sizing run: the production layout (workloads
+// spread over namespaces, one pod each bound to one of the nodes,
+// per-node parents) against a spire-server on PostgreSQL at INFO, at each
+// size. Per size it prints the converge time from the policy's creation
+// (fresh database, server and operator), the raw floor of the same
+// entries written straight to SPIRE at the same write concurrency, the
+// operator's RSS, and the time from one new workload (its Deployment, then
+// its pod) to its entry in SPIRE; at the end the new-workload p99 of every
+// size side by side. Workloads are added between sizes, not re-created.
+// Use -benchtime 1x.
+func BenchmarkScale(b *testing.B) {
+	s, err := loadScaleSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		if err := runScale(b, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// scaleLayout places workload i: namespace, name and node.
+type scaleLayout struct {
+	perNamespace, nodes int
+	nodeUIDs            []k8stypes.UID
+}
+
+func (l scaleLayout) namespace(i int) string { return fmt.Sprintf("scale-%d", i/l.perNamespace) }
+func (l scaleLayout) name(i int) string      { return fmt.Sprintf("w-%d", i) }
+func (l scaleLayout) node(i int) int         { return i % l.nodes }
+
+// parent is the per-node parent ID of a pod on node index n.
+func (l scaleLayout) parent(n int) string {
+	return fmt.Sprintf("spiffe://%s/spire/agent/k8s_psat/%s/%s", trustDomain, benchCluster, l.nodeUIDs[n])
+}
+
+func runScale(b *testing.B, s scaleSettings) error {
+	ctx := context.Background()
+	rep := &report{}
+	rep.add("# spiffe-operator at scale, %s: workloads (one service account and one pod each) %d per namespace over %d nodes, per-node parents, SPIRE at INFO on PostgreSQL, --spire-write-concurrency %d",
+		time.Now().UTC().Format(time.RFC3339), s.perNamespace, s.nodes, s.concurrency)
+
+	pg, err := testenv.StartPostgres()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = pg.Cleanup() }()
+	cp, k8s, bin, err := startBench(b)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cp.Stop() }()
+	uids, err := createNodes(ctx, k8s, s.nodes)
+	if err != nil {
+		return err
+	}
+	l := scaleLayout{perNamespace: s.perNamespace, nodes: s.nodes, nodeUIDs: uids}
+
+	databases := 0
+	fresh := func() (testenv.SpireOptions, error) {
+		databases++
+		conn, err := pg.CreateDatabase(ctx, fmt.Sprintf("scale%d", databases))
+		if err != nil {
+			return testenv.SpireOptions{}, err
+		}
+		o := sqliteSpire()
+		o.PostgresConnection = conn
+		return o, nil
+	}
+	created := 0
+	for _, n := range s.sizes {
+		t0 := time.Now()
+		if err := createScaleWorkloads(ctx, k8s, l, created, n); err != nil {
+			return err
+		}
+		b.Logf("N=%d: added %d workloads in %s (load %s)", n, n-created, time.Since(t0).Round(time.Millisecond), loadAverage())
+		created = n
+
+		opts, err := fresh()
+		if err != nil {
+			return err
+		}
+		floor, err := floorOf(ctx, opts, s.concurrency, n, func(i int) *types.Entry {
+			e := floorEntry(l.namespace(i), i, "", true)
+			e.ParentId = spiffeIDOf(l.parent(l.node(i)))
+			return e
+		})
+		if err != nil {
+			return fmt.Errorf("N=%d floor: %w", n, err)
+		}
+		if opts, err = fresh(); err != nil {
+			return err
+		}
+		res, err := scaleSize(ctx, k8s, cp.KubeconfigPath, bin, l, n, s, opts)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		slices.Sort(res.latencies)
+		rep.add("N=%d: converge %s = %.2fx the raw floor at %d calls at a time (%s); %d entries in SPIRE; operator RSS %.1f MiB (anon %.1f, file %.1f); one new workload to its entry (%d samples): p50 %s, p99 %s, max %s; load average %s",
+			n, res.converge.Round(time.Millisecond), res.converge.Seconds()/floor.Seconds(), s.concurrency, floor.Round(time.Millisecond),
+			res.entries, res.rss, res.anon, res.file, len(res.latencies), pct(res.latencies, 50), pct(res.latencies, 99),
+			res.latencies[len(res.latencies)-1].Round(100*time.Microsecond), loadAverage())
+		rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
+	}
+	rep.newP99s()
+	return rep.write(os.Getenv("BENCH_SCALE_OUT"))
+}
+
+// scaleResult is what scaleSize measured at one size.
+type scaleResult struct {
+	converge        time.Duration
+	entries         int
+	rss, anon, file float64
+	latencies       []time.Duration
+}
+
+// scaleSize starts a fresh server (opts) and operator, times a policy
+// selecting the n workloads to all n entries registered, reads the RSS,
+// then times s.samples new workloads, one at a time, in a namespace of
+// this size's own, and removes the policy, operator and server.
+func scaleSize(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string, l scaleLayout, n int, s scaleSettings,
+	opts testenv.SpireOptions) (scaleResult, error) {
+	var res scaleResult
+	srv, err := testenv.StartSpire(opts)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = srv.Cleanup() }()
+	proc, err := startOperator(bin, kubeconfig, srv.SocketPath, "--cluster-name", benchCluster,
+		"--spire-write-concurrency", strconv.Itoa(s.concurrency))
+	if err != nil {
+		return res, err
+	}
+	defer proc.stop()
+	if err := proc.waitReady(ctx); err != nil {
+		return res, err
+	}
+	// The samples' namespace is labelled for this size only, so that the
+	// next size's policy does not select it.
+	samplesNS := fmt.Sprintf("scale-new-%d", n)
+	policy := &v1alpha1.SpiffeRegistration{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%d", n)},
+		Spec: v1alpha1.SpiffeRegistrationSpec{
+			TrustDomain: trustDomain,
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "scale", Operator: metav1.LabelSelectorOpIn, Values: []string{"on", samplesNS}},
+			}},
+		},
+	}
+	start := time.Now()
+	if err := k8s.Create(ctx, policy); err != nil {
+		return res, err
+	}
+	if err := waitRegistered(ctx, k8s, policy, n, 90*time.Minute); err != nil {
+		return res, err
+	}
+	res.converge = time.Since(start)
+	if res.rss, err = proc.rss(); err != nil {
+		return res, err
+	}
+	res.anon, res.file = proc.rssDetail()
+	conn, closer, err := spireconn.Dial(ctx, spireconn.Options{SocketPath: srv.SocketPath})
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = closer.Close() }()
+	all, err := spire.NewClient(conn, spire.Options{}).ListAll(ctx)
+	if err != nil {
+		return res, err
+	}
+	if res.entries = len(all); res.entries != n {
+		return res, fmt.Errorf("the policy reports %d entries registered, SPIRE holds %d", n, res.entries)
+	}
+	prefix, err := proc.entryIDPrefix()
+	if err != nil {
+		return res, err
+	}
+	ids := entries.IDScheme{Prefix: prefix}
+	tag := entries.OwnerTag(policy.UID)
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: samplesNS, Labels: map[string]string{"scale": samplesNS}}}); err != nil {
+		return res, err
+	}
+	samples := scaleLayout{perNamespace: s.samples, nodes: l.nodes, nodeUIDs: l.nodeUIDs}
+	for j := range s.samples {
+		d, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
+		if err != nil {
+			return res, err
+		}
+		res.latencies = append(res.latencies, d)
+	}
+	return res, discard(ctx, k8s, srv, proc, policy)
+}
+
+// timeNewWorkload creates workload j of layout l in namespace ns (its
+// service account first, untimed), then its Deployment and its pod bound
+// to its node, as a controller and the scheduler would, and times from the
+// Deployment's creation to the entry under that node's parent readable in
+// SPIRE.
+func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, l scaleLayout, j int) (time.Duration, error) {
+	name, node := l.name(j), l.node(j)
+	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		return 0, err
+	}
+	e := entries.Entry{
+		SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, name)),
+		ParentID:  spiffeid.RequireFromString(l.parent(node)),
+		Selectors: []entries.Selector{{Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + name}},
+	}
+	e.Normalize()
+	id := ids.EntryID(tag, e.Key())
+	t0 := time.Now()
+	if err := k8s.Create(ctx, deployment(ns, name, name)); err != nil {
+		return 0, err
+	}
+	if err := k8s.Create(ctx, scalePod(ns, name, node)); err != nil {
+		return 0, err
+	}
+	if err := waitEntry(ctx, c, id, time.Minute); err != nil {
+		return 0, fmt.Errorf("entry of %s/%s: %w", ns, name, err)
+	}
+	return time.Since(t0), nil
+}
+
+// createScaleWorkloads creates workloads from up to (not including) to of
+// layout l: namespaces (labelled scale=on), service accounts, Deployments
+// and one pod each.
+func createScaleWorkloads(ctx context.Context, k8s client.Client, l scaleLayout, from, to int) error {
+	for first := from - from%l.perNamespace; first < to; first += l.perNamespace {
+		if first < from {
+			continue
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: l.namespace(first), Labels: map[string]string{"scale": "on"}}}
+		if err := k8s.Create(ctx, ns); err != nil {
+			return err
+		}
+	}
+	create := func(obj func(i int) client.Object) error {
+		return parallel(to-from, func(k int) error { return k8s.Create(ctx, obj(from+k)) })
+	}
+	if err := create(func(i int) client.Object {
+		return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace(i), Name: l.name(i)}}
+	}); err != nil {
+		return err
+	}
+	if err := create(func(i int) client.Object { return deployment(l.namespace(i), l.name(i), l.name(i)) }); err != nil {
+		return err
+	}
+	return create(func(i int) client.Object { return scalePod(l.namespace(i), l.name(i), l.node(i)) })
+}
+
+// scalePod is the pod of workload name (labelled as its Deployment
+// selects), bound to node index node.
+func scalePod(ns, name string, node int) *corev1.Pod {
+	no := false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{ServiceAccountName: name, NodeName: fmt.Sprintf("node-%d", node), AutomountServiceAccountToken: &no,
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+}
+
+// spiffeIDOf is the SPIRE API form of the SPIFFE ID id.
+func spiffeIDOf(id string) *types.SPIFFEID {
+	parsed := spiffeid.RequireFromString(id)
+	return &types.SPIFFEID{TrustDomain: parsed.TrustDomain().Name(), Path: parsed.Path()}
+}
