@@ -118,7 +118,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				b = b.Watches(obj, events.forWorkloads(kind), builder.WithPredicates(workloadChanged))
 			}
 			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(controller.LabelsOrDeletionChanged())).
-				Watches(&corev1.Pod{}, events.forNodeBound(), builder.WithPredicates(podPlacementChanged())).
+				Watches(&corev1.Pod{}, events.forPods(), builder.WithPredicates(podPlacementChanged())).
 				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
 				Watches(&v1alpha1.SpiffeRegistration{}, events.forFallbacks()).
 				Watches(&corev1.Service{}, events.forServices(), builder.WithPredicates(serviceSelectorChanged())).
