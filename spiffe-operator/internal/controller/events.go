@@ -21,6 +21,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/pods"
 )
 
 // listRetry is how soon policies are listed again after a failed list in
@@ -78,13 +79,30 @@ func (pe *policyEvents) forNamespaces() handler.EventHandler {
 	}
 }
 
-// forNodeBound handles pod and node events: they concern the policies with
+// forNodeBound handles node events: they concern the policies with
 // per-node parents (no spec.parentID), per-pod entries or a podSelector,
-// each of which gets a full pass. Pod events concern only those whose
-// namespaceSelector selects the pod's namespace.
+// each of which gets a full pass.
 func (pe *policyEvents) forNodeBound() handler.EventHandler {
-	return pe.fullPassesIn(func(p *v1alpha1.SpiffeRegistration) bool {
-		return p.Spec.ParentID == "" || p.Spec.EntryGranularity == v1alpha1.EntryPerPod || p.Spec.PodSelector != nil
+	return pe.fullPassesIn(nodeBound)
+}
+
+// nodeBound reports whether what p registers depends on the pods that run
+// and on the nodes they run on.
+func nodeBound(p *v1alpha1.SpiffeRegistration) bool {
+	return p.Spec.ParentID == "" || p.Spec.EntryGranularity == v1alpha1.EntryPerPod || p.Spec.PodSelector != nil
+}
+
+// forPods handles pod events: they concern the node-bound policies whose
+// namespaceSelector selects the pod's namespace. A policy of pods
+// (podSelector) gets a full pass; any other an incremental pass for the
+// pod's service account, the only one whose entries the pod can change.
+func (pe *policyEvents) forPods() handler.EventHandler {
+	return pe.passesIn(nodeBound, func(p *v1alpha1.SpiffeRegistration, obj client.Object) {
+		if pod, ok := obj.(*pods.Object); ok && p.Spec.PodSelector == nil {
+			pe.dirty.Account(p.Name, pod.Namespace, pod.ServiceAccount)
+			return
+		}
+		pe.dirty.All(p.Name)
 	})
 }
 
@@ -100,6 +118,15 @@ func (pe *policyEvents) forServices() handler.EventHandler {
 // object's namespace (every such policy for a cluster-scoped object, or
 // when the namespace cannot be read).
 func (pe *policyEvents) fullPassesIn(concerns func(*v1alpha1.SpiffeRegistration) bool) handler.EventHandler {
+	return pe.passesIn(concerns, func(p *v1alpha1.SpiffeRegistration, _ client.Object) { pe.dirty.All(p.Name) })
+}
+
+// passesIn returns a handler that queues every policy for which concerns
+// is true and whose namespaceSelector selects the event object's namespace
+// (every such policy for a cluster-scoped object, or when the namespace
+// cannot be read), recording the change for each first.
+func (pe *policyEvents) passesIn(concerns func(*v1alpha1.SpiffeRegistration) bool,
+	record func(p *v1alpha1.SpiffeRegistration, obj client.Object)) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var sets []labels.Set
 		if ns := obj.GetNamespace(); ns != "" {
@@ -108,13 +135,13 @@ func (pe *policyEvents) fullPassesIn(concerns func(*v1alpha1.SpiffeRegistration)
 				sets = []labels.Set{nsObj.Labels}
 			}
 		}
-		reqs := pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool {
-			return concerns(p) && (sets == nil || selectsAny(p, sets))
+		return pe.policies(ctx, func(p *v1alpha1.SpiffeRegistration) bool {
+			if concerns(p) && (sets == nil || selectsAny(p, sets)) {
+				record(p, obj)
+				return true
+			}
+			return false
 		})
-		for _, r := range reqs {
-			pe.dirty.All(r.Name)
-		}
-		return reqs
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	crhandler "sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -118,7 +119,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				b = b.Watches(obj, events.forWorkloads(kind), builder.WithPredicates(workloadChanged))
 			}
 			return b.Watches(&corev1.Namespace{}, events.forNamespaces(), builder.WithPredicates(controller.LabelsOrDeletionChanged())).
-				Watches(&corev1.Pod{}, events.forNodeBound(), builder.WithPredicates(podPlacementChanged())).
+				Watches(&corev1.Pod{}, events.forPods(), builder.WithPredicates(podPlacementChanged())).
 				Watches(&corev1.Node{}, events.forNodeBound(), builder.WithPredicates(nodeCreatedOrDeleted())).
 				Watches(&v1alpha1.SpiffeRegistration{}, events.forFallbacks()).
 				Watches(&corev1.Service{}, events.forServices(), builder.WithPredicates(serviceSelectorChanged())).
@@ -167,6 +168,8 @@ func setupFederation(mgr ctrl.Manager, o Options) error {
 		}
 		var list v1alpha1.SpiffeFederationList
 		if err := reader.List(ctx, &list); err != nil {
+			logf.FromContext(ctx).Error(err, "listing SpiffeFederations for an event; an object waiting for this trust domain is taken up at its next resync",
+				"trustDomain", f.Spec.TrustDomain)
 			return nil
 		}
 		var out []reconcile.Request

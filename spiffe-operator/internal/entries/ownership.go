@@ -71,6 +71,22 @@ func (s IDScheme) Validate() error {
 	return nil
 }
 
+// ValidateChosen checks a prefix given by the user rather than derived
+// from the cluster: Validate, and no prefix under DefaultIDPrefix, where
+// every cluster's derived prefix lives (an instance given another
+// cluster's "trustplane.<cluster tag>." would take that cluster's entries
+// as its own, and delete them as orphans).
+func (s IDScheme) ValidateChosen() error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if strings.HasPrefix(s.Prefix, DefaultIDPrefix) {
+		return fmt.Errorf("entry ID prefix %q starts with %q, where each cluster's derived prefix (%s<cluster tag>.) lives; "+
+			"leave the prefix unset for this cluster's, or choose one outside it", s.Prefix, DefaultIDPrefix, DefaultIDPrefix)
+	}
+	return nil
+}
+
 // tagLen and hashLen are the lengths of the owner tag and the key hash in
 // entry IDs (hex digits).
 const (

@@ -360,6 +360,41 @@ func (s *Syncer) heldParents(owner Owner, considered map[string]spiffeid.ID, fai
 	return out
 }
 
+// HeldParentsAfter returns recorded (the Outcome.Parents of owner's last
+// pass) brought up to date after a SyncDelta whose entries were under the
+// parents in touched: each of those stays or is added when owner holds an
+// entry there now, and goes otherwise. Its cost grows with touched, not
+// with the parents or entries owner holds.
+func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spiffeid.ID) []string {
+	tag := owner.Tag()
+	set := make(map[string]bool, len(recorded)+len(touched))
+	for _, p := range recorded {
+		set[p] = true
+	}
+	s.mu.Lock()
+	for _, p := range touched {
+		key, held := p.String(), false
+		if v := s.views[key]; v != nil {
+			for _, o := range v.ours {
+				if o.owner == tag {
+					held = true
+					break
+				}
+			}
+		}
+		set[key] = held
+	}
+	s.mu.Unlock()
+	out := make([]string, 0, len(set))
+	for p, held := range set {
+		if held {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ensureListed reads the entries under parent from SPIRE when the view is
 // missing, invalid or older than the resync interval (or force is set). It
 // reports whether it called SPIRE.
@@ -614,6 +649,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		return err
 	}
 	tag := owner.Tag()
+	failedBefore := len(out.Failed)
 	if len(p.creates) > 0 {
 		in := make([]*types.Entry, len(p.creates))
 		for i, e := range p.creates {
@@ -678,7 +714,42 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
 		return err
 	}
-	return s.deleteStale(ctx, p.stale)
+	stale := p.stale
+	if refused := out.Failed[failedBefore:]; len(refused) > 0 {
+		stale = s.withoutReplaced(stale, refused)
+	}
+	return s.deleteStale(ctx, stale)
+}
+
+// withoutReplaced leaves out of stale the entries that entries SPIRE just
+// refused to create were to replace: those of the same namespace and
+// service account, or all of them when a refused entry names none (or a
+// stale one does). A pod never loses the identity it has because the one
+// meant to follow it could not be created; the next pass tries again, and
+// the refusal is reported meanwhile.
+func (s *Syncer) withoutReplaced(stale []deletion, refused []Failed) []deletion {
+	accounts := map[string]bool{}
+	for i := range refused {
+		sh, ok := entries.ShapeOf(&refused[i].Entry)
+		if !ok {
+			return nil
+		}
+		accounts[sh.Namespace+"/"+sh.ServiceAccount] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var remaining []deletion
+	for _, d := range stale {
+		v := s.views[d.parent]
+		if v == nil || v.ours[d.id] == nil {
+			remaining = append(remaining, d)
+			continue
+		}
+		if sh, ok := entries.ShapeOf(&v.ours[d.id].entry); ok && !accounts[sh.Namespace+"/"+sh.ServiceAccount] {
+			remaining = append(remaining, d)
+		}
+	}
+	return remaining
 }
 
 // deleteStale deletes entries owner no longer wants and hands each whose

@@ -132,12 +132,14 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	}
 
 	prefix := o.EntryIDPrefix
+	validate := entries.IDScheme.ValidateChosen
 	if prefix == "" {
 		if prefix, err = clusterPrefix(ctx, mgr.GetAPIReader()); err != nil {
 			return nil, err
 		}
+		validate = entries.IDScheme.Validate
 	}
-	if err := (entries.IDScheme{Prefix: prefix}).Validate(); err != nil {
+	if err := validate(entries.IDScheme{Prefix: prefix}); err != nil {
 		return nil, fmt.Errorf("--%s: %w", KeyEntryIDPrefix, err)
 	}
 

@@ -96,7 +96,7 @@ func addFlags(fs *pflag.FlagSet) {
 	fs.Int(KeyWriteConcurrency, 1, "SPIRE batch calls in flight at once per pass; 1 suits a sqlite datastore, 4 converged fastest on PostgreSQL (docs/spiffe-operator.md)")
 	fs.Duration(KeyRPCTimeout, 30*time.Second, "timeout of each SPIRE call")
 	fs.Bool(KeyCollectOrphans, true, "delete entries with this operator's prefix whose object no longer exists")
-	fs.String(KeyClassName, "", "take only SpiffeRegistrations and SpiffeEntries of this spec.className (several instances, for several SPIRE servers, in one cluster); empty takes those without one")
+	fs.String(KeyClassName, "", "take only SpiffeRegistrations, SpiffeEntries and SpiffeFederations of this spec.className (several instances, for several SPIRE servers, in one cluster); empty takes those without one")
 	fs.Bool(KeyDryRun, false, "write nothing to SPIRE: log and count (trustplane_spire_dry_run_writes_total) every entry write the operator would make, and report Ready=False with reason DryRun")
 	fs.Bool(KeyWatchClassless, false, "with --class-name, also take objects without a className")
 	fs.String(KeyClusterName, "", "the cluster's name in the SPIRE server's k8s_psat node attestor configuration; per-node parent IDs (the default) need it")
@@ -136,7 +136,7 @@ func (o Options) Validate() error {
 	}
 	// An empty prefix is derived from the cluster when the operator starts.
 	if o.EntryIDPrefix != "" {
-		if err := (entries.IDScheme{Prefix: o.EntryIDPrefix}).Validate(); err != nil {
+		if err := (entries.IDScheme{Prefix: o.EntryIDPrefix}).ValidateChosen(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", KeyEntryIDPrefix, err))
 		}
 	}

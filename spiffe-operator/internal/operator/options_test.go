@@ -71,7 +71,8 @@ var _ = Describe("Options", func() {
 		_, err = operator.Load(v)
 		Expect(err).To(MatchError(ContainSubstring("entry-id-prefix")))
 
-		for _, prefix := range []string{"trustplane.", "team.0f1e2d3c4b5a."} {
+		// The last: another cluster's derived prefix, given by hand.
+		for _, prefix := range []string{"trustplane.", "team.0f1e2d3c4b5a.", "trustplane.0badc0de."} {
 			fs := pflag.NewFlagSet("spiffe-operator", pflag.ContinueOnError)
 			operator.AddFlags(fs)
 			Expect(fs.Parse([]string{"--spire-socket=/run/spire/api.sock", "--entry-id-prefix=" + prefix})).To(Succeed())

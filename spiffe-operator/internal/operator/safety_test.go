@@ -474,6 +474,40 @@ var _ = Describe("Entries follow the pods that run", func() {
 	})
 })
 
+var _ = Describe("An entry SPIRE refuses", func() {
+	It("does not take away the entry it was to replace while a pod still runs under that one", func() {
+		namespace("refused-a", nil)
+		createSA("refused-a", "x")
+		running := pod("refused-a", "x-1", "x", nil)
+		e := spiffeEntry("refused", func(s *v1alpha1.SpiffeEntrySpec) {
+			s.ParentID = parentOf("refused")
+			s.Selectors = []string{"k8s:ns:refused-a", "k8s:sa:x"}
+		})
+		Expect(k8s.Create(ctx, e)).To(Succeed())
+		Eventually(paths(parentOf("refused"))).Should(Equal([]string{"/vm/refused"}))
+		oldID := entryAt(parentOf("refused"), "/vm/refused").Id
+
+		// A new SPIFFE ID, with a DNS name SPIRE refuses: the new entry is
+		// not created, and the running pod keeps the old one.
+		Expect(testenv.Edit(ctx, k8s, e, func(e *v1alpha1.SpiffeEntry) {
+			e.Spec.SpiffeID = "spiffe://" + trustDomain + "/vm/refused-2"
+			e.Spec.DNSNames = []string{"-bad-.example"}
+		})).To(Succeed())
+		Eventually(entryReady(e)).Should(Equal("False/EntryRejected"))
+		Consistently(func() string {
+			if x := entryAt(parentOf("refused"), "/vm/refused"); x != nil {
+				return x.Id
+			}
+			return "absent"
+		}, 2*resync).Should(Equal(oldID))
+
+		// Fixed: the new entry comes, and only then the old one goes.
+		Expect(testenv.Edit(ctx, k8s, e, func(e *v1alpha1.SpiffeEntry) { e.Spec.DNSNames = nil })).To(Succeed())
+		Eventually(paths(parentOf("refused")), 2*resync).Should(Equal([]string{"/vm/refused-2"}))
+		deletePod(running)
+	})
+})
+
 var _ = Describe("Entries no pod can match", func() {
 	It("are not kept for pods: an entry whose selectors name two namespaces goes as soon as it is no longer wanted", func() {
 		namespace("conflict-b", nil)

@@ -22,65 +22,71 @@ type nodeParent struct {
 }
 
 // byPods turns each entry of in (rendered without looking at pods) into the
-// entries its running pods need: with per-node parents, one per node that
-// runs a pod the entry selects, under that node's parent ID (the node thus
-// enters the entry's key and ID); with per-pod entries, one per such pod,
-// with its k8s:pod-uid selector (under the node's parent, or the fixed
-// one). Pods bound to a node name no Node object has get nothing with
-// per-node parents: no agent of the cluster can attest them, and whoever
-// may create pods can name any node. The failures are nodes whose parent
-// ID does not render.
-func (h *Handler) byPods(ctx context.Context, p *policy, in []*entries.Entry) ([]*entries.Entry, []v1alpha1.Failure, error) {
-	var (
-		out     = make([]*entries.Entry, 0, len(in))
-		nodes   = h.nodeParents(p)
-		nodeSet []string
-	)
-	parentOn, parentFor := nodes.of, nodes.parentFor
-	for _, e := range in {
-		sh, ok := entries.ShapeOf(e)
-		if !ok {
-			// Rendered entries always name a namespace and service account.
-			continue
-		}
-		running, err := h.podSource().RunningPods(ctx, sh.Namespace, sh.ServiceAccount)
-		if err != nil {
+// entries its running pods need, groups[i] those of in[i] (see expand). The
+// failures are nodes whose parent ID does not render.
+func (h *Handler) byPods(ctx context.Context, p *policy, in []*entries.Entry) (groups [][]*entries.Entry, failures []v1alpha1.Failure, err error) {
+	nodes := h.nodeParents(p)
+	groups = make([][]*entries.Entry, len(in))
+	for i, e := range in {
+		if groups[i], err = h.expand(ctx, p, nodes, e); err != nil {
 			return nil, nil, err
 		}
-		if p.perPod {
-			slices.SortFunc(running, func(a, b pods.RunningPod) int { return strings.Compare(a.UID, b.UID) })
+	}
+	return groups, nodes.failures, nil
+}
+
+// expand returns the entries the running pods of e need: with per-node
+// parents, one per node that runs a pod e selects, under that node's
+// parent ID (the node thus enters the entry's key and ID); with per-pod
+// entries, one per such pod, with its k8s:pod-uid selector (under the
+// node's parent, or the fixed one). Pods bound to a node name no Node
+// object has get nothing with per-node parents: no agent of the cluster can
+// attest them, and whoever may create pods can name any node. Nodes whose
+// parent ID does not render are recorded in nodes.failures.
+func (h *Handler) expand(ctx context.Context, p *policy, nodes *nodeParents, e *entries.Entry) ([]*entries.Entry, error) {
+	sh, ok := entries.ShapeOf(e)
+	if !ok {
+		// Rendered entries always name a namespace and service account.
+		return nil, nil
+	}
+	running, err := h.podSource().RunningPods(ctx, sh.Namespace, sh.ServiceAccount)
+	if err != nil {
+		return nil, err
+	}
+	if p.perPod {
+		slices.SortFunc(running, func(a, b pods.RunningPod) int { return strings.Compare(a.UID, b.UID) })
+	}
+	var out []*entries.Entry
+	var nodeSet []string
+	for _, pod := range running {
+		if !sh.Matches(pod.Labels) {
+			continue
 		}
-		nodeSet = nodeSet[:0]
-		for _, pod := range running {
-			if !sh.Matches(pod.Labels) {
-				continue
+		if !p.perPod {
+			if pod.Node != "" && !slices.Contains(nodeSet, pod.Node) {
+				nodeSet = append(nodeSet, pod.Node)
 			}
-			if !p.perPod {
-				if pod.Node != "" && !slices.Contains(nodeSet, pod.Node) {
-					nodeSet = append(nodeSet, pod.Node)
-				}
-				continue
-			}
-			parent, ok, err := parentFor(ctx, pod.Node)
-			if err != nil {
-				return nil, nil, err
-			}
-			if ok {
-				out = append(out, withParent(e, parent, entries.Selector{Type: "k8s", Value: "pod-uid:" + pod.UID}))
-			}
+			continue
 		}
-		slices.Sort(nodeSet)
-		for _, name := range nodeSet {
-			np, err := parentOn(ctx, name)
-			if err != nil {
-				return nil, nil, err
-			}
-			if np.exists && np.err == nil {
-				out = append(out, withParent(e, np.id))
-			}
+		parent, ok, err := nodes.parentFor(ctx, pod.Node)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, withParent(e, parent, entries.Selector{Type: "k8s", Value: "pod-uid:" + pod.UID}))
 		}
 	}
-	return out, nodes.failures, nil
+	slices.Sort(nodeSet)
+	for _, name := range nodeSet {
+		np, err := nodes.of(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if np.exists && np.err == nil {
+			out = append(out, withParent(e, np.id))
+		}
+	}
+	return out, nil
 }
 
 // nodeParents looks up, once per pass, the nodes pods run on and the

@@ -23,9 +23,24 @@ type Dirty struct {
 }
 
 type dirtySet struct {
-	all       bool
-	workloads map[workloadKey]struct{}
+	all bool
+	changes
 }
+
+// changes are what an incremental pass re-examines: workloads, and the
+// service accounts whose pods changed (what a policy whose entries follow
+// pods, with per-node parents or per-pod entries, must look at again).
+type changes struct {
+	workloads map[workloadKey]struct{}
+	accounts  map[accountKey]struct{}
+}
+
+// accountKey is one service account of one namespace.
+type accountKey struct {
+	namespace, serviceAccount string
+}
+
+func (c changes) size() int { return len(c.workloads) + len(c.accounts) }
 
 // NewDirty returns an empty Dirty.
 func NewDirty() *Dirty {
@@ -43,11 +58,31 @@ func (d *Dirty) Workload(policy string, kind v1alpha1.WorkloadKind, namespace, n
 	if s.all {
 		return
 	}
-	if len(s.workloads) >= maxDirty {
-		s.all, s.workloads = true, nil
+	if s.size() >= maxDirty {
+		s.all, s.changes = true, changes{}
 		return
 	}
 	s.workloads[workloadKey{kind: kind, namespace: namespace, name: name}] = struct{}{}
+}
+
+// Account records, for policy, a change of the pods that run as
+// serviceAccount in namespace (created, deleted, relabelled, bound to a
+// node, finished).
+func (d *Dirty) Account(policy, namespace, serviceAccount string) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.set(policy)
+	if s.all {
+		return
+	}
+	if s.size() >= maxDirty {
+		s.all, s.changes = true, changes{}
+		return
+	}
+	s.accounts[accountKey{namespace: namespace, serviceAccount: serviceAccount}] = struct{}{}
 }
 
 // All asks for a full pass of policy.
@@ -58,13 +93,13 @@ func (d *Dirty) All(policy string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.set(policy)
-	s.all, s.workloads = true, nil
+	s.all, s.changes = true, changes{}
 }
 
 func (d *Dirty) set(policy string) *dirtySet {
 	s := d.byPolicy[policy]
 	if s == nil {
-		s = &dirtySet{workloads: map[workloadKey]struct{}{}}
+		s = &dirtySet{changes: changes{workloads: map[workloadKey]struct{}{}, accounts: map[accountKey]struct{}{}}}
 		d.byPolicy[policy] = s
 	}
 	return s
@@ -72,18 +107,18 @@ func (d *Dirty) set(policy string) *dirtySet {
 
 // take returns and clears what was recorded for policy. full is true when
 // the next pass must be a full one: asked for, or nothing recorded.
-func (d *Dirty) take(policy string) (changed map[workloadKey]struct{}, full bool) {
+func (d *Dirty) take(policy string) (changed changes, full bool) {
 	if d == nil {
-		return nil, true
+		return changes{}, true
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.byPolicy[policy]
 	delete(d.byPolicy, policy)
-	if s == nil || s.all || len(s.workloads) == 0 {
-		return nil, true
+	if s == nil || s.all || s.size() == 0 {
+		return changes{}, true
 	}
-	return s.workloads, false
+	return s.changes, false
 }
 
 // forget drops what was recorded for policy.

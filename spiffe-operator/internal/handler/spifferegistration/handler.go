@@ -105,9 +105,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 		return h.podPass(ctx, obj, p)
 	}
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
-	// With per-node parents or per-pod entries, what a workload needs
-	// depends on its pods, so every pass is a full one.
-	if !full && memo.ready && !p.byPods() && !obj.Spec.Fallback && !p.autoDNS {
+	// A fallback policy depends on every other policy, and DNS names from
+	// Services on every Service: their passes are full ones.
+	if !full && memo.ready && !obj.Spec.Fallback && !p.autoDNS {
 		if done, err := h.incremental(ctx, obj, p, memo, changed); done {
 			return err
 		}
@@ -155,12 +155,17 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return autoErr
 	}
 	selected -= yielded
-	want := merge(rendered)
+	bases := merge(rendered)
+	want := bases
+	var (
+		groups      [][]*entries.Entry
+		podFailures []v1alpha1.Failure
+	)
 	if p.byPods() {
-		var podFailures []v1alpha1.Failure
-		if want, podFailures, err = h.byPods(ctx, p, want); err != nil {
+		if groups, podFailures, err = h.byPods(ctx, p, bases); err != nil {
 			return err
 		}
+		want = slices.Concat(groups...)
 		failures = append(failures, podFailures...)
 	}
 
@@ -170,8 +175,10 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
 	}
-	if syncErr == nil && !p.byPods() && !p.autoDNS {
-		memo.rebuild(want, &out)
+	// Node failures are found only by looking at every node: a pass that
+	// has some is followed by full ones until they are fixed.
+	if syncErr == nil && !p.autoDNS && len(podFailures) == 0 {
+		memo.rebuild(bases, groups, p.byPods(), &out)
 	}
 	return h.report(ctx, obj, owner, counts{
 		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),

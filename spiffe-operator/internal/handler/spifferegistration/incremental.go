@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,26 +26,60 @@ const (
 	resultFailed
 )
 
+// outcome is what the last sync made of one entry handed to the Syncer.
+type outcome struct {
+	result  result
+	failure *v1alpha1.Failure
+}
+
 // keyState is one desired entry of a policy: the workloads that render it
 // and what the Syncer last made of it.
 type keyState struct {
 	// members are the renders of the workloads that need this entry.
 	members []*rendered
-	// want is the merged entry last handed to the Syncer.
-	want    *entries.Entry
-	result  result
-	failure *v1alpha1.Failure
+	// account is the namespace and service account the entry selects.
+	account accountKey
+	// want is the merged entry last handed to the Syncer, or, for a
+	// policy whose entries follow pods, last expanded.
+	want *entries.Entry
+	// outcome is the Syncer's, for a policy whose entries do not follow
+	// pods (their outcomes are in policyRenders.derived).
+	outcome
+	// derived are, for a policy whose entries follow pods, the entries want
+	// expanded to in the last sync: one per node that runs its pods, or
+	// one per pod.
+	derived []*entries.Entry
+}
+
+// accountOf is the namespace and service account e selects.
+func accountOf(e *entries.Entry) accountKey {
+	sh, _ := entries.ShapeOf(e)
+	return accountKey{namespace: sh.Namespace, serviceAccount: sh.ServiceAccount}
 }
 
 // rebuild derives the per-entry state from a full pass that synced without
-// error: want is what it asked for, out what the Syncer made of it.
-func (m *policyRenders) rebuild(want []*entries.Entry, out *entrysync.Outcome) {
-	m.keys = make(map[entries.Key]*keyState, len(want))
+// error: bases are the merged renders, groups (when followsPods) what each
+// expanded to by its pods, and out what the Syncer made of what was synced.
+func (m *policyRenders) rebuild(bases []*entries.Entry, groups [][]*entries.Entry, followsPods bool, out *entrysync.Outcome) {
+	m.keys = make(map[entries.Key]*keyState, len(bases))
+	m.byAccount = map[accountKey]map[entries.Key]struct{}{}
+	m.followsPods, m.derived = followsPods, nil
+	if followsPods {
+		m.derived = map[entries.Key]*outcome{}
+	}
 	m.renderFailed = map[workloadKey]struct{}{}
 	m.spireFailed = map[entries.Key]struct{}{}
 	m.registered, m.masked = 0, 0
-	for _, e := range want {
-		m.keys[e.Key()] = &keyState{want: e}
+	for i, e := range bases {
+		ks := &keyState{want: e, account: accountOf(e)}
+		if followsPods {
+			ks.derived = groups[i]
+			for _, d := range ks.derived {
+				m.derived[d.Key()] = &outcome{}
+			}
+		}
+		m.keys[e.Key()] = ks
+		m.index(e.Key(), ks)
 	}
 	for wk, r := range m.byWorkload {
 		if r.failure != nil {
@@ -58,6 +93,45 @@ func (m *policyRenders) rebuild(want []*entries.Entry, out *entrysync.Outcome) {
 	}
 	m.apply(out)
 	m.ready = true
+}
+
+// index and unindex keep byAccount in step with keys.
+func (m *policyRenders) index(k entries.Key, ks *keyState) {
+	set := m.byAccount[ks.account]
+	if set == nil {
+		set = map[entries.Key]struct{}{}
+		m.byAccount[ks.account] = set
+	}
+	set[k] = struct{}{}
+}
+
+func (m *policyRenders) unindex(k entries.Key, ks *keyState) {
+	if set := m.byAccount[ks.account]; set != nil {
+		delete(set, k)
+		if len(set) == 0 {
+			delete(m.byAccount, ks.account)
+		}
+	}
+}
+
+// desired counts the entries the policy wants in SPIRE.
+func (m *policyRenders) desired() int {
+	if m.followsPods {
+		return len(m.derived)
+	}
+	return len(m.keys)
+}
+
+// outcomeOf returns the outcome of the synced entry with key k (nil when
+// the policy does not want it).
+func (m *policyRenders) outcomeOf(k entries.Key) *outcome {
+	if m.followsPods {
+		return m.derived[k]
+	}
+	if ks := m.keys[k]; ks != nil {
+		return &ks.outcome
+	}
+	return nil
 }
 
 // apply records the results of a sync of the keys it reports on.
@@ -76,12 +150,12 @@ func (m *policyRenders) apply(out *entrysync.Outcome) {
 }
 
 func (m *policyRenders) setResult(k entries.Key, r result, f *v1alpha1.Failure) {
-	ks := m.keys[k]
-	if ks == nil {
+	o := m.outcomeOf(k)
+	if o == nil {
 		return
 	}
-	m.clearResult(k, ks)
-	ks.result, ks.failure = r, f
+	m.clearResult(k, o)
+	o.result, o.failure = r, f
 	switch r {
 	case resultRegistered:
 		m.registered++
@@ -92,8 +166,11 @@ func (m *policyRenders) setResult(k entries.Key, r result, f *v1alpha1.Failure) 
 	}
 }
 
-func (m *policyRenders) clearResult(k entries.Key, ks *keyState) {
-	switch ks.result {
+func (m *policyRenders) clearResult(k entries.Key, o *outcome) {
+	if o == nil {
+		return
+	}
+	switch o.result {
 	case resultRegistered:
 		m.registered--
 	case resultMasked:
@@ -101,7 +178,7 @@ func (m *policyRenders) clearResult(k entries.Key, ks *keyState) {
 	case resultFailed:
 		delete(m.spireFailed, k)
 	}
-	ks.result, ks.failure = resultNone, nil
+	o.result, o.failure = resultNone, nil
 }
 
 // detach removes the render r of workload wk from the per-entry state.
@@ -142,8 +219,9 @@ func (m *policyRenders) attach(wk workloadKey, r *rendered, touched map[entries.
 	k := e.Key()
 	ks := m.keys[k]
 	if ks == nil {
-		ks = &keyState{}
+		ks = &keyState{account: accountOf(e)}
 		m.keys[k] = ks
+		m.index(k, ks)
 	}
 	ks.members = append(ks.members, r)
 	touched[k] = struct{}{}
@@ -167,8 +245,8 @@ func (m *policyRenders) failures() []v1alpha1.Failure {
 		}
 	}
 	for k := range m.spireFailed {
-		if ks := m.keys[k]; ks != nil && ks.failure != nil {
-			out = append(out, *ks.failure)
+		if o := m.outcomeOf(k); o != nil && o.failure != nil {
+			out = append(out, *o.failure)
 		}
 	}
 	return out
@@ -178,7 +256,7 @@ func (m *policyRenders) failures() []v1alpha1.Failure {
 // entries they touch. done is false when it cannot serve the pass (the
 // caller then runs a full pass); memo stays consistent either way.
 func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, m *policyRenders,
-	changed map[workloadKey]struct{}) (done bool, err error) {
+	changed changes) (done bool, err error) {
 	var lister workload.Lister = workload.ReaderLister{Reader: h.Reader}
 	if h.Lister != nil {
 		lister = h.Lister
@@ -189,7 +267,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	}
 	namespaces := map[string]*corev1.Namespace{}
 	touched := map[entries.Key]struct{}{}
-	for wk := range changed {
+	for wk := range changed.workloads {
 		nsObj, seen := namespaces[wk.namespace]
 		if !seen {
 			nsObj = &corev1.Namespace{}
@@ -227,22 +305,36 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	}
 
 	var want, gone []*entries.Entry
-	for k := range touched {
-		ks := m.keys[k]
-		if len(ks.members) == 0 {
-			if ks.want != nil {
-				gone = append(gone, ks.want)
+	if m.followsPods {
+		for a := range changed.accounts {
+			for k := range m.byAccount[a] {
+				touched[k] = struct{}{}
 			}
-			m.clearResult(k, ks)
-			delete(m.keys, k)
-			continue
 		}
-		e := ks.merged()
-		if ks.want != nil && entries.UpdateMask(e, ks.want) == nil {
-			continue
+		var full bool
+		if want, gone, full, err = h.expandTouched(ctx, p, m, touched); err != nil || full {
+			m.ready = false
+			return err != nil, err
 		}
-		ks.want = e
-		want = append(want, e)
+	} else {
+		for k := range touched {
+			ks := m.keys[k]
+			if len(ks.members) == 0 {
+				if ks.want != nil {
+					gone = append(gone, ks.want)
+				}
+				m.clearResult(k, &ks.outcome)
+				m.unindex(k, ks)
+				delete(m.keys, k)
+				continue
+			}
+			e := ks.merged()
+			if ks.want != nil && entries.UpdateMask(e, ks.want) == nil {
+				continue
+			}
+			ks.want = e
+			want = append(want, e)
+		}
 	}
 
 	owner := OwnerOf(obj)
@@ -259,12 +351,77 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			return true, SpireError(syncErr)
 		}
 		for _, e := range want {
-			m.clearResult(e.Key(), m.keys[e.Key()])
+			m.clearResult(e.Key(), m.outcomeOf(e.Key()))
 		}
 		m.apply(&out)
+		if m.followsPods {
+			// Pods come to nodes and leave them: the parents change.
+			obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone))
+		}
 	}
 	return true, h.report(ctx, obj, owner, counts{
-		selected: len(m.byWorkload), desired: len(m.keys), registered: m.registered, masked: m.masked,
+		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,
 		spireFailed: len(m.spireFailed), retained: out.Retained, talked: out.Talked,
 	}, m.failures(), nil)
+}
+
+// expandTouched expands again the touched entries of a policy whose
+// entries follow pods, from the pods that run now, and returns what to
+// create or update and what is no longer wanted. full is true when a node's
+// parent ID failed to render: only a full pass reports those.
+func (h *Handler) expandTouched(ctx context.Context, p *policy, m *policyRenders, touched map[entries.Key]struct{}) (
+	want, gone []*entries.Entry, full bool, err error) {
+	nodes := h.nodeParents(p)
+	for k := range touched {
+		ks := m.keys[k]
+		var next []*entries.Entry
+		if len(ks.members) > 0 {
+			ks.want = ks.merged()
+			if next, err = h.expand(ctx, p, nodes, ks.want); err != nil {
+				return nil, nil, false, err
+			}
+		}
+		prev := make(map[entries.Key]*entries.Entry, len(ks.derived))
+		for _, d := range ks.derived {
+			prev[d.Key()] = d
+		}
+		for _, d := range next {
+			dk := d.Key()
+			if old, ok := prev[dk]; ok {
+				delete(prev, dk)
+				if entries.UpdateMask(d, old) == nil {
+					continue
+				}
+			} else {
+				m.derived[dk] = &outcome{}
+			}
+			want = append(want, d)
+		}
+		for dk, d := range prev {
+			gone = append(gone, d)
+			m.clearResult(dk, m.derived[dk])
+			delete(m.derived, dk)
+		}
+		ks.derived = next
+		if len(ks.members) == 0 {
+			m.unindex(k, ks)
+			delete(m.keys, k)
+		}
+	}
+	return want, gone, len(nodes.failures) > 0, nil
+}
+
+// parentsOf lists the distinct parent IDs of the entries.
+func parentsOf(lists ...[]*entries.Entry) []spiffeid.ID {
+	seen := map[spiffeid.ID]struct{}{}
+	var out []spiffeid.ID
+	for _, l := range lists {
+		for _, e := range l {
+			if _, ok := seen[e.ParentID]; !ok {
+				seen[e.ParentID] = struct{}{}
+				out = append(out, e.ParentID)
+			}
+		}
+	}
+	return out
 }

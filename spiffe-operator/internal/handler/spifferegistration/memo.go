@@ -30,8 +30,17 @@ type policyRenders struct {
 	// ready is true when the fields below describe SPIRE's state after the
 	// last pass, so the next pass may be an incremental one.
 	ready bool
-	// keys holds the desired entries by key.
+	// keys holds the desired entries by key (for a policy whose entries
+	// follow pods, before they are expanded by the pods).
 	keys map[entries.Key]*keyState
+	// byAccount indexes keys by the namespace and service account their
+	// entries select, for passes that follow pod changes.
+	byAccount map[accountKey]map[entries.Key]struct{}
+	// followsPods is true for a policy with per-node parents or per-pod
+	// entries: what SPIRE holds is keys expanded by the pods that run, and
+	// derived holds the outcomes of those entries by key.
+	followsPods bool
+	derived     map[entries.Key]*outcome
 	// renderFailed are the workloads whose render failed.
 	renderFailed map[workloadKey]struct{}
 	// spireFailed are the desired entries SPIRE refused.

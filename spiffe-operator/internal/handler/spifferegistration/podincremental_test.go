@@ -1,0 +1,180 @@
+package spifferegistration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
+)
+
+func node(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: k8stypes.UID("uid-" + name)}}
+}
+
+func runningPod(namespace, name, sa, nodeName string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: k8stypes.UID("pod-" + name), Labels: labels},
+		Spec:       corev1.PodSpec{ServiceAccountName: sa, NodeName: nodeName},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// entriesWithParents lists "<path> <parent path>" of every entry in SPIRE, sorted.
+func entriesWithParents(e *env) []string {
+	var out []string
+	for _, x := range e.api.All() {
+		out = append(out, x.SpiffeId.Path+" "+x.ParentId.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestIncrementalPodPassesMatchFullPasses drives a policy whose entries
+// follow pods (per-node parents, then per-pod entries) through pod and
+// workload changes with incremental passes for the changed service
+// accounts, and checks after each that the pass listed no workloads, and
+// that a full pass then finds nothing to write and reports the same
+// status: the full pass is the oracle.
+func TestIncrementalPodPassesMatchFullPasses(t *testing.T) {
+	for i, mode := range []struct {
+		name string
+		spec func(*v1alpha1.SpiffeRegistrationSpec)
+	}{
+		{"per-node parents", func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" }},
+		{"per-pod entries", func(s *v1alpha1.SpiffeRegistrationSpec) { s.EntryGranularity = v1alpha1.EntryPerPod }},
+	} {
+		t.Run(mode.name, func(t *testing.T) { testIncrementalPodPasses(t, i, mode.spec) })
+	}
+}
+
+func testIncrementalPodPasses(t *testing.T, mode int, spec func(*v1alpha1.SpiffeRegistrationSpec)) {
+	ctx := context.Background()
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), ns("off", nil), node("n1"), node("n2"),
+		deploy("a", "web", "shop", map[string]string{"app": "web"}),
+		deploy("a", "worker", "shop", map[string]string{"app": "worker"}),
+		deploy("a", "solo", "solo", map[string]string{"app": "solo"}),
+		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}),
+		runningPod("a", "solo-1", "solo", "n2", map[string]string{"app": "solo"}))
+	l := &countingLister{ReaderLister: workload.ReaderLister{Reader: e.c}}
+	e.h.Lister, e.h.Dirty, e.h.Nodes, e.h.ClusterName = l, NewDirty(), nodes.CacheGetter(e.c), "c1"
+	p := newPolicy(spec)
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.api.All()); got != 2 {
+		t.Fatalf("first pass: entries = %v", entriesWithParents(e))
+	}
+	update := func(obj client.Object, change func()) error {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return e.c.Update(ctx, obj)
+	}
+	account := func(namespace, sa string) func() {
+		return func() { e.h.Dirty.Account(p.Name, namespace, sa) }
+	}
+	steps := []struct {
+		name   string
+		do     func() error
+		record func()
+		// writes is whether SPIRE must change, with per-node parents and
+		// with per-pod entries (under the policy's fixed parent).
+		writes [2]bool
+	}{
+		{"a pod on another node", func() error {
+			return e.c.Create(ctx, runningPod("a", "web-2", "shop", "n2", map[string]string{"app": "web"}))
+		}, account("a", "shop"), [2]bool{true, true}},
+		{"a second pod of the account on a node that has one", func() error {
+			return e.c.Create(ctx, runningPod("a", "worker-1", "shop", "n2", map[string]string{"app": "worker"}))
+		}, account("a", "shop"), [2]bool{false, true}},
+		{"a pod deleted", func() error {
+			return e.c.Delete(ctx, runningPod("a", "web-1", "", "", nil))
+		}, account("a", "shop"), [2]bool{true, true}},
+		{"a pod finished", func() error {
+			pod := &corev1.Pod{}
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "solo-1"}, pod); err != nil {
+				return err
+			}
+			pod.Status.Phase = corev1.PodSucceeded
+			return e.c.Status().Update(ctx, pod)
+		}, account("a", "solo"), [2]bool{true, true}},
+		{"a pod not scheduled yet", func() error {
+			return e.c.Create(ctx, runningPod("a", "solo-2", "solo", "", map[string]string{"app": "solo"}))
+		}, account("a", "solo"), [2]bool{false, true}},
+		{"a pod on a node no Node object has", func() error {
+			return e.c.Create(ctx, runningPod("a", "solo-3", "solo", "ghost", map[string]string{"app": "solo"}))
+		}, account("a", "solo"), [2]bool{false, true}},
+		{"a pod bound to its node", func() error {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "solo-2"}}
+			return update(pod, func() { pod.Spec.NodeName = "n1" })
+		}, account("a", "solo"), [2]bool{true, false}},
+		{"a pod's annotations changed", func() error {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "solo-2"}}
+			return update(pod, func() { pod.Annotations = map[string]string{"touched": "yes"} })
+		}, account("a", "solo"), [2]bool{false, false}},
+		{"a pod in an unselected namespace", func() error {
+			return e.c.Create(ctx, runningPod("off", "x-1", "x", "n1", nil))
+		}, account("off", "x"), [2]bool{false, false}},
+		{"a new workload with its pod", func() error {
+			if err := e.c.Create(ctx, deploy("a", "fresh", "fresh", map[string]string{"app": "fresh"})); err != nil {
+				return err
+			}
+			return e.c.Create(ctx, runningPod("a", "fresh-1", "fresh", "n1", map[string]string{"app": "fresh"}))
+		}, func() {
+			e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "fresh")
+			e.h.Dirty.Account(p.Name, "a", "fresh")
+		}, [2]bool{true, true}},
+		{"a workload deleted while its pod runs on", func() error {
+			return e.c.Delete(ctx, deploy("a", "solo", "", nil))
+		}, func() { e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "solo") }, [2]bool{true, true}},
+		{"a workload moved to another account, its old pod still running", func() error {
+			d := deploy("a", "fresh", "", nil)
+			return update(d, func() { d.Spec.Template.Spec.ServiceAccountName = "moved" })
+		}, func() { e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "fresh") }, [2]bool{true, true}},
+		{"the moved workload's new pod", func() error {
+			return e.c.Create(ctx, runningPod("a", "fresh-2", "moved", "n2", map[string]string{"app": "fresh"}))
+		}, account("a", "moved"), [2]bool{true, true}},
+	}
+	for i, s := range steps {
+		t.Run(fmt.Sprintf("%d %s", i, s.name), func(t *testing.T) {
+			if err := s.do(); err != nil {
+				t.Fatal(err)
+			}
+			s.record()
+			lists, before := l.lists, writes(e)
+			if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if l.lists != lists {
+				t.Errorf("the pass listed workloads: not incremental")
+			}
+			if wrote := writes(e) != before; wrote != s.writes[mode] {
+				t.Errorf("wrote to SPIRE: %v, want %v; writes %v", wrote, s.writes[mode], e.api.Writes())
+			}
+			inc, incEntries := snapshot(e, p), entriesWithParents(e)
+			w := writes(e)
+			if err := e.h.CreateOrUpdate(ctx, p); err != nil { // nothing recorded: a full pass
+				t.Fatal(err)
+			}
+			if l.lists == lists {
+				t.Errorf("the pass did not list workloads: not a full pass")
+			}
+			if writes(e) != w {
+				t.Errorf("a full pass after the incremental one wrote to SPIRE: %v\nincremental left %v", e.api.Writes()[w:], incEntries)
+			}
+			if full := snapshot(e, p); full != inc {
+				t.Errorf("incremental pass:\n%s\nfull pass:\n%s", inc, full)
+			}
+		})
+	}
+}
