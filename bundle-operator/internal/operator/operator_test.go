@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"errors"
@@ -29,16 +29,16 @@ func envFlag(name string) string { return strings.ReplaceAll(strings.ToLower(nam
 // otherwise be silently ignored in a deployment.
 func TestManagerSetsOnlyFlagsTheOperatorHas(t *testing.T) {
 	for _, file := range []string{
-		filepath.Join("..", "config", "manager", "manager.yaml"),
-		filepath.Join("..", "config", "components", "secret-targets", "manager.yaml"),
-		filepath.Join("..", "config", "components", "secret-sources", "manager.yaml"),
+		filepath.Join("..", "..", "config", "manager", "manager.yaml"),
+		filepath.Join("..", "..", "config", "components", "secret-targets", "manager.yaml"),
+		filepath.Join("..", "..", "config", "components", "secret-sources", "manager.yaml"),
 	} {
 		t.Run(filepath.Base(file), func(t *testing.T) { testManagerSetsOnlyFlags(t, file) })
 	}
 }
 
 func testManagerSetsOnlyFlags(t *testing.T, file string) {
-	fs, _ := operator().FlagSet()
+	fs, _ := Process().FlagSet()
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +72,8 @@ func testManagerSetsOnlyFlags(t *testing.T, file string) {
 // exists, and every flag of the operator (besides the framework's and the
 // logger's, documented elsewhere) is named there.
 func TestDocumentedFlagsExistAndOwnFlagsAreDocumented(t *testing.T) {
-	fs, _ := operator().FlagSet()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "bundle-operator.md"))
+	fs, _ := Process().FlagSet()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "bundle-operator.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
