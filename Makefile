@@ -106,11 +106,11 @@ e2e-deployed: tools ## the suite with the operators deployed as pods on the real
 	E2E_CLUSTER=deployed go test -timeout 20m -count=1 $(E2E_DEPLOYED_FLAGS) ./e2e/ -ginkgo.label-filter='$(E2E_DEPLOYED_LABELS)'
 
 E2E_HELM_FLAGS ?= -v
-# Ginkgo label filter of make e2e-helm besides the Helm specs (empty: every
-# spec); the make-deploy specs never run there.
-E2E_HELM_LABELS ?= smoke
+# Ginkgo label filter of make e2e-helm besides the Helm specs (empty, the
+# default: every spec); the make-deploy specs never run there.
+E2E_HELM_LABELS ?=
 
-e2e-helm: tools ## the deployed cluster with the operators from helm install of charts/trustplane (E2E_INSTALL=helm): the Helm specs (upgrade, uninstall, install again; e2e/helm_test.go) and the smoke specs (E2E_HELM_LABELS); make test runs it
+e2e-helm: tools ## the deployed cluster with the operators from helm install of charts/trustplane (E2E_INSTALL=helm): the Helm specs (upgrade, uninstall, install again; e2e/helm_test.go) and every other spec but make deploy's (E2E_HELM_LABELS narrows them); make test runs it
 	E2E_CLUSTER=deployed E2E_INSTALL=helm go test -tags helm_e2e -timeout 30m -count=1 $(E2E_HELM_FLAGS) ./e2e/ \
 		-ginkgo.label-filter='$(if $(E2E_HELM_LABELS),(helm || $(E2E_HELM_LABELS)) && ,)!make-deploy'
 
