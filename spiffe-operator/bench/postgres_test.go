@@ -33,17 +33,59 @@ func loadPostgresSettings() (postgresSettings, error) {
 			*v = n
 		}
 	}
-	if list := os.Getenv("BENCH_PG_CONCURRENCY"); list != "" {
-		s.concurrency = nil
-		for _, f := range strings.Split(list, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				return s, fmt.Errorf("BENCH_PG_CONCURRENCY %q: %q is not a positive number", list, f)
-			}
-			s.concurrency = append(s.concurrency, n)
-		}
+	if list, err := positiveInts("BENCH_PG_CONCURRENCY"); err != nil || list != nil {
+		s.concurrency = list
+		return s, err
 	}
 	return s, nil
+}
+
+// positiveInts parses the comma-separated positive numbers of environment
+// variable env; nil when it is unset.
+func positiveInts(env string) ([]int, error) {
+	list := os.Getenv(env)
+	if list == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s %q: %q is not a positive number", env, list, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// freshDatabases returns a function giving the options of a spire-server
+// (the benchmark's trust domain, at INFO) on a new database of pg at each
+// call, named prefix1, prefix2, ...
+func freshDatabases(ctx context.Context, pg *testenv.Postgres, prefix string) func() (testenv.SpireOptions, error) {
+	databases := 0
+	return func() (testenv.SpireOptions, error) {
+		databases++
+		conn, err := pg.CreateDatabase(ctx, fmt.Sprintf("%s%d", prefix, databases))
+		if err != nil {
+			return testenv.SpireOptions{}, err
+		}
+		o := sqliteSpire()
+		o.PostgresConnection = conn
+		return o, nil
+	}
+}
+
+// runEach loads a benchmark's settings and runs it b.N times.
+func runEach[S any](b *testing.B, load func() (S, error), run func(*testing.B, S) error) {
+	s, err := load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		if err := run(b, s); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkPostgres converges the same workloads (one Deployment and
@@ -54,17 +96,7 @@ func loadPostgresSettings() (postgresSettings, error) {
 // time and as many calls at a time as the operator's setting. Every
 // measure starts on a fresh database and a fresh spire-server, at INFO.
 // Use -benchtime 1x.
-func BenchmarkPostgres(b *testing.B) {
-	s, err := loadPostgresSettings()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range b.N {
-		if err := runPostgres(b, s); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkPostgres(b *testing.B) { runEach(b, loadPostgresSettings, runPostgres) }
 
 func runPostgres(b *testing.B, s postgresSettings) error {
 	ctx := context.Background()
@@ -94,17 +126,7 @@ func runPostgres(b *testing.B, s postgresSettings) error {
 	b.Logf("created %d Deployments in %s", s.workloads, time.Since(t0).Round(time.Millisecond))
 
 	// Each measure gets a database of its own on the one PostgreSQL server.
-	databases := 0
-	fresh := func() (testenv.SpireOptions, error) {
-		databases++
-		conn, err := pg.CreateDatabase(ctx, fmt.Sprintf("spire%d", databases))
-		if err != nil {
-			return testenv.SpireOptions{}, err
-		}
-		o := sqliteSpire()
-		o.PostgresConnection = conn
-		return o, nil
-	}
+	fresh := freshDatabases(ctx, pg, "spire")
 	entry := func(i int) *types.Entry { return floorEntry(ns, i, "/spire/agent/k8s_psat/bench", true) }
 	fixedParent := func(sp *v1alpha1.SpiffeRegistrationSpec) { sp.ParentID = parentID }
 	for r := range s.rounds {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -48,15 +47,10 @@ func loadScaleSettings() (scaleSettings, error) {
 			*v = n
 		}
 	}
-	if list := os.Getenv("BENCH_SCALE_SIZES"); list != "" {
-		s.sizes = nil
-		for _, f := range strings.Split(list, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				return s, fmt.Errorf("BENCH_SCALE_SIZES %q: %q is not a positive number", list, f)
-			}
-			s.sizes = append(s.sizes, n)
-		}
+	if list, err := positiveInts("BENCH_SCALE_SIZES"); err != nil {
+		return s, err
+	} else if list != nil {
+		s.sizes = list
 	}
 	if !slices.IsSorted(s.sizes) {
 		return s, fmt.Errorf("BENCH_SCALE_SIZES %v: sizes must ascend (each size adds workloads to the last)", s.sizes)
@@ -74,17 +68,7 @@ func loadScaleSettings() (scaleSettings, error) {
 // its pod) to its entry in SPIRE; at the end the new-workload p99 of every
 // size side by side. Workloads are added between sizes, not re-created.
 // Use -benchtime 1x.
-func BenchmarkScale(b *testing.B) {
-	s, err := loadScaleSettings()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range b.N {
-		if err := runScale(b, s); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkScale(b *testing.B) { runEach(b, loadScaleSettings, runScale) }
 
 // scaleLayout places workload i: namespace, name and node.
 type scaleLayout struct {
@@ -123,17 +107,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 	}
 	l := scaleLayout{perNamespace: s.perNamespace, nodes: s.nodes, nodeUIDs: uids}
 
-	databases := 0
-	fresh := func() (testenv.SpireOptions, error) {
-		databases++
-		conn, err := pg.CreateDatabase(ctx, fmt.Sprintf("scale%d", databases))
-		if err != nil {
-			return testenv.SpireOptions{}, err
-		}
-		o := sqliteSpire()
-		o.PostgresConnection = conn
-		return o, nil
-	}
+	fresh := freshDatabases(ctx, pg, "scale")
 	created := 0
 	for _, n := range s.sizes {
 		t0 := time.Now()

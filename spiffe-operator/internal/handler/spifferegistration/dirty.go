@@ -49,26 +49,21 @@ func NewDirty() *Dirty {
 
 // Workload records a change of one workload for policy.
 func (d *Dirty) Workload(policy string, kind v1alpha1.WorkloadKind, namespace, name string) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s := d.set(policy)
-	if s.all {
-		return
-	}
-	if s.size() >= maxDirty {
-		s.all, s.changes = true, changes{}
-		return
-	}
-	s.workloads[workloadKey{kind: kind, namespace: namespace, name: name}] = struct{}{}
+	d.record(policy, func(c changes) { c.workloads[workloadKey{kind: kind, namespace: namespace, name: name}] = struct{}{} })
 }
 
 // Account records, for policy, a change of the pods that run as
 // serviceAccount in namespace (created, deleted, relabelled, bound to a
 // node, finished).
 func (d *Dirty) Account(policy, namespace, serviceAccount string) {
+	d.record(policy, func(c changes) {
+		c.accounts[accountKey{namespace: namespace, serviceAccount: serviceAccount}] = struct{}{}
+	})
+}
+
+// record adds one change for policy with add, unless a full pass is
+// already asked for; past maxDirty changes it asks for one instead.
+func (d *Dirty) record(policy string, add func(changes)) {
 	if d == nil {
 		return
 	}
@@ -82,7 +77,7 @@ func (d *Dirty) Account(policy, namespace, serviceAccount string) {
 		s.all, s.changes = true, changes{}
 		return
 	}
-	s.accounts[accountKey{namespace: namespace, serviceAccount: serviceAccount}] = struct{}{}
+	add(s.changes)
 }
 
 // All asks for a full pass of policy.

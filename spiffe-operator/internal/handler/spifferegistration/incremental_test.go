@@ -44,6 +44,26 @@ func snapshot(e *env, p *v1alpha1.SpiffeRegistration) string {
 	return fmt.Sprintf("%s\n%+v", strings.Join(out, "\n"), st)
 }
 
+// expectFullPassAgrees runs a full pass after an incremental one and
+// checks that it lists workloads, writes nothing to SPIRE and reports the
+// same status: the full pass is the oracle of the incremental one.
+func expectFullPassAgrees(ctx context.Context, t *testing.T, e *env, l *countingLister, p *v1alpha1.SpiffeRegistration) {
+	t.Helper()
+	inc, lists, w := snapshot(e, p), l.lists, writes(e)
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil { // nothing recorded: a full pass
+		t.Fatal(err)
+	}
+	if l.lists == lists {
+		t.Errorf("the pass did not list workloads: not a full pass")
+	}
+	if writes(e) != w {
+		t.Errorf("a full pass after the incremental one wrote to SPIRE: %v", e.api.Writes()[w:])
+	}
+	if full := snapshot(e, p); full != inc {
+		t.Errorf("incremental pass:\n%s\nfull pass:\n%s", inc, full)
+	}
+}
+
 func writes(e *env) int {
 	return e.api.CallCount("BatchCreateEntry") + e.api.CallCount("BatchUpdateEntry") + e.api.CallCount("BatchDeleteEntry")
 }
@@ -144,20 +164,7 @@ func TestIncrementalPassesMatchFullPasses(t *testing.T) {
 			} else if writes(e) != before {
 				t.Errorf("an unchanged render wrote to SPIRE: %v", e.api.Writes())
 			}
-			inc := snapshot(e, p)
-			w := writes(e)
-			if err := e.h.CreateOrUpdate(ctx, p); err != nil { // nothing recorded: a full pass
-				t.Fatal(err)
-			}
-			if l.lists == lists {
-				t.Errorf("the pass did not list workloads: not a full pass")
-			}
-			if writes(e) != w {
-				t.Errorf("a full pass after the incremental one wrote to SPIRE: %v", e.api.Writes())
-			}
-			if full := snapshot(e, p); full != inc {
-				t.Errorf("incremental pass:\n%s\nfull pass:\n%s", inc, full)
-			}
+			expectFullPassAgrees(ctx, t, e, l, p)
 		})
 	}
 }

@@ -161,20 +161,7 @@ func testIncrementalPodPasses(t *testing.T, mode int, spec func(*v1alpha1.Spiffe
 			if wrote := writes(e) != before; wrote != s.writes[mode] {
 				t.Errorf("wrote to SPIRE: %v, want %v; writes %v", wrote, s.writes[mode], e.api.Writes())
 			}
-			inc, incEntries := snapshot(e, p), entriesWithParents(e)
-			w := writes(e)
-			if err := e.h.CreateOrUpdate(ctx, p); err != nil { // nothing recorded: a full pass
-				t.Fatal(err)
-			}
-			if l.lists == lists {
-				t.Errorf("the pass did not list workloads: not a full pass")
-			}
-			if writes(e) != w {
-				t.Errorf("a full pass after the incremental one wrote to SPIRE: %v\nincremental left %v", e.api.Writes()[w:], incEntries)
-			}
-			if full := snapshot(e, p); full != inc {
-				t.Errorf("incremental pass:\n%s\nfull pass:\n%s", inc, full)
-			}
+			expectFullPassAgrees(ctx, t, e, l, p)
 		})
 	}
 }
