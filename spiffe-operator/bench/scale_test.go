@@ -177,8 +177,13 @@ func scaleSize(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string
 		return res, err
 	}
 	// The samples' namespace is labelled for this size only, so that the
-	// next size's policy does not select it.
+	// next size's policy does not select it, and made before the policy:
+	// a selected namespace created later gives the policy a full pass,
+	// which the first sample would then wait for.
 	samplesNS := fmt.Sprintf("scale-new-%d", n)
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: samplesNS, Labels: map[string]string{"scale": samplesNS}}}); err != nil {
+		return res, err
+	}
 	policy := &v1alpha1.SpiffeRegistration{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%d", n)},
 		Spec: v1alpha1.SpiffeRegistrationSpec{
@@ -218,9 +223,6 @@ func scaleSize(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string
 	}
 	ids := entries.IDScheme{Prefix: prefix}
 	tag := entries.OwnerTag(policy.UID)
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: samplesNS, Labels: map[string]string{"scale": samplesNS}}}); err != nil {
-		return res, err
-	}
 	samples := scaleLayout{perNamespace: s.samples, nodes: l.nodes, nodeUIDs: l.nodeUIDs}
 	for j := range s.samples {
 		d, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
