@@ -711,45 +711,63 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			return fmt.Errorf("create %d entries: %w", transient, ErrTransient)
 		}
 	}
+	// Only refused creates hold stale entries back: a refused update
+	// leaves its entry in place and replaces nothing.
+	refused := out.Failed[failedBefore:]
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
 		return err
 	}
 	stale := p.stale
-	if refused := out.Failed[failedBefore:]; len(refused) > 0 {
+	if len(refused) > 0 {
 		stale = s.withoutReplaced(stale, refused)
 	}
 	return s.deleteStale(ctx, stale)
 }
 
 // withoutReplaced leaves out of stale the entries that entries SPIRE just
-// refused to create were to replace: those of the same namespace and
-// service account, or all of them when a refused entry names none (or a
-// stale one does). A pod never loses the identity it has because the one
-// meant to follow it could not be created; the next pass tries again, and
-// the refusal is reported meanwhile.
+// refused to create were to replace: those under the same parent ID for
+// the same namespace and service account (all of the owner's under that
+// parent when a refused or a stale entry names no account). A pod never
+// loses the identity it has because the one meant to follow it could not be
+// created; the next pass tries again, and the refusal is reported
+// meanwhile. An entry under another parent is not held back: it is served
+// by other agents (with per-node parents, another node, which no pod of the
+// account runs on any more).
 func (s *Syncer) withoutReplaced(stale []deletion, refused []Failed) []deletion {
-	accounts := map[string]bool{}
+	// byParent maps a parent ID to the accounts ("namespace/serviceAccount")
+	// of its refused entries; "" stands for an entry that names none.
+	byParent := map[string]map[string]bool{}
 	for i := range refused {
-		sh, ok := entries.ShapeOf(&refused[i].Entry)
-		if !ok {
-			return nil
+		e := &refused[i].Entry
+		parent := e.ParentID.String()
+		if byParent[parent] == nil {
+			byParent[parent] = map[string]bool{}
 		}
-		accounts[sh.Namespace+"/"+sh.ServiceAccount] = true
+		byParent[parent][accountOf(e)] = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var remaining []deletion
 	for _, d := range stale {
-		v := s.views[d.parent]
-		if v == nil || v.ours[d.id] == nil {
+		accounts, v := byParent[d.parent], s.views[d.parent]
+		if accounts == nil || v == nil || v.ours[d.id] == nil {
 			remaining = append(remaining, d)
 			continue
 		}
-		if sh, ok := entries.ShapeOf(&v.ours[d.id].entry); ok && !accounts[sh.Namespace+"/"+sh.ServiceAccount] {
+		if a := accountOf(&v.ours[d.id].entry); !accounts[a] && !accounts[""] && a != "" {
 			remaining = append(remaining, d)
 		}
 	}
 	return remaining
+}
+
+// accountOf names the namespace and service account e selects, or "" when
+// it names none.
+func accountOf(e *entries.Entry) string {
+	if sh, ok := entries.ShapeOf(e); ok {
+		return sh.Namespace + "/" + sh.ServiceAccount
+	}
+	return ""
 }
 
 // deleteStale deletes entries owner no longer wants and hands each whose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -766,5 +767,33 @@ func TestOrphansAreConfirmedWithALiveReadBeforeDeletion(t *testing.T) {
 	}
 	if api.Get(freshID) == nil || api.Get(goneID) != nil || live != 2 {
 		t.Fatalf("after collection under a parent (%d live reads): %v", live, api.All())
+	}
+}
+
+// TestRefusedUpdateHoldsNoStaleEntryBack: an update SPIRE refuses leaves
+// its entry in place and replaces nothing, so the owner's other entries
+// it no longer wants still go.
+func TestRefusedUpdateHoldsNoStaleEntryBack(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	o := owner("a", 0)
+	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/one", 60), entry("/ns/a/two", 60)}), nil); err != nil {
+		t.Fatal(err)
+	}
+	api.Reject["spiffe://example.org/ns/a/two"] = true
+	out, err := s.Sync(ctx, o, ptrs([]entries.Entry{entry("/ns/a/two", 120)}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Failed) != 1 || out.Failed[0].Reason != "InvalidArgument" {
+		t.Fatalf("outcome = %+v, want the update refused", out)
+	}
+	var got []string
+	for _, e := range api.All() {
+		got = append(got, e.SpiffeId.Path)
+	}
+	if !slices.Equal(got, []string{"/ns/a/two"}) {
+		t.Errorf("SPIRE holds %v, want only the entry whose update was refused", got)
 	}
 }

@@ -97,6 +97,22 @@ var _ = Describe("Policies of pods (podSelector)", func() {
 		Consistently(paths(parentOf("podsel-att")), resync).Should(HaveLen(1))
 	})
 
+	It("render the operator's cluster name and trust domain, each as one path segment", func() {
+		namespace("podsel-cl", map[string]string{"test": "podsel-cl"})
+		createSA("podsel-cl", "app")
+		on := map[string]string{"spiffe": "on"}
+		podOn("podsel-cl", "api-0", "app", "", on, nil)
+		p := podSelectorPolicy("podsel-cl", on, func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.SpiffeIDTemplate = "cluster/{clusterName}/td/{trustDomain}/ns/{namespace}/pod/{podName}"
+			s.DNSNameTemplates = []string{"{podName}.{clusterName}.internal"}
+		})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		want := "/cluster/" + clusterName + "/td/" + trustDomain + "/ns/podsel-cl/pod/api-0"
+		Eventually(paths(parentOf("podsel-cl"))).Should(Equal([]string{want}))
+		Expect(entryAt(parentOf("podsel-cl"), want).DnsNames).To(Equal([]string{"api-0." + clusterName + ".internal"}))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+	})
+
 	It("register only the pods of serviceAccountName: an admin policy of pods gives no other account of its namespace "+
 		"admin rights", func() {
 		namespace("podsel-adm", nil)

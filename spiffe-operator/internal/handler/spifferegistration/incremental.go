@@ -329,7 +329,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 				continue
 			}
 			e := ks.merged()
-			if ks.want != nil && entries.UpdateMask(e, ks.want) == nil {
+			if ks.want != nil && entries.UpdateMask(e, ks.want) == nil && ks.result != resultFailed {
 				continue
 			}
 			ks.want = e
@@ -354,10 +354,9 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.clearResult(e.Key(), m.outcomeOf(e.Key()))
 		}
 		m.apply(&out)
-		if m.followsPods {
-			// Pods come to nodes and leave them: the parents change.
-			obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone))
-		}
+		// Pods come to nodes and leave them, and an entry refused before
+		// may be created now: the parents held change.
+		obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone))
 	}
 	return true, h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,
@@ -389,7 +388,9 @@ func (h *Handler) expandTouched(ctx context.Context, p *policy, m *policyRenders
 			dk := d.Key()
 			if old, ok := prev[dk]; ok {
 				delete(prev, dk)
-				if entries.UpdateMask(d, old) == nil {
+				// Unchanged: nothing to write, unless SPIRE refused it
+				// last time (a pass that concerns it tries again).
+				if o := m.derived[dk]; entries.UpdateMask(d, old) == nil && (o == nil || o.result != resultFailed) {
 					continue
 				}
 			} else {

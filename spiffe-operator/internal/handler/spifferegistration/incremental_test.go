@@ -229,3 +229,39 @@ func TestIncrementalPassFallsBackWhenTheViewIsDue(t *testing.T) {
 		t.Errorf("entries = %v, want the repaired one and the new one", got)
 	}
 }
+
+// TestIncrementalPassRetriesARefusedEntryItConcerns: a workload's entry
+// SPIRE refused is tried again by the next incremental pass of that
+// workload, though its render did not change.
+func TestIncrementalPassRetriesARefusedEntryItConcerns(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "shop", map[string]string{"app": "web"}))
+	l := &countingLister{ReaderLister: workload.ReaderLister{Reader: e.c}}
+	e.h.Lister, e.h.Dirty = l, NewDirty()
+	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}" })
+	e.api.Reject["spiffe://example.org/ns/a/sa/shop"] = true
+	if err := e.h.CreateOrUpdate(ctx, p); err == nil {
+		t.Fatal("a pass whose create SPIRE refused reported no error")
+	}
+	delete(e.api.Reject, "spiffe://example.org/ns/a/sa/shop")
+	d := deploy("a", "web", "", nil)
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	d.Annotations = map[string]string{"touched": "yes"}
+	if err := e.c.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "web")
+	lists := l.lists
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatalf("the incremental pass after SPIRE accepts the entry: %v", err)
+	}
+	if l.lists != lists {
+		t.Errorf("the pass listed workloads: not incremental")
+	}
+	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/shop"}) {
+		t.Errorf("entries = %v", got)
+	}
+	expectFullPassAgrees(ctx, t, e, l, p)
+}

@@ -165,3 +165,72 @@ func testIncrementalPodPasses(t *testing.T, mode int, spec func(*v1alpha1.Spiffe
 		})
 	}
 }
+
+// TestRefusedEntryOnANewNodeKeepsNoEntryOnTheNodeLeft moves an account's
+// only pod from one node to another while SPIRE refuses the entry for the
+// new node: the entry under the node the pod left goes all the same (it
+// would serve no pod), the refusal is reported, and once SPIRE accepts the
+// entry, the next pass that concerns the account creates it, incremental
+// or not. A full pass is the oracle after each step.
+func TestRefusedEntryOnANewNodeKeepsNoEntryOnTheNodeLeft(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), node("n1"), node("n2"),
+		deploy("a", "web", "shop", map[string]string{"app": "web"}),
+		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}))
+	l := &countingLister{ReaderLister: workload.ReaderLister{Reader: e.c}}
+	e.h.Lister, e.h.Dirty, e.h.Nodes, e.h.ClusterName = l, NewDirty(), nodes.CacheGetter(e.c), "c1"
+	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" })
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	before := entriesWithParents(e)
+	if len(before) != 1 {
+		t.Fatalf("first pass: entries = %v", before)
+	}
+	id := "spiffe://example.org" + e.api.All()[0].SpiffeId.Path
+	onN1 := before[0]
+
+	e.api.Reject[id] = true
+	if err := e.c.Create(ctx, runningPod("a", "web-2", "shop", "n2", map[string]string{"app": "web"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Delete(ctx, runningPod("a", "web-1", "", "", nil)); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Account(p.Name, "a", "shop")
+	if err := e.h.CreateOrUpdate(ctx, p); err == nil {
+		t.Fatal("a pass whose create SPIRE refused reported no error")
+	}
+	if got := entriesWithParents(e); slices.Contains(got, onN1) {
+		t.Errorf("the entry under the node no pod runs on stayed after a refusal under another node: %v", got)
+	}
+	if err := e.h.CreateOrUpdate(ctx, p); err == nil { // a full pass: refused again
+		t.Fatal("a full pass whose create SPIRE refused reported no error")
+	}
+	if got := entriesWithParents(e); len(got) != 0 {
+		t.Errorf("after a full pass: entries = %v, want none", got)
+	}
+
+	// SPIRE accepts it now; the next event of the account retries it.
+	delete(e.api.Reject, id)
+	pod := &corev1.Pod{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "web-2"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations = map[string]string{"touched": "yes"}
+	if err := e.c.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Account(p.Name, "a", "shop")
+	lists := l.lists
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if l.lists != lists {
+		t.Errorf("the pass listed workloads: not incremental")
+	}
+	if got := entriesWithParents(e); len(got) != 1 || got[0] == onN1 {
+		t.Errorf("an incremental pass of the account did not retry its refused entry: %v", got)
+	}
+	expectFullPassAgrees(ctx, t, e, l, p)
+}

@@ -28,7 +28,8 @@ type EntryAPI struct {
 	next    int
 	// Unavailable makes every call fail with codes.Unavailable.
 	Unavailable bool
-	// Reject makes creates of these SPIFFE IDs fail with InvalidArgument.
+	// Reject makes creates and updates of these SPIFFE IDs fail with
+	// InvalidArgument.
 	Reject map[string]bool
 	// Fail makes creates of these SPIFFE IDs fail with the given per-entry
 	// code (SPIRE answers Internal for a datastore error), the call itself
@@ -214,6 +215,10 @@ func (f *EntryAPI) Update(_ context.Context, in []*types.Entry, m *types.EntryMa
 		x, ok := f.entries[e.Id]
 		if !ok {
 			out[i] = spire.Result{Code: codes.NotFound, Message: "entry not found"}
+			continue
+		}
+		if id := x.SpiffeId; f.Reject["spiffe://"+id.TrustDomain+id.Path] {
+			out[i] = spire.Result{Code: codes.InvalidArgument, Message: "failed to convert entry: rejected by fake"}
 			continue
 		}
 		f.drop(x)
