@@ -156,6 +156,36 @@ func BenchmarkSpiffeOperator(b *testing.B) {
 	}
 }
 
+// postgresBench is what a benchmark against SPIRE on PostgreSQL starts:
+// the PostgreSQL server its databases live on, and startBench's control
+// plane, client and operator binary.
+type postgresBench struct {
+	pg  *testenv.Postgres
+	cp  *testenv.ControlPlane
+	k8s client.WithWatch
+	bin string
+}
+
+// startPostgresBench starts PostgreSQL, then startBench's parts; stop
+// stops them in the reverse order.
+func startPostgresBench(b *testing.B) (*postgresBench, error) {
+	pg, err := testenv.StartPostgres()
+	if err != nil {
+		return nil, err
+	}
+	cp, k8s, bin, err := startBench(b)
+	if err != nil {
+		_ = pg.Cleanup()
+		return nil, err
+	}
+	return &postgresBench{pg: pg, cp: cp, k8s: k8s, bin: bin}, nil
+}
+
+func (e *postgresBench) stop() {
+	_ = e.cp.Stop()
+	_ = e.pg.Cleanup()
+}
+
 // startBench starts the control plane both benchmarks run against (the
 // operator's CRDs, raised in-flight limits), an admin client with a high
 // rate limit, and builds the operator binary. The caller stops cp.

@@ -104,16 +104,12 @@ func runPostgres(b *testing.B, s postgresSettings) error {
 	rep.add("# spiffe-operator on PostgreSQL, %s: %d workloads, one fixed parent, SPIRE at INFO with the sql datastore on PostgreSQL; load average %s",
 		time.Now().UTC().Format(time.RFC3339), s.workloads, loadAverage())
 
-	pg, err := testenv.StartPostgres()
+	env, err := startPostgresBench(b)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = pg.Cleanup() }()
-	cp, k8s, bin, err := startBench(b)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cp.Stop() }()
+	defer env.stop()
+	pg, cp, k8s, bin := env.pg, env.cp, env.k8s, env.bin
 
 	ns := fmt.Sprintf("pg-%d", s.workloads)
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -91,16 +91,12 @@ func runScale(b *testing.B, s scaleSettings) error {
 	rep.add("# spiffe-operator at scale, %s: workloads (one service account and one pod each) %d per namespace over %d nodes, per-node parents, SPIRE at INFO on PostgreSQL, --spire-write-concurrency %d",
 		time.Now().UTC().Format(time.RFC3339), s.perNamespace, s.nodes, s.concurrency)
 
-	pg, err := testenv.StartPostgres()
+	env, err := startPostgresBench(b)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = pg.Cleanup() }()
-	cp, k8s, bin, err := startBench(b)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cp.Stop() }()
+	defer env.stop()
+	pg, cp, k8s, bin := env.pg, env.cp, env.k8s, env.bin
 	uids, err := createNodes(ctx, k8s, s.nodes)
 	if err != nil {
 		return err
