@@ -132,6 +132,11 @@ type Outcome struct {
 	// old ReplicaSet after a service account change, a workload whose
 	// render fails after a restart). They go once no pod needs them.
 	Retained int
+	// HeldBack counts entries the owner no longer wants but keeps because
+	// SPIRE refused to create the entries meant to replace them. They are
+	// in no one's wanted set, so only a full pass finds them again: a
+	// caller that runs incremental passes makes its next pass a full one.
+	HeldBack int
 	// Talked is true when the pass called SPIRE.
 	Talked bool
 	// Parents are the parent IDs under which owner may hold entries after
@@ -363,8 +368,8 @@ func (s *Syncer) heldParents(owner Owner, considered map[string]spiffeid.ID, fai
 // HeldParentsAfter returns recorded (the Outcome.Parents of owner's last
 // pass) brought up to date after a SyncDelta whose entries were under the
 // parents in touched: each of those stays or is added when owner holds an
-// entry there now, and goes otherwise. Its cost grows with touched, not
-// with the parents or entries owner holds.
+// entry there now, and goes otherwise. It reads only the touched parents'
+// views, and each only until it finds an entry of owner's.
 func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spiffeid.ID) []string {
 	tag := owner.Tag()
 	set := make(map[string]bool, len(recorded)+len(touched))
@@ -720,41 +725,39 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	stale := p.stale
 	if len(refused) > 0 {
 		stale = s.withoutReplaced(stale, refused)
+		out.HeldBack = len(p.stale) - len(stale)
 	}
 	return s.deleteStale(ctx, stale)
 }
 
 // withoutReplaced leaves out of stale the entries that entries SPIRE just
-// refused to create were to replace: those under the same parent ID for
-// the same namespace and service account (all of the owner's under that
-// parent when a refused or a stale entry names no account). A pod never
-// loses the identity it has because the one meant to follow it could not be
-// created; the next pass tries again, and the refusal is reported
-// meanwhile. An entry under another parent is not held back: it is served
-// by other agents (with per-node parents, another node, which no pod of the
-// account runs on any more).
+// refused to create were to replace: those of the same namespace and
+// service account, under any parent (a node re-created with a new UID, or
+// a changed parent, gives the replacement another one), or all of them when
+// a refused entry names no account (or a stale one does). A pod never loses
+// the identity it has because the one meant to follow it could not be
+// created; the price is that, while SPIRE refuses, an entry may stay under
+// a node its pods have left. The refusal is reported, and the caller's next
+// pass is a full one (see Outcome.HeldBack).
 func (s *Syncer) withoutReplaced(stale []deletion, refused []Failed) []deletion {
-	// byParent maps a parent ID to the accounts ("namespace/serviceAccount")
-	// of its refused entries; "" stands for an entry that names none.
-	byParent := map[string]map[string]bool{}
+	accounts := map[string]bool{}
 	for i := range refused {
-		e := &refused[i].Entry
-		parent := e.ParentID.String()
-		if byParent[parent] == nil {
-			byParent[parent] = map[string]bool{}
+		a := accountOf(&refused[i].Entry)
+		if a == "" {
+			return nil
 		}
-		byParent[parent][accountOf(e)] = true
+		accounts[a] = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var remaining []deletion
 	for _, d := range stale {
-		accounts, v := byParent[d.parent], s.views[d.parent]
-		if accounts == nil || v == nil || v.ours[d.id] == nil {
+		v := s.views[d.parent]
+		if v == nil || v.ours[d.id] == nil {
 			remaining = append(remaining, d)
 			continue
 		}
-		if a := accountOf(&v.ours[d.id].entry); !accounts[a] && !accounts[""] && a != "" {
+		if a := accountOf(&v.ours[d.id].entry); a != "" && !accounts[a] {
 			remaining = append(remaining, d)
 		}
 	}

@@ -92,7 +92,9 @@ func (m *policyRenders) rebuild(bases []*entries.Entry, groups [][]*entries.Entr
 		}
 	}
 	m.apply(out)
-	m.ready = true
+	// Entries held back for a refused replacement are in no render: only a
+	// full pass sees them again.
+	m.ready = out.HeldBack == 0
 }
 
 // index and unindex keep byAccount in step with keys.
@@ -354,6 +356,9 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.clearResult(e.Key(), m.outcomeOf(e.Key()))
 		}
 		m.apply(&out)
+		if out.HeldBack > 0 {
+			m.ready = false // as in rebuild: only a full pass sees them again
+		}
 		// Pods come to nodes and leave them, and an entry refused before
 		// may be created now: the parents held change.
 		obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -166,17 +167,24 @@ func testIncrementalPodPasses(t *testing.T, mode int, spec func(*v1alpha1.Spiffe
 	}
 }
 
-// TestRefusedEntryOnANewNodeKeepsNoEntryOnTheNodeLeft moves an account's
-// only pod from one node to another while SPIRE refuses the entry for the
-// new node: the entry under the node the pod left goes all the same (it
-// would serve no pod), the refusal is reported, and once SPIRE accepts the
-// entry, the next pass that concerns the account creates it, incremental
-// or not. A full pass is the oracle after each step.
-func TestRefusedEntryOnANewNodeKeepsNoEntryOnTheNodeLeft(t *testing.T) {
+// TestRefusedEntryOnANewNodeHoldsTheOldOneOnlyWhileRefused moves an
+// account's only pod from one node to another while SPIRE refuses the
+// entry for the new node: the entry under the node the pod left stays while
+// the refusal lasts (the replacement could as well be for a re-created node
+// whose agent still runs under the old entry's parent), the refusal is
+// reported, and the pass after SPIRE accepts creates the new entry and
+// deletes the old one. That pass is a full one, since the held entry is in
+// no render; with an incremental one the old entry would stay until the
+// resync. A full pass is the oracle at the end.
+func TestRefusedEntryOnANewNodeHoldsTheOldOneOnlyWhileRefused(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), node("n1"), node("n2"),
 		deploy("a", "web", "shop", map[string]string{"app": "web"}),
-		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}))
+		deploy("a", "solo", "solo", map[string]string{"app": "solo"}),
+		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}),
+		// Another account's pod on n2, so the pass of the move finds n2's
+		// entries read and can be an incremental one.
+		runningPod("a", "solo-1", "solo", "n2", map[string]string{"app": "solo"}))
 	l := &countingLister{ReaderLister: workload.ReaderLister{Reader: e.c}}
 	e.h.Lister, e.h.Dirty, e.h.Nodes, e.h.ClusterName = l, NewDirty(), nodes.CacheGetter(e.c), "c1"
 	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" })
@@ -184,11 +192,13 @@ func TestRefusedEntryOnANewNodeKeepsNoEntryOnTheNodeLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := entriesWithParents(e)
-	if len(before) != 1 {
+	if len(before) != 2 {
 		t.Fatalf("first pass: entries = %v", before)
 	}
-	id := "spiffe://example.org" + e.api.All()[0].SpiffeId.Path
-	onN1 := before[0]
+	id, onN1, solo := "spiffe://example.org/ns/a/sa/shop", before[0], before[1]
+	if !strings.HasPrefix(onN1, "/ns/a/sa/shop ") || !strings.HasSuffix(onN1, "/uid-n1") {
+		t.Fatalf("first pass: entries = %v", before)
+	}
 
 	e.api.Reject[id] = true
 	if err := e.c.Create(ctx, runningPod("a", "web-2", "shop", "n2", map[string]string{"app": "web"})); err != nil {
@@ -198,20 +208,19 @@ func TestRefusedEntryOnANewNodeKeepsNoEntryOnTheNodeLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.h.Dirty.Account(p.Name, "a", "shop")
+	lists := l.lists
 	if err := e.h.CreateOrUpdate(ctx, p); err == nil {
 		t.Fatal("a pass whose create SPIRE refused reported no error")
 	}
-	if got := entriesWithParents(e); slices.Contains(got, onN1) {
-		t.Errorf("the entry under the node no pod runs on stayed after a refusal under another node: %v", got)
+	if l.lists != lists {
+		t.Errorf("the pod event's pass listed workloads: not incremental")
 	}
-	if err := e.h.CreateOrUpdate(ctx, p); err == nil { // a full pass: refused again
-		t.Fatal("a full pass whose create SPIRE refused reported no error")
-	}
-	if got := entriesWithParents(e); len(got) != 0 {
-		t.Errorf("after a full pass: entries = %v, want none", got)
+	if got := entriesWithParents(e); !slices.Equal(got, []string{onN1, solo}) {
+		t.Errorf("while SPIRE refuses the new node's entry: entries = %v, want the old one held", got)
 	}
 
-	// SPIRE accepts it now; the next event of the account retries it.
+	// SPIRE accepts it now; the next event of the account gives a full
+	// pass, which moves the entry.
 	delete(e.api.Reject, id)
 	pod := &corev1.Pod{}
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "web-2"}, pod); err != nil {
@@ -222,15 +231,15 @@ func TestRefusedEntryOnANewNodeKeepsNoEntryOnTheNodeLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.h.Dirty.Account(p.Name, "a", "shop")
-	lists := l.lists
+	lists = l.lists
 	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if l.lists != lists {
-		t.Errorf("the pass listed workloads: not incremental")
+	if l.lists == lists {
+		t.Errorf("the pass after one that held an entry back was incremental")
 	}
-	if got := entriesWithParents(e); len(got) != 1 || got[0] == onN1 {
-		t.Errorf("an incremental pass of the account did not retry its refused entry: %v", got)
+	if got := entriesWithParents(e); len(got) != 2 || slices.Contains(got, onN1) || !slices.Contains(got, solo) {
+		t.Errorf("after SPIRE accepts: entries = %v, want only the new node's", got)
 	}
 	expectFullPassAgrees(ctx, t, e, l, p)
 }
