@@ -368,8 +368,8 @@ func (s *Syncer) heldParents(owner Owner, considered map[string]spiffeid.ID, fai
 // HeldParentsAfter returns recorded (the Outcome.Parents of owner's last
 // pass) brought up to date after a SyncDelta whose entries were under the
 // parents in touched: each of those stays or is added when owner holds an
-// entry there now, and goes otherwise. It reads only the touched parents'
-// views, and each only until it finds an entry of owner's.
+// entry there now, and goes otherwise. Its cost grows with touched, not
+// with the parents or entries anyone holds.
 func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spiffeid.ID) []string {
 	tag := owner.Tag()
 	set := make(map[string]bool, len(recorded)+len(touched))
@@ -378,16 +378,9 @@ func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spif
 	}
 	s.mu.Lock()
 	for _, p := range touched {
-		key, held := p.String(), false
-		if v := s.views[key]; v != nil {
-			for _, o := range v.ours {
-				if o.owner == tag {
-					held = true
-					break
-				}
-			}
-		}
-		set[key] = held
+		key := p.String()
+		v := s.views[key]
+		set[key] = v != nil && v.held[tag] > 0
 	}
 	s.mu.Unlock()
 	out := make([]string, 0, len(set))

@@ -797,3 +797,43 @@ func TestRefusedUpdateHoldsNoStaleEntryBack(t *testing.T) {
 		t.Errorf("SPIRE holds %v, want only the entry whose update was refused", got)
 	}
 }
+
+// TestHeldParentsAfterFollowsTheOwnersEntries: a parent is held while the
+// owner has an entry there, through updates (the same entry ID put again)
+// and deletions, and never for another owner sharing it.
+func TestHeldParentsAfterFollowsTheOwnersEntries(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	a, b := owner("a", 0), owner("b", 0)
+	if _, err := s.Sync(ctx, a, ptrs([]entries.Entry{entry("/ns/a/one", 60), entry("/ns/a/two", 60)}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sync(ctx, b, ptrs([]entries.Entry{entry("/ns/b/one", 60)}), nil); err != nil {
+		t.Fatal(err)
+	}
+	touched := []spiffeid.ID{parent}
+	held := func(o Owner) []string { return s.HeldParentsAfter(o, nil, touched) }
+	if got := held(a); !slices.Equal(got, []string{parent.String()}) {
+		t.Fatalf("after creates: %v", got)
+	}
+	// An update puts the same entry ID again; one entry then goes.
+	if _, err := s.Sync(ctx, a, ptrs([]entries.Entry{entry("/ns/a/one", 120)}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := held(a); !slices.Equal(got, []string{parent.String()}) {
+		t.Errorf("after an update and a delete: %v", got)
+	}
+	if _, err := s.Sync(ctx, a, nil, []spiffeid.ID{parent}); err != nil {
+		t.Fatal(err)
+	}
+	if got := held(a); len(got) != 0 {
+		t.Errorf("owner a holds nothing, yet: %v", got)
+	}
+	if got := held(b); !slices.Equal(got, []string{parent.String()}) {
+		t.Errorf("owner b after a's entries went: %v", got)
+	}
+	if got := s.HeldParentsAfter(a, []string{parent.String(), "spiffe://example.org/other"}, touched); !slices.Equal(got, []string{"spiffe://example.org/other"}) {
+		t.Errorf("a recorded parent not touched must stay: %v", got)
+	}
+}

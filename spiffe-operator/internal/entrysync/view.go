@@ -28,10 +28,12 @@ type parentView struct {
 	byKey map[entries.Key]string
 	// foreign maps the key of each entry the operator did not create to its ID.
 	foreign map[entries.Key]string
+	// held counts the entries of ours by owner tag.
+	held map[string]int
 }
 
 func newParentView() *parentView {
-	return &parentView{ours: map[string]*ours{}, byKey: map[entries.Key]string{}, foreign: map[entries.Key]string{}}
+	return &parentView{ours: map[string]*ours{}, byKey: map[entries.Key]string{}, foreign: map[entries.Key]string{}, held: map[string]int{}}
 }
 
 // put records an entry SPIRE returned, as ours or as foreign by its ID.
@@ -50,8 +52,10 @@ func (v *parentView) put(ids entries.IDScheme, p *types.Entry) {
 		if oldKey := old.entry.Key(); v.byKey[oldKey] == p.GetId() {
 			delete(v.byKey, oldKey)
 		}
+		v.held[old.owner]--
 	}
 	v.ours[p.GetId()] = &ours{entry: e, owner: tag}
+	v.held[tag]++
 	v.byKey[k] = p.GetId()
 }
 
@@ -61,5 +65,8 @@ func (v *parentView) remove(id string) {
 			delete(v.byKey, k)
 		}
 		delete(v.ours, id)
+		if v.held[o.owner]--; v.held[o.owner] <= 0 {
+			delete(v.held, o.owner)
+		}
 	}
 }
