@@ -187,3 +187,36 @@ func FuzzOwnerParsesOnlyItsOwnPrefix(f *testing.F) {
 		}
 	})
 }
+
+// TestValidateChosenRefusesOnlyADerivedPrefix: a chosen prefix may not be
+// a cluster's derived prefix (it would own that cluster's entries), but may
+// nest under one, since strict parsing keeps the two apart.
+func TestValidateChosenRefusesOnlyADerivedPrefix(t *testing.T) {
+	derived := ClusterPrefix("0badc0de-1111-2222-3333-444455556666")
+	for p, ok := range map[string]bool{
+		derived:                  false,
+		"trustplane.":            false,
+		derived + "eu.":          true,
+		"trustplane.blue.":       true,
+		"trustplane.0badc0d.":    true,
+		"team.prod.":             true,
+		"team.0f1e2d3c4b5a.":     false,
+		"trustplane.0badc0de.x.": true,
+	} {
+		if err := (IDScheme{Prefix: p}).ValidateChosen(); (err == nil) != ok {
+			t.Errorf("ValidateChosen(%q) = %v, want accepted %v", p, err, ok)
+		}
+	}
+	// The oracle of "nests apart": no ID written under the nested prefix
+	// parses under the derived one, and the reverse.
+	nested := IDScheme{Prefix: derived + "eu."}
+	k := Key("k")
+	for _, tag := range []string{"0badc0de1111", "657500000000"} {
+		if _, mine := (IDScheme{Prefix: derived}).Owner(nested.EntryID(tag, k)); mine {
+			t.Errorf("the derived prefix reads an ID of the nested one as its own")
+		}
+		if _, mine := nested.Owner((IDScheme{Prefix: derived}).EntryID(tag, k)); mine {
+			t.Errorf("the nested prefix reads an ID of the derived one as its own")
+		}
+	}
+}

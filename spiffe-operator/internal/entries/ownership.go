@@ -20,8 +20,8 @@ const DefaultIDPrefix = "trustplane."
 // even when their policies use the same parent ID.
 func ClusterPrefix(kubeSystemUID k8stypes.UID) string {
 	t := strings.ReplaceAll(string(kubeSystemUID), "-", "")
-	if len(t) > 8 {
-		t = t[:8]
+	if len(t) > clusterTagLen {
+		t = t[:clusterTagLen]
 	}
 	return DefaultIDPrefix + t + "."
 }
@@ -72,17 +72,20 @@ func (s IDScheme) Validate() error {
 }
 
 // ValidateChosen checks a prefix given by the user rather than derived
-// from the cluster: Validate, and no prefix under DefaultIDPrefix, where
-// every cluster's derived prefix lives (an instance given another
-// cluster's "trustplane.<cluster tag>." would take that cluster's entries
-// as its own, and delete them as orphans).
+// from the cluster: Validate, and not a derived prefix itself
+// (DefaultIDPrefix followed by one segment of a cluster tag's shape): an
+// instance given another cluster's "trustplane.<cluster tag>." would take
+// that cluster's entries as its own, and delete them as orphans. A longer
+// prefix under a derived one ("trustplane.<cluster tag>.eu.") is allowed:
+// strict parsing keeps it apart from the derived one (see Owner).
 func (s IDScheme) ValidateChosen() error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	if strings.HasPrefix(s.Prefix, DefaultIDPrefix) {
-		return fmt.Errorf("entry ID prefix %q starts with %q, where each cluster's derived prefix (%s<cluster tag>.) lives; "+
-			"leave the prefix unset for this cluster's, or choose one outside it", s.Prefix, DefaultIDPrefix, DefaultIDPrefix)
+	rest, under := strings.CutPrefix(s.Prefix, DefaultIDPrefix)
+	if seg := strings.TrimSuffix(rest, "."); under && !strings.Contains(seg, ".") && isHex(seg, clusterTagLen) {
+		return fmt.Errorf("entry ID prefix %q has the shape of a cluster's derived prefix (%s<cluster tag>.): it would take "+
+			"that cluster's entries as its own; leave the prefix unset for this cluster's, or choose another", s.Prefix, DefaultIDPrefix)
 	}
 	return nil
 }
@@ -92,6 +95,8 @@ func (s IDScheme) ValidateChosen() error {
 const (
 	tagLen  = 12
 	hashLen = 20
+	// clusterTagLen is the length of the cluster tag of ClusterPrefix.
+	clusterTagLen = 8
 )
 
 // isHex reports whether s is exactly n lower-case hex digits.
