@@ -45,7 +45,9 @@ vet: ## go vet every module (common also as for macOS, where its tests may run)
 	GOOS=darwin go vet ./common/...
 
 test: tools vet ## build what is missing, vet, and run every module's tests (e2e included, with the short chaos run of e2e/chaos: about 2 minutes, fixed seed, fails on any violation), the smoke specs on the deployed cluster (operators from make deploy, then from the installers, then from the Helm chart with its upgrade and uninstall specs), then each fuzz target briefly
-	go test $(GO_TEST_FLAGS) $(PKGS)
+	# -count=1: the e2e packages build the operators with go build, which the
+	# test cache does not see, so a cached result could be of other code.
+	go test -count=1 $(GO_TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory e2e-deployed E2E_DEPLOYED_LABELS=smoke E2E_DEPLOYED_FLAGS=
 	$(MAKE) --no-print-directory e2e-installer E2E_INSTALLER_FLAGS=
 	$(MAKE) --no-print-directory e2e-helm E2E_HELM_FLAGS=
