@@ -612,15 +612,22 @@ func measureReplace(ctx context.Context, k8s client.Client, c entryv1.EntryClien
 
 // rawCreates times k single-entry creates straight against SPIRE.
 func rawCreates(ctx context.Context, api *spire.Client, n, k int) ([]time.Duration, error) {
-	var out []time.Duration
-	for j := range k {
-		e := &types.Entry{
+	return timeCreates(ctx, api, k, func(j int) *types.Entry {
+		return &types.Entry{
 			SpiffeId:  &types.SPIFFEID{TrustDomain: trustDomain, Path: fmt.Sprintf("/raw/%d/%d", n, j)},
 			ParentId:  &types.SPIFFEID{TrustDomain: trustDomain, Path: "/spire/agent/k8s_psat/raw"},
 			Selectors: []*types.Selector{{Type: "k8s", Value: fmt.Sprintf("sa:raw-%d", j)}},
 		}
+	})
+}
+
+// timeCreates times k creates of one entry each, entry(j) for j in [0, k),
+// straight against SPIRE, and returns the times sorted.
+func timeCreates(ctx context.Context, api *spire.Client, k int, entry func(j int) *types.Entry) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, k)
+	for j := range k {
 		t0 := time.Now()
-		res, err := api.Create(ctx, []*types.Entry{e})
+		res, err := api.Create(ctx, []*types.Entry{entry(j)})
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -249,26 +248,14 @@ func rawCreatesUnder(ctx context.Context, api *spire.Client, ns, parent, prefix 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]time.Duration, 0, k)
-	for j := range k {
-		e := &types.Entry{
+	return timeCreates(ctx, api, k, func(j int) *types.Entry {
+		return &types.Entry{
 			SpiffeId:    &types.SPIFFEID{TrustDomain: trustDomain, Path: fmt.Sprintf("/ns/%s/sa/%s-%d", ns, prefix, j)},
 			ParentId:    &types.SPIFFEID{TrustDomain: trustDomain, Path: pid.Path()},
 			Selectors:   []*types.Selector{{Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: fmt.Sprintf("sa:%s-%d", prefix, j)}},
 			X509SvidTtl: 3600,
 		}
-		t0 := time.Now()
-		res, err := api.Create(ctx, []*types.Entry{e})
-		if err != nil {
-			return nil, err
-		}
-		if res[0].Code != codes.OK {
-			return nil, fmt.Errorf("raw create: %s %s", res[0].Code, res[0].Message)
-		}
-		out = append(out, time.Since(t0))
-	}
-	slices.Sort(out)
-	return out, nil
+	})
 }
 
 // loadAvg returns the 1-, 5- and 15-minute load averages.

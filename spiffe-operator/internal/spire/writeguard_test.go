@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -19,20 +20,7 @@ import (
 // go on and an allowed write lands.
 func TestWriteGuardKeepsWritesFromTheServer(t *testing.T) {
 	ctx := context.Background()
-	srv, err := testenv.StartSpire(testenv.SpireOptions{LogLevel: "INFO"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Cleanup(); err != nil {
-			t.Error(err)
-		}
-	}()
-	conn, err := srv.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := spireConn(ctx, t)
 	var refuse error = errors.New("not the leader")
 	c := spire.NewClient(conn, spire.Options{WriteGuard: func() error { return refuse }})
 	entry := &types.Entry{Id: "guarded", SpiffeId: &types.SPIFFEID{TrustDomain: "example.org", Path: "/w"},
@@ -59,20 +47,7 @@ func TestWriteGuardKeepsWritesFromTheServer(t *testing.T) {
 // create, update or delete of a relationship.
 func TestWriteGuardKeepsFederationWritesFromTheServer(t *testing.T) {
 	ctx := context.Background()
-	srv, err := testenv.StartSpire(testenv.SpireOptions{LogLevel: "INFO"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Cleanup(); err != nil {
-			t.Error(err)
-		}
-	}()
-	conn, err := srv.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := spireConn(ctx, t)
 	var refuse error = errors.New("not the leader")
 	c := spire.NewFederationClient(conn, spire.Options{WriteGuard: func() error { return refuse }})
 	rel := &types.FederationRelationship{TrustDomain: "federated.example", BundleEndpointUrl: "https://127.0.0.1:1/bundle",
@@ -97,4 +72,25 @@ func TestWriteGuardKeepsFederationWritesFromTheServer(t *testing.T) {
 	if got, err := c.Get(ctx, "federated.example"); err != nil || got == nil {
 		t.Fatalf("the relationship is gone (%v) after a refused delete", err)
 	}
+}
+
+// spireConn starts a spire-server at INFO for the test and dials its admin
+// API; both go when the test ends.
+func spireConn(ctx context.Context, t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	srv, err := testenv.StartSpire(testenv.SpireOptions{LogLevel: "INFO"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Cleanup(); err != nil {
+			t.Error(err)
+		}
+	})
+	conn, err := srv.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
