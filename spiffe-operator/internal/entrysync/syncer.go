@@ -318,12 +318,9 @@ func (s *Syncer) parentsOf(owner Owner) []spiffeid.ID {
 	defer s.mu.Unlock()
 	var out []spiffeid.ID
 	for parent, v := range s.views {
-		for _, o := range v.ours {
-			if o.owner == tag {
-				if id, err := spiffeid.FromString(parent); err == nil {
-					out = append(out, id)
-				}
-				break
+		if v.held[tag] > 0 {
+			if id, err := spiffeid.FromString(parent); err == nil {
+				out = append(out, id)
 			}
 		}
 	}
