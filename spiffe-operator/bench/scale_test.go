@@ -64,7 +64,9 @@ func loadScaleSettings() (scaleSettings, error) {
 // size. Per size it prints the converge time from the policy's creation
 // (fresh database, server and operator), the raw floor of the same
 // entries written straight to SPIRE at the same write concurrency, the
-// operator's RSS, and the time from one new workload (its Deployment, then
+// floor of spire-controller-manager's entry shape (one k8s:pod-uid selector,
+// the same parents) at one call at a time and at the operator's
+// concurrency, the operator's RSS, and the time from one new workload (its Deployment, then
 // its pod) to its entry in SPIRE; at the end the new-workload p99 of every
 // size side by side. Workloads are added between sizes, not re-created.
 // Use -benchtime 1x.
@@ -83,6 +85,17 @@ func (l scaleLayout) node(i int) int         { return i % l.nodes }
 // parent is the per-node parent ID of a pod on node index n.
 func (l scaleLayout) parent(n int) string {
 	return fmt.Sprintf("spiffe://%s/spire/agent/k8s_psat/%s/%s", trustDomain, benchCluster, l.nodeUIDs[n])
+}
+
+// floorEntry returns entry i of a raw floor under its per-node parent: the
+// operator's shape when both is set, else one k8s:pod-uid selector (see
+// floorEntry).
+func (l scaleLayout) floorEntry(both bool) func(int) *types.Entry {
+	return func(i int) *types.Entry {
+		e := floorEntry(l.namespace(i), i, "", both)
+		e.ParentId = spiffeIDOf(l.parent(l.node(i)))
+		return e
+	}
 }
 
 func runScale(b *testing.B, s scaleSettings) error {
@@ -117,13 +130,21 @@ func runScale(b *testing.B, s scaleSettings) error {
 		if err != nil {
 			return err
 		}
-		floor, err := floorOf(ctx, opts, s.concurrency, n, func(i int) *types.Entry {
-			e := floorEntry(l.namespace(i), i, "", true)
-			e.ParentId = spiffeIDOf(l.parent(l.node(i)))
-			return e
-		})
+		floor, err := floorOf(ctx, opts, s.concurrency, n, l.floorEntry(true))
 		if err != nil {
 			return fmt.Errorf("N=%d floor: %w", n, err)
+		}
+		// SCM's shape: one k8s:pod-uid selector per entry, the same per-node
+		// parents; once one call at a time, as spire-controller-manager
+		// writes its batches, and once at the operator's concurrency.
+		var scmFloors [2]time.Duration
+		for j, c := range []int{1, s.concurrency} {
+			if opts, err = fresh(); err != nil {
+				return err
+			}
+			if scmFloors[j], err = floorOf(ctx, opts, c, n, l.floorEntry(false)); err != nil {
+				return fmt.Errorf("N=%d one-selector floor at %d calls: %w", n, c, err)
+			}
 		}
 		if opts, err = fresh(); err != nil {
 			return err
@@ -137,6 +158,9 @@ func runScale(b *testing.B, s scaleSettings) error {
 			n, res.converge.Round(time.Millisecond), res.converge.Seconds()/floor.Seconds(), s.concurrency, floor.Round(time.Millisecond),
 			res.entries, res.rss, res.anon, res.file, len(res.latencies), pct(res.latencies, 50), pct(res.latencies, 99),
 			res.latencies[len(res.latencies)-1].Round(100*time.Microsecond), loadAverage())
+		rep.add("N=%d: converge %s = %.2fx the one-selector (k8s:pod-uid) per-node floor at 1 call at a time (%s), %.2fx that floor at %d calls at a time (%s)",
+			n, res.converge.Round(time.Millisecond), res.converge.Seconds()/scmFloors[0].Seconds(), scmFloors[0].Round(time.Millisecond),
+			res.converge.Seconds()/scmFloors[1].Seconds(), s.concurrency, scmFloors[1].Round(time.Millisecond))
 		rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
 	}
 	rep.newP99s()
