@@ -68,7 +68,7 @@ func (s *Syncer) scheduleCheck(ctx context.Context, id string, c *maskCheck) {
 		}
 		delete(s.masks, id)
 		if v := s.views[c.parent]; v != nil {
-			v.valid = false
+			v.invalidate()
 		}
 		s.mu.Unlock()
 		for _, o := range c.owners {

@@ -365,13 +365,18 @@ func (s *Syncer) heldParents(owner Owner, considered map[string]spiffeid.ID, fai
 // HeldParentsAfter returns recorded (the Outcome.Parents of owner's last
 // pass) brought up to date after a SyncDelta whose entries were under the
 // parents in touched: each of those stays or is added when owner holds an
-// entry there now, and goes otherwise. Its cost grows with touched, not
-// with the parents or entries anyone holds.
+// entry there now, and goes otherwise. Every parent under which the views
+// hold an entry of owner's stays too, so a record that missed a pass (its
+// status write was lost) loses none. Its cost grows with touched and the
+// number of parents read, not with the entries anyone holds.
 func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spiffeid.ID) []string {
 	tag := owner.Tag()
 	set := make(map[string]bool, len(recorded)+len(touched))
 	for _, p := range recorded {
 		set[p] = true
+	}
+	for _, p := range s.parentsOf(owner) {
+		set[p.String()] = true
 	}
 	s.mu.Lock()
 	for _, p := range touched {
@@ -413,8 +418,20 @@ func (s *Syncer) ensureListed(ctx context.Context, parent spiffeid.ID, force boo
 		return false, nil
 	}
 	started := s.opts.Now()
+	// Other passes may write under parent while it is read; the view
+	// records those writes, to replay them on the new one.
+	s.mu.Lock()
+	if v = s.views[key]; v != nil {
+		v.journal = &viewJournal{}
+	}
+	s.mu.Unlock()
 	list, err := s.api.ListByParent(ctx, parent)
 	if err != nil {
+		s.mu.Lock()
+		if v != nil {
+			v.journal = nil
+		}
+		s.mu.Unlock()
 		return true, err
 	}
 	nv := newParentView()
@@ -423,6 +440,11 @@ func (s *Syncer) ensureListed(ctx context.Context, parent spiffeid.ID, force boo
 	}
 	nv.valid, nv.listedAt = true, started
 	s.mu.Lock()
+	if v != nil {
+		// Replayed and installed under one lock: no write falls between.
+		v.journal.replay(s.opts.IDs, nv)
+		v.journal = nil
+	}
 	s.views[key] = nv
 	s.mu.Unlock()
 	logf.FromContext(ctx).V(1).Info("read SPIRE entries", "parentID", key, "entries", len(list), "ours", len(nv.ours))
@@ -673,7 +695,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 				out.Registered[e.Key()] = r.Entry.GetId()
 			case r.Code == codes.AlreadyExists:
 				if r.Entry == nil {
-					v.valid = false
+					v.invalidate()
 					continue
 				}
 				v.put(s.opts.IDs, r.Entry)
@@ -689,7 +711,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			case isRefusal(e, r, out):
 			case isTransient(r.Code):
 				// Whether it was created is not known: re-read, and retry.
-				v.valid = false
+				v.invalidate()
 				transient++
 			default:
 				out.Failed = append(out.Failed, Failed{Entry: *e, Reason: r.Code.String(), Message: r.Message})
@@ -714,29 +736,36 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	}
 	stale := p.stale
 	if len(refused) > 0 {
-		stale = s.withoutReplaced(stale, refused)
+		stale = s.withoutReplaced(ctx, stale, refused)
 		out.HeldBack = len(p.stale) - len(stale)
 	}
 	return s.deleteStale(ctx, stale)
 }
 
 // withoutReplaced leaves out of stale the entries that entries SPIRE just
-// refused to create were to replace: those of the same namespace and
-// service account, under any parent (a node re-created with a new UID, or
-// a changed parent, gives the replacement another one), or all of them when
-// a refused entry names no account (or a stale one does). A pod never loses
-// the identity it has because the one meant to follow it could not be
-// created; the price is that, while SPIRE refuses, an entry may stay under
-// a node its pods have left. The refusal is reported, and the caller's next
-// pass is a full one (see Outcome.HeldBack).
-func (s *Syncer) withoutReplaced(stale []deletion, refused []Failed) []deletion {
-	accounts := map[string]bool{}
+// refused to create were to replace, while a pod still needs them: a stale
+// entry stays when a refused entry selects the same pods (the same
+// namespace, service account, labels and pod UID: a render of the same
+// workload under another parent or with another SPIFFE ID) and a running
+// pod matches it. Under any parent: a node re-created with a new UID, or a
+// changed parent, gives the replacement another one. When a refused or
+// stale entry's selectors say nothing the pod cache can check, all are
+// kept. A pod never loses the identity it has because the one meant to
+// follow it could not be created; the price is that, while SPIRE refuses,
+// an entry may stay under a node its pods have left. An entry of another
+// workload, or one no pod needs, is not kept: a refusal someone provokes
+// must not keep an identity withdrawn from others. The refusal is
+// reported, and the caller's next pass is a full one (see
+// Outcome.HeldBack).
+func (s *Syncer) withoutReplaced(ctx context.Context, stale []deletion, refused []Failed) []deletion {
+	replacements := map[string][]entries.PodShape{}
 	for i := range refused {
-		a := accountOf(&refused[i].Entry)
-		if a == "" {
+		sh, ok := entries.ShapeOf(&refused[i].Entry)
+		if !ok {
 			return nil
 		}
-		accounts[a] = true
+		a := sh.Namespace + "/" + sh.ServiceAccount
+		replacements[a] = append(replacements[a], sh)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -747,20 +776,30 @@ func (s *Syncer) withoutReplaced(stale []deletion, refused []Failed) []deletion 
 			remaining = append(remaining, d)
 			continue
 		}
-		if a := accountOf(&v.ours[d.id].entry); a != "" && !accounts[a] {
+		sh, ok := entries.ShapeOf(&v.ours[d.id].entry)
+		if !ok {
+			continue
+		}
+		if !slices.ContainsFunc(replacements[sh.Namespace+"/"+sh.ServiceAccount], sh.Equal) || !s.podNeeds(ctx, sh) {
 			remaining = append(remaining, d)
 		}
 	}
 	return remaining
 }
 
-// accountOf names the namespace and service account e selects, or "" when
-// it names none.
-func accountOf(e *entries.Entry) string {
-	if sh, ok := entries.ShapeOf(e); ok {
-		return sh.Namespace + "/" + sh.ServiceAccount
+// podNeeds reports whether a running pod matches sh; without a pod lister,
+// or when the pods cannot be read, it assumes one does. s.mu is held.
+func (s *Syncer) podNeeds(ctx context.Context, sh entries.PodShape) bool {
+	if s.opts.Pods == nil {
+		return true
 	}
-	return ""
+	pods, err := s.opts.Pods(ctx, sh.Namespace, sh.ServiceAccount)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "reading pods; keeping an entry whose replacement SPIRE refused", "namespace", sh.Namespace,
+			"serviceAccount", sh.ServiceAccount)
+		return true
+	}
+	return slices.ContainsFunc(pods, func(p Pod) bool { return sh.MatchesPod(p.UID, p.Labels) })
 }
 
 // deleteStale deletes entries owner no longer wants and hands each whose
@@ -833,11 +872,11 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 				out.Registered[u.entry.Key()] = u.id
 			case r.Code == codes.NotFound:
 				v.remove(u.id)
-				v.valid = false
+				v.invalidate()
 				stale = true
 			case isRefusal(u.entry, r, out):
 			case isTransient(r.Code):
-				v.valid = false
+				v.invalidate()
 				transient++
 			default:
 				out.Failed = append(out.Failed, Failed{Entry: *u.entry, Reason: r.Code.String(), Message: r.Message})
@@ -883,7 +922,7 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 			delete(s.withdrawn, del[i].id)
 		case isTransient(r.Code):
 			if v != nil {
-				v.valid = false
+				v.invalidate()
 			}
 			transient++
 		default:

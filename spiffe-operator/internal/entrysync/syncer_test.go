@@ -837,3 +837,34 @@ func TestHeldParentsAfterFollowsTheOwnersEntries(t *testing.T) {
 		t.Errorf("a recorded parent not touched must stay: %v", got)
 	}
 }
+
+// A status write that failed after an incremental pass leaves the next pass
+// a stale record of the parents; the parent it added must not drop out,
+// or orphan collection after a restart would miss its entries.
+func TestHeldParentsAfterKeepsAParentAStaleRecordMisses(t *testing.T) {
+	api := fake.New()
+	s, _, _ := newSyncer(api)
+	ctx := context.Background()
+	a := owner("a", 0)
+	if _, err := s.Sync(ctx, a, ptrs([]entries.Entry{entry("/ns/a/one", 60)}), nil); err != nil {
+		t.Fatal(err)
+	}
+	other := spiffeid.RequireFromString("spiffe://example.org/spire/agent/k8s_psat/c1/uid-n2")
+	onOther := entry("/ns/a/one", 60)
+	onOther.ParentID = other
+	onOther.Normalize()
+	if _, err := s.Sync(ctx, a, ptrs([]entries.Entry{entry("/ns/a/one", 60), onOther}), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The record written after that pass was lost: the next incremental
+	// pass, under the first parent only, starts from the one before.
+	stale := []string{parent.String()}
+	two := entry("/ns/a/two", 60)
+	if _, err := s.SyncDelta(ctx, a, []*entries.Entry{&two}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := s.HeldParentsAfter(a, stale, []spiffeid.ID{parent})
+	if !slices.Contains(got, other.String()) {
+		t.Errorf("a holds an entry under %s, yet the parents recorded after the pass are %v", other, got)
+	}
+}

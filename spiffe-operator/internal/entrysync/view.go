@@ -30,6 +30,48 @@ type parentView struct {
 	foreign map[entries.Key]string
 	// held counts the entries of ours by owner tag.
 	held map[string]int
+	// journal, while SPIRE is read under the parent, records the writes
+	// made meanwhile: the read may predate them, so they are replayed on
+	// the view it makes (see Syncer.ensureListed).
+	journal *viewJournal
+}
+
+// viewJournal is what was written under a parent while it was read.
+type viewJournal struct {
+	// ops are the entries put (put set) and removed (removed set), in order.
+	ops []viewOp
+	// invalid is set when a write's outcome became unknown.
+	invalid bool
+}
+
+type viewOp struct {
+	put     *types.Entry
+	removed string
+}
+
+// replay applies the journal's writes to v, a view read while they were
+// made. Each is idempotent: whether the read saw it or not, v ends as
+// SPIRE is after it.
+func (j *viewJournal) replay(ids entries.IDScheme, v *parentView) {
+	for _, op := range j.ops {
+		if op.put != nil {
+			v.put(ids, op.put)
+		} else {
+			v.remove(op.removed)
+		}
+	}
+	if j.invalid {
+		v.valid = false
+	}
+}
+
+// invalidate marks the view for a read at the next pass (a write's outcome
+// is unknown, or a foreign entry changed).
+func (v *parentView) invalidate() {
+	v.valid = false
+	if v.journal != nil {
+		v.journal.invalid = true
+	}
 }
 
 func newParentView() *parentView {
@@ -38,6 +80,9 @@ func newParentView() *parentView {
 
 // put records an entry SPIRE returned, as ours or as foreign by its ID.
 func (v *parentView) put(ids entries.IDScheme, p *types.Entry) {
+	if v.journal != nil {
+		v.journal.ops = append(v.journal.ops, viewOp{put: p})
+	}
 	e, err := entries.FromProto(p)
 	if err != nil {
 		return
@@ -60,6 +105,9 @@ func (v *parentView) put(ids entries.IDScheme, p *types.Entry) {
 }
 
 func (v *parentView) remove(id string) {
+	if v.journal != nil {
+		v.journal.ops = append(v.journal.ops, viewOp{removed: id})
+	}
 	if o, ok := v.ours[id]; ok {
 		if k := o.entry.Key(); v.byKey[k] == id {
 			delete(v.byKey, k)

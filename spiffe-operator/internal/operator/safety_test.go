@@ -788,3 +788,38 @@ var _ = Describe("The entry ID space", func() {
 		Consistently(paths(parentOf("idspace")), resync).Should(Equal(want))
 	})
 })
+
+var _ = Describe("A refusal a tenant provokes", func() {
+	It("does not keep an identity the policy withdrew from another workload of the account", func() {
+		namespace("withdrawn-a", map[string]string{"test": "withdrawn"})
+		createSA("withdrawn-a", "shop")
+		deployment("withdrawn-a", "web", "shop", map[string]string{"app": "web"})
+		p := policyFor("withdrawn", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}/{name}"
+			s.DNSNameTemplates = []string{"{name}.{namespace}.svc"}
+		})
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		Eventually(paths(parentOf("withdrawn"))).Should(Equal([]string{"/ns/withdrawn-a/sa/shop/web"}))
+
+		// A tenant of the namespace names a Deployment of the same account
+		// so that SPIRE refuses its DNS name ("--" in the third and fourth
+		// characters, which Kubernetes allows).
+		deployment("withdrawn-a", "ab--x", "shop", map[string]string{"app": "ab--x"})
+		Eventually(func() []string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			var failed []string
+			for _, f := range p.Status.Failures {
+				failed = append(failed, f.Object)
+			}
+			return failed
+		}).Should(ContainElement(HaveSuffix("/ns/withdrawn-a/sa/shop/ab--x")))
+
+		// The admin withdraws web, of which no pod runs: its entry goes,
+		// though SPIRE still refuses the tenant's.
+		Expect(testenv.Edit(ctx, k8s, p, func(p *v1alpha1.SpiffeRegistration) {
+			p.Spec.WorkloadSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}}}}
+		})).To(Succeed())
+		Eventually(paths(parentOf("withdrawn")), 2*resync).Should(BeEmpty())
+	})
+})

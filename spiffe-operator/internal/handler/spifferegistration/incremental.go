@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
@@ -350,6 +351,15 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		}
 		if syncErr != nil {
 			m.ready = false
+			// As a full pass that failed does: what SPIRE holds under the
+			// parents written to is not known (a create may have landed
+			// unanswered), so they stay recorded until a pass reads them.
+			for _, id := range parentsOf(want, gone) {
+				if p := id.String(); !slices.Contains(obj.Status.ParentIDs, p) {
+					obj.Status.ParentIDs = append(obj.Status.ParentIDs, p)
+				}
+			}
+			slices.Sort(obj.Status.ParentIDs)
 			return true, SpireError(syncErr)
 		}
 		for _, e := range want {
