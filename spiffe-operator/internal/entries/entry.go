@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unique"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -160,6 +161,13 @@ func FromProto(p *types.Entry) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("entry %s: parent ID: %w", p.GetId(), err)
 	}
+	// Many entries share a parent ID, selector types and a namespace
+	// selector (an agent's, a namespace's): one copy of each such string
+	// serves them all (interning strings most entries do not share would
+	// cost more than it saves).
+	if parentID, err = spiffeid.FromString(unique.Make(parentID.String()).Value()); err != nil {
+		return Entry{}, fmt.Errorf("entry %s: parent ID: %w", p.GetId(), err)
+	}
 	e := Entry{
 		SpiffeID:      spiffeID,
 		ParentID:      parentID,
@@ -172,7 +180,11 @@ func FromProto(p *types.Entry) (Entry, error) {
 		Downstream:    p.GetDownstream(),
 	}
 	for _, s := range p.GetSelectors() {
-		e.Selectors = append(e.Selectors, Selector{Type: s.GetType(), Value: s.GetValue()})
+		sel := Selector{Type: unique.Make(s.GetType()).Value(), Value: s.GetValue()}
+		if strings.HasPrefix(sel.Value, "ns:") {
+			sel.Value = unique.Make(sel.Value).Value()
+		}
+		e.Selectors = append(e.Selectors, sel)
 	}
 	e.Normalize()
 	return e, nil

@@ -63,7 +63,7 @@ func accountOf(e *entries.Entry) accountKey {
 // expanded to by its pods, and out what the Syncer made of what was synced.
 func (m *policyRenders) rebuild(bases []*entries.Entry, groups [][]*entries.Entry, followsPods bool, out *entrysync.Outcome) {
 	m.keys = make(map[entries.Key]*keyState, len(bases))
-	m.byAccount = map[accountKey]map[entries.Key]struct{}{}
+	m.byAccount = map[accountKey]*keySet{}
 	m.followsPods, m.derived = followsPods, nil
 	if followsPods {
 		m.derived = map[entries.Key]*outcome{}
@@ -102,16 +102,16 @@ func (m *policyRenders) rebuild(bases []*entries.Entry, groups [][]*entries.Entr
 func (m *policyRenders) index(k entries.Key, ks *keyState) {
 	set := m.byAccount[ks.account]
 	if set == nil {
-		set = map[entries.Key]struct{}{}
+		set = &keySet{}
 		m.byAccount[ks.account] = set
 	}
-	set[k] = struct{}{}
+	set.add(k)
 }
 
 func (m *policyRenders) unindex(k entries.Key, ks *keyState) {
 	if set := m.byAccount[ks.account]; set != nil {
-		delete(set, k)
-		if len(set) == 0 {
+		set.remove(k)
+		if set.len() == 0 {
 			delete(m.byAccount, ks.account)
 		}
 	}
@@ -310,7 +310,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	var want, gone []*entries.Entry
 	if m.followsPods {
 		for a := range changed.accounts {
-			for k := range m.byAccount[a] {
+			for k := range m.byAccount[a].all() {
 				touched[k] = struct{}{}
 			}
 		}

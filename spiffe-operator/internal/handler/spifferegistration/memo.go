@@ -35,7 +35,7 @@ type policyRenders struct {
 	keys map[entries.Key]*keyState
 	// byAccount indexes keys by the namespace and service account their
 	// entries select, for passes that follow pod changes.
-	byAccount map[accountKey]map[entries.Key]struct{}
+	byAccount map[accountKey]*keySet
 	// followsPods is true for a policy with per-node parents or per-pod
 	// entries: what SPIRE holds is keys expanded by the pods that run, and
 	// derived holds the outcomes of those entries by key.
