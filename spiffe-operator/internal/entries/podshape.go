@@ -1,9 +1,6 @@
 package entries
 
-import (
-	"maps"
-	"strings"
-)
+import "strings"
 
 // PodShape is what an entry's selectors ask of a pod, when they are all
 // k8s:ns, k8s:sa and k8s:pod-label selectors (the ones the operator can
@@ -67,13 +64,6 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 		}
 	}
 	return sh, sh.Namespace != "" && sh.ServiceAccount != ""
-}
-
-// Equal reports whether sh and o select the same pods: the same namespace,
-// service account, labels and pod UID.
-func (sh PodShape) Equal(o PodShape) bool {
-	return sh.Namespace == o.Namespace && sh.ServiceAccount == o.ServiceAccount && sh.PodUID == o.PodUID &&
-		maps.Equal(sh.Labels, o.Labels)
 }
 
 // MatchesPod reports whether the pod with the given UID and labels (in the

@@ -75,14 +75,19 @@ func (r *retainer) keep(id string, o *ours) bool {
 	}
 	kept := false
 	for _, pod := range pods {
-		if recorded && !needy[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) || r.covered(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels) {
+		if recorded && !needy[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) {
 			continue
 		}
-		kept = true
-		if recorded {
-			break
+		covered := r.covered(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels)
+		if !recorded {
+			// Covered pods are recorded too, as not needing it: the
+			// entry that covers them may be one SPIRE refuses to create
+			// (see Syncer.withoutReplaced).
+			needy[pod.UID] = !covered
 		}
-		needy[pod.UID] = true
+		if !covered {
+			kept = true
+		}
 	}
 	if !recorded {
 		r.s.withdrawn[id] = needy

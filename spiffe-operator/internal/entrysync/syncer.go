@@ -736,39 +736,32 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	}
 	stale := p.stale
 	if len(refused) > 0 {
-		stale = s.withoutReplaced(ctx, stale, refused)
+		stale = s.withoutReplaced(ctx, owner, stale, refused)
 		out.HeldBack = len(p.stale) - len(stale)
 	}
 	return s.deleteStale(ctx, stale)
 }
 
 // withoutReplaced leaves out of stale the entries that entries SPIRE just
-// refused to create were to replace, while a pod still needs them: a stale
-// entry stays when a refused entry selects the same pods (the same
-// namespace, service account, labels and pod UID: a render of the same
-// workload under another parent or with another SPIFFE ID) and a running
-// pod matches it. Under any parent: a node re-created with a new UID, or a
-// changed parent, gives the replacement another one. When a refused or
-// stale entry's selectors say nothing the pod cache can check, all are
-// kept. A pod never loses the identity it has because the one meant to
-// follow it could not be created; the price is that, while SPIRE refuses,
-// an entry may stay under a node its pods have left. An entry of another
-// workload, or one no pod needs, is not kept: a refusal someone provokes
-// must not keep an identity withdrawn from others. The refusal is
-// reported, and the caller's next pass is a full one (see
-// Outcome.HeldBack).
-func (s *Syncer) withoutReplaced(ctx context.Context, stale []deletion, refused []Failed) []deletion {
-	replacements := map[string][]entries.PodShape{}
-	for i := range refused {
-		sh, ok := entries.ShapeOf(&refused[i].Entry)
-		if !ok {
-			return nil
-		}
-		a := sh.Namespace + "/" + sh.ServiceAccount
-		replacements[a] = append(replacements[a], sh)
-	}
+// refused to create were to replace, while a pod still needs them. A stale
+// entry owner's retention judged by pods (see retainer.keep) stays when a
+// pod that matched it when it was first found no longer wanted still runs,
+// still matches it, and no entry owner wants that exists now selects it:
+// the entry that was to take over that pod is one SPIRE refused. Such a
+// replacement may be under any parent (a node re-created with a new UID,
+// or a changed parent) and select the pod by other selectors (a changed
+// template). A stale entry whose selectors the pod cache cannot judge stays
+// when a refused entry has its selectors or its SPIFFE ID (a change of the
+// other). A pod started later, or an entry no pod needs, keeps nothing: a
+// refusal someone provokes must not keep an identity withdrawn from others.
+// The price is that, while SPIRE refuses, an entry may stay under a node
+// its pods have left. The refusal is reported, and the caller's next pass
+// is a full one (see Outcome.HeldBack).
+func (s *Syncer) withoutReplaced(ctx context.Context, owner Owner, stale []deletion, refused []Failed) []deletion {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// What owner wants and SPIRE now holds, without the refused creates.
+	r := retainer{s: s, ctx: ctx, owner: owner, p: &plan{}}
 	var remaining []deletion
 	for _, d := range stale {
 		v := s.views[d.parent]
@@ -776,30 +769,40 @@ func (s *Syncer) withoutReplaced(ctx context.Context, stale []deletion, refused 
 			remaining = append(remaining, d)
 			continue
 		}
-		sh, ok := entries.ShapeOf(&v.ours[d.id].entry)
-		if !ok {
-			continue
-		}
-		if !slices.ContainsFunc(replacements[sh.Namespace+"/"+sh.ServiceAccount], sh.Equal) || !s.podNeeds(ctx, sh) {
+		e := &v.ours[d.id].entry
+		if !s.stillNeeded(&r, d.id, e, refused) {
 			remaining = append(remaining, d)
 		}
 	}
 	return remaining
 }
 
-// podNeeds reports whether a running pod matches sh; without a pod lister,
-// or when the pods cannot be read, it assumes one does. s.mu is held.
-func (s *Syncer) podNeeds(ctx context.Context, sh entries.PodShape) bool {
-	if s.opts.Pods == nil {
-		return true
+// stillNeeded reports whether the stale entry e (ID id) must stay because
+// the entry meant to replace it for a running pod was refused (see
+// withoutReplaced). s.mu is held.
+func (s *Syncer) stillNeeded(r *retainer, id string, e *entries.Entry, refused []Failed) bool {
+	sh, ok := entries.ShapeOf(e)
+	if !ok || s.opts.Pods == nil {
+		return slices.ContainsFunc(refused, func(f Failed) bool {
+			return f.Entry.SpiffeID == e.SpiffeID || slices.Equal(f.Entry.Selectors, e.Selectors)
+		})
 	}
-	pods, err := s.opts.Pods(ctx, sh.Namespace, sh.ServiceAccount)
+	matched, recorded := s.withdrawn[id]
+	if !recorded {
+		return false
+	}
+	pods, err := s.opts.Pods(r.ctx, sh.Namespace, sh.ServiceAccount)
 	if err != nil {
-		logf.FromContext(ctx).Error(err, "reading pods; keeping an entry whose replacement SPIRE refused", "namespace", sh.Namespace,
-			"serviceAccount", sh.ServiceAccount)
+		logf.FromContext(r.ctx).Error(err, "reading pods; keeping an entry whose replacement SPIRE refused", "entryID", id)
 		return true
 	}
-	return slices.ContainsFunc(pods, func(p Pod) bool { return sh.MatchesPod(p.UID, p.Labels) })
+	for _, pod := range pods {
+		if _, was := matched[pod.UID]; was && sh.MatchesPod(pod.UID, pod.Labels) &&
+			!r.covered(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels) {
+			return true
+		}
+	}
+	return false
 }
 
 // deleteStale deletes entries owner no longer wants and hands each whose
