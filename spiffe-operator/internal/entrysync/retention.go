@@ -34,9 +34,31 @@ type retainer struct {
 	ctx   context.Context
 	owner Owner
 	p     *plan
-	// cover maps "namespace/serviceAccount" to the shapes of the entries
-	// the owner wants; built on first use.
-	cover map[string][]entries.PodShape
+	// cover maps "namespace/serviceAccount" to the entries the owner wants
+	// that select pods there; built on first use.
+	cover map[string][]coverEntry
+}
+
+// coverEntry is an entry the owner wants, as the retainer judges pods by it.
+type coverEntry struct {
+	shape  entries.PodShape
+	key    entries.Key
+	parent string
+	// creating is true for an entry the plan creates, false for one SPIRE
+	// holds.
+	creating bool
+}
+
+// podNeed is what retention recorded of a pod that matched an entry when
+// the entry was first found no longer wanted.
+type podNeed struct {
+	// needy is true when no entry the owner wanted selected the pod then:
+	// the pod needed this one, and keeps it while it runs and matches.
+	needy bool
+	// coveredBy are the keys of the entries the plan was creating that
+	// selected the pod then (when only they did): if SPIRE refuses them,
+	// the pod still needs this entry (see Syncer.withoutReplaced).
+	coveredBy []entries.Key
 }
 
 // drop plans the deletion of owner's entry o (ID id, under parent), which
@@ -69,28 +91,34 @@ func (r *retainer) keep(id string, o *ours) bool {
 		r.s.retained[id] = retention{owner: r.owner, namespace: sh.Namespace}
 		return true
 	}
-	needy, recorded := r.s.withdrawn[id]
+	needs, recorded := r.s.withdrawn[id]
 	if !recorded {
-		needy = map[string]bool{}
+		needs = map[string]podNeed{}
 	}
 	kept := false
 	for _, pod := range pods {
-		if recorded && !needy[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) {
+		if !sh.MatchesPod(pod.UID, pod.Labels) {
 			continue
 		}
-		covered := r.covered(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels)
+		existing, here, creating := r.covers(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels, o.entry.ParentID.String())
 		if !recorded {
-			// Covered pods are recorded too, as not needing it: the
-			// entry that covers them may be one SPIRE refuses to create
-			// (see Syncer.withoutReplaced).
-			needy[pod.UID] = !covered
+			// A pod an existing entry under the same parent serves never
+			// needed this one. One that only entries being created (or
+			// entries under other parents) serve is recorded with those
+			// being created, in case SPIRE refuses them.
+			switch {
+			case !existing && len(creating) == 0:
+				needs[pod.UID] = podNeed{needy: true}
+			case !here:
+				needs[pod.UID] = podNeed{coveredBy: creating}
+			}
 		}
-		if !covered {
+		if needs[pod.UID].needy && !existing && len(creating) == 0 {
 			kept = true
 		}
 	}
 	if !recorded {
-		r.s.withdrawn[id] = needy
+		r.s.withdrawn[id] = needs
 	}
 	if kept {
 		r.s.retained[id] = retention{owner: r.owner, namespace: sh.Namespace}
@@ -98,35 +126,44 @@ func (r *retainer) keep(id string, o *ours) bool {
 	return kept
 }
 
-// covered reports whether an entry the owner wants selects the pod.
-func (r *retainer) covered(namespace, serviceAccount, uid string, labels map[string]string) bool {
+// covers reports whether an entry the owner wants that SPIRE holds selects
+// the pod (existing), whether one under parent does (here), and the keys of
+// the entries the plan creates that select it.
+func (r *retainer) covers(namespace, serviceAccount, uid string, labels map[string]string, parent string) (
+	existing, here bool, creating []entries.Key) {
 	if r.cover == nil {
-		r.cover = map[string][]entries.PodShape{}
-		add := func(e *entries.Entry) {
+		r.cover = map[string][]coverEntry{}
+		add := func(e *entries.Entry, creating bool) {
 			if sh, ok := entries.ShapeOf(e); ok {
 				k := sh.Namespace + "/" + sh.ServiceAccount
-				r.cover[k] = append(r.cover[k], sh)
+				r.cover[k] = append(r.cover[k], coverEntry{shape: sh, key: e.Key(), parent: e.ParentID.String(), creating: creating})
 			}
 		}
 		for _, e := range r.p.creates {
-			add(e)
+			add(e, true)
 		}
 		// Entries the owner claims and that exist (ours or another owner's).
 		claimed := r.s.claims.byOwner[r.owner.UID]
 		for _, v := range r.s.views {
 			for k, id := range v.byKey {
 				if _, ok := claimed[k]; ok {
-					add(&v.ours[id].entry)
+					add(&v.ours[id].entry, false)
 				}
 			}
 		}
 	}
-	for _, sh := range r.cover[namespace+"/"+serviceAccount] {
-		if sh.MatchesPod(uid, labels) {
-			return true
+	for _, c := range r.cover[namespace+"/"+serviceAccount] {
+		if !c.shape.MatchesPod(uid, labels) {
+			continue
 		}
+		if c.creating {
+			creating = append(creating, c.key)
+			continue
+		}
+		existing = true
+		here = here || c.parent == parent
 	}
-	return false
+	return existing, here, creating
 }
 
 // forgetRetained drops the retention records of owner (before a full plan

@@ -82,7 +82,7 @@ type Syncer struct {
 	// withdrawn holds, for each of the entries this process found no longer
 	// wanted, by ID, the UIDs of the pods that needed it then: only they
 	// may keep it.
-	withdrawn map[string]map[string]bool
+	withdrawn map[string]map[string]podNeed
 	// masks are the scheduled checks of foreign entries that mask ours, by ID.
 	masks map[string]*maskCheck
 }
@@ -96,7 +96,7 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 		opts.Notify = func(Owner) {}
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
-		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{}}
+		retained: map[string]retention{}, withdrawn: map[string]map[string]podNeed{}, masks: map[string]*maskCheck{}}
 }
 
 // Masked is a wanted entry that another holder has.
@@ -745,19 +745,25 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 // withoutReplaced leaves out of stale the entries that entries SPIRE just
 // refused to create were to replace, while a pod still needs them. A stale
 // entry owner's retention judged by pods (see retainer.keep) stays when a
-// pod that matched it when it was first found no longer wanted still runs,
-// still matches it, and no entry owner wants that exists now selects it:
-// the entry that was to take over that pod is one SPIRE refused. Such a
-// replacement may be under any parent (a node re-created with a new UID,
-// or a changed parent) and select the pod by other selectors (a changed
-// template). A stale entry whose selectors the pod cache cannot judge stays
-// when a refused entry has its selectors or its SPIFFE ID (a change of the
-// other). A pod started later, or an entry no pod needs, keeps nothing: a
+// pod that matched it when it was first found no longer wanted still runs
+// and matches it, is served by no entry owner wants that SPIRE holds under
+// the stale entry's parent (an agent serves only its own entries), and
+// either needed the entry then or was then served only by entries being
+// created that SPIRE has now refused. Such a replacement may be under any
+// parent (a node re-created with a new UID, or a changed parent) and
+// select the pod by other selectors (a changed template). A stale entry
+// whose selectors the pod cache cannot judge stays when a refused entry
+// has its selectors or its SPIFFE ID (a change of the other). A pod
+// started or relabelled later, or an entry no pod needs, keeps nothing: a
 // refusal someone provokes must not keep an identity withdrawn from others.
 // The price is that, while SPIRE refuses, an entry may stay under a node
 // its pods have left. The refusal is reported, and the caller's next pass
 // is a full one (see Outcome.HeldBack).
 func (s *Syncer) withoutReplaced(ctx context.Context, owner Owner, stale []deletion, refused []Failed) []deletion {
+	refusedKeys := make(map[entries.Key]bool, len(refused))
+	for i := range refused {
+		refusedKeys[refused[i].Entry.Key()] = true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// What owner wants and SPIRE now holds, without the refused creates.
@@ -769,36 +775,41 @@ func (s *Syncer) withoutReplaced(ctx context.Context, owner Owner, stale []delet
 			remaining = append(remaining, d)
 			continue
 		}
-		e := &v.ours[d.id].entry
-		if !s.stillNeeded(&r, d.id, e, refused) {
+		if !s.stillNeeded(&r, d, &v.ours[d.id].entry, refused, refusedKeys) {
 			remaining = append(remaining, d)
 		}
 	}
 	return remaining
 }
 
-// stillNeeded reports whether the stale entry e (ID id) must stay because
-// the entry meant to replace it for a running pod was refused (see
+// stillNeeded reports whether the stale entry e (d) must stay because the
+// entry meant to serve a running pod in its place was refused (see
 // withoutReplaced). s.mu is held.
-func (s *Syncer) stillNeeded(r *retainer, id string, e *entries.Entry, refused []Failed) bool {
+func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused []Failed, refusedKeys map[entries.Key]bool) bool {
 	sh, ok := entries.ShapeOf(e)
 	if !ok || s.opts.Pods == nil {
 		return slices.ContainsFunc(refused, func(f Failed) bool {
 			return f.Entry.SpiffeID == e.SpiffeID || slices.Equal(f.Entry.Selectors, e.Selectors)
 		})
 	}
-	matched, recorded := s.withdrawn[id]
+	needs, recorded := s.withdrawn[d.id]
 	if !recorded {
 		return false
 	}
 	pods, err := s.opts.Pods(r.ctx, sh.Namespace, sh.ServiceAccount)
 	if err != nil {
-		logf.FromContext(r.ctx).Error(err, "reading pods; keeping an entry whose replacement SPIRE refused", "entryID", id)
+		logf.FromContext(r.ctx).Error(err, "reading pods; keeping an entry whose replacement SPIRE refused", "entryID", d.id)
 		return true
 	}
 	for _, pod := range pods {
-		if _, was := matched[pod.UID]; was && sh.MatchesPod(pod.UID, pod.Labels) &&
-			!r.covered(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels) {
+		need, was := needs[pod.UID]
+		if !was || !sh.MatchesPod(pod.UID, pod.Labels) {
+			continue
+		}
+		if !need.needy && !slices.ContainsFunc(need.coveredBy, func(k entries.Key) bool { return refusedKeys[k] }) {
+			continue
+		}
+		if _, here, _ := r.covers(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels, d.parent); !here {
 			return true
 		}
 	}
