@@ -63,6 +63,35 @@ func (s *slowList) Delete(ctx context.Context, ids []string) ([]spire.Result, er
 	return s.EntryAPI.Delete(ctx, ids)
 }
 
+// listRace is a syncer whose SPIRE answers a list late, and two owners
+// under one parent: b's passes re-read it while a's write.
+type listRace struct {
+	api    *slowList
+	c      *clock
+	s      *Syncer
+	a, b   Owner
+	bWants []*entries.Entry
+}
+
+func newListRace() *listRace {
+	api := &slowList{EntryAPI: fake.New()}
+	c := &clock{now: t0}
+	return &listRace{api: api, c: c,
+		s: New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now}),
+		a: owner("a", 0), b: owner("b", 0), bWants: ptrs([]entries.Entry{entry("/ns/b/sa/y", 0)})}
+}
+
+// bReadsDuring lets the view come due and starts b's pass, whose list
+// reads SPIRE now and is answered once done reports true.
+func (r *listRace) bReadsDuring(ctx context.Context, t *testing.T, done func() bool) *sync.WaitGroup {
+	r.c.Add(2 * time.Second)
+	return overlapList(r.api, func() {
+		if _, err := r.s.Sync(ctx, r.b, r.bWants, nil); err != nil {
+			t.Error(err)
+		}
+	}, done)
+}
+
 // overlapList arms the next list to read SPIRE now, starts pass (another
 // worker's) that makes it, and answers it once done reports true.
 func overlapList(api *slowList, pass func(), done func() bool) *sync.WaitGroup {
@@ -93,12 +122,9 @@ func overlapList(api *slowList, pass func(), done func() bool) *sync.WaitGroup {
 // no entry until the view is read again, at the resync (30 minutes by
 // default), though its policy reports the entry registered.
 func TestAListOverlappingADeleteDoesNotResurrectTheEntry(t *testing.T) {
-	api := &slowList{EntryAPI: fake.New()}
-	c := &clock{now: t0}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now})
+	r := newListRace()
+	api, c, s, a, b, bWants := r.api, r.c, r.s, r.a, r.b, r.bWants
 	ctx := context.Background()
-	a, b := owner("a", 0), owner("b", 0)
-	bWants := ptrs([]entries.Entry{entry("/ns/b/sa/y", 0)})
 	aWants := ptrs([]entries.Entry{entry("/ns/a/sa/x", 0)})
 	if _, err := s.Sync(ctx, b, bWants, nil); err != nil {
 		t.Fatal(err)
@@ -109,14 +135,7 @@ func TestAListOverlappingADeleteDoesNotResurrectTheEntry(t *testing.T) {
 	}
 	c.Add(59 * time.Second)
 	var wg *sync.WaitGroup
-	api.onDelete = func() {
-		c.Add(2 * time.Second)
-		wg = overlapList(api, func() {
-			if _, err := s.Sync(ctx, b, bWants, nil); err != nil {
-				t.Error(err)
-			}
-		}, func() bool { return s.entriesOf(a) == 0 })
-	}
+	api.onDelete = func() { wg = r.bReadsDuring(ctx, t, func() bool { return s.entriesOf(a) == 0 }) }
 	// a's pod goes.
 	if out, err = s.Sync(ctx, a, nil, ParseParents(out.Parents)); err != nil {
 		t.Fatal(err)
@@ -146,12 +165,9 @@ func TestAListOverlappingADeleteDoesNotResurrectTheEntry(t *testing.T) {
 // parent, and from then on no pass of a reads that parent again, nor does
 // releasing a. The entry stays in SPIRE for as long as a lives, and after.
 func TestAListOverlappingACreateDoesNotLoseTheEntry(t *testing.T) {
-	api := &slowList{EntryAPI: fake.New()}
-	c := &clock{now: t0}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now})
+	r := newListRace()
+	api, c, s, a, b, bWants := r.api, r.c, r.s, r.a, r.b, r.bWants
 	ctx := context.Background()
-	a, b := owner("a", 0), owner("b", 0)
-	bWants := ptrs([]entries.Entry{entry("/ns/b/sa/y", 0)})
 	if _, err := s.Sync(ctx, b, bWants, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +182,7 @@ func TestAListOverlappingACreateDoesNotLoseTheEntry(t *testing.T) {
 		// The view comes due; b's pass (another worker) re-reads it. Its
 		// list reads SPIRE before a's create lands and is answered after
 		// a's pass recorded the create.
-		c.Add(2 * time.Second)
-		bDone = overlapList(api, func() {
-			if _, err := s.Sync(ctx, b, bWants, nil); err != nil {
-				t.Error(err)
-			}
-		}, func() bool { return s.entriesOf(a) > 0 })
+		bDone = r.bReadsDuring(ctx, t, func() bool { return s.entriesOf(a) > 0 })
 	}
 	out, err := s.Sync(ctx, a, ptrs([]entries.Entry{entry("/ns/a/sa/x", 0)}), nil)
 	if err != nil || len(out.Registered) != 1 {

@@ -171,10 +171,7 @@ func TestRefusalInAnAccountDoesNotKeepAWithdrawnIdentity(t *testing.T) {
 		deploy("a", "web", "shop", map[string]string{"app": "web"}))
 	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour,
 		Pods: func(context.Context, string, string) ([]entrysync.Pod, error) { return nil, nil }})
-	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}/{name}"
-		s.DNSNameTemplates = []string{"{name}.{namespace}.svc"}
-	})
+	p := newPolicy(perWorkloadIdentities)
 	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -192,9 +189,7 @@ func TestRefusalInAnAccountDoesNotKeepAWithdrawnIdentity(t *testing.T) {
 	p.Spec.WorkloadSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}}}}
 	p.Generation++
-	for i := 0; i < 3; i++ {
-		_ = e.h.CreateOrUpdate(ctx, p)
-	}
+	passes(ctx, e.h, p, 3)
 	if got := paths(e.api); slices.Contains(got, "/ns/a/sa/shop/web") {
 		t.Errorf("web is withdrawn and no pod needs its entry, yet SPIRE holds: %v (status failures %+v)", got, p.Status.Failures)
 	}

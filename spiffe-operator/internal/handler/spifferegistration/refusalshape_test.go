@@ -41,6 +41,20 @@ func labelledDeploy(namespace, name, sa string, labels, match map[string]string)
 	return d
 }
 
+// perWorkloadIdentities gives each workload an identity and a DNS name of
+// its own.
+func perWorkloadIdentities(s *v1alpha1.SpiffeRegistrationSpec) {
+	s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}/{name}"
+	s.DNSNameTemplates = []string{"{name}.{namespace}.svc"}
+}
+
+// passes runs n passes of p; some fail while SPIRE refuses an entry.
+func passes(ctx context.Context, h *Handler, p *v1alpha1.SpiffeRegistration, n int) {
+	for range n {
+		_ = h.CreateOrUpdate(ctx, p)
+	}
+}
+
 func withdrawWeb(p *v1alpha1.SpiffeRegistration) {
 	p.Spec.WorkloadSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}}}}
@@ -65,10 +79,7 @@ func TestARefusalKeepsAWithdrawnIdentityOnlyForPodsThatRanAtTheWithdrawal(t *tes
 	pods := &podTable{pods: map[string][]entrysync.Pod{}}
 	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
 		ResyncInterval: time.Hour, Pods: pods.list})
-	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}/{name}"
-		s.DNSNameTemplates = []string{"{name}.{namespace}.svc"}
-	})
+	p := newPolicy(perWorkloadIdentities)
 	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -86,17 +97,13 @@ func TestARefusalKeepsAWithdrawnIdentityOnlyForPodsThatRanAtTheWithdrawal(t *tes
 	}
 	// The admin withdraws web; none of web's own pods runs.
 	withdrawWeb(p)
-	for i := 0; i < 3; i++ {
-		_ = e.h.CreateOrUpdate(ctx, p)
-	}
+	passes(ctx, e.h, p, 3)
 	if got := paths(e.api); !slices.Contains(got, "/ns/a/sa/shop/web") {
 		t.Errorf("the pod that matched web's entry when it was withdrawn runs, served by no other entry, yet web's entry went: %v", got)
 	}
 	// That pod goes; a pod the tenant starts after the withdrawal runs.
 	pods.set("a", "shop", entrysync.Pod{UID: "tenant-2", Labels: map[string]string{"app": "web"}})
-	for i := 0; i < 3; i++ {
-		_ = e.h.CreateOrUpdate(ctx, p)
-	}
+	passes(ctx, e.h, p, 3)
 	if got := paths(e.api); slices.Contains(got, "/ns/a/sa/shop/web") {
 		t.Errorf("web is withdrawn, yet a pod started after the withdrawal keeps its entry: %v", got)
 	}
@@ -121,8 +128,7 @@ func TestARefusedDeploymentWhosePodShapeCannotBeJudgedDoesNotKeepWithdrawnIdenti
 	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
 		ResyncInterval: time.Hour, Pods: pods.list})
 	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}/{name}"
-		s.DNSNameTemplates = []string{"{name}.{namespace}.svc"}
+		perWorkloadIdentities(s)
 		s.WorkloadSelectorTemplates = []string{"k8s:pod-label:tier:{label:tier}"}
 	})
 	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
@@ -139,9 +145,7 @@ func TestARefusedDeploymentWhosePodShapeCannotBeJudgedDoesNotKeepWithdrawnIdenti
 		t.Fatal("SPIRE refused nothing")
 	}
 	withdrawWeb(p)
-	for i := 0; i < 3; i++ {
-		_ = e.h.CreateOrUpdate(ctx, p)
-	}
+	passes(ctx, e.h, p, 3)
 	if got := paths(e.api); slices.Contains(got, "/ns/b/sa/shop/web") {
 		t.Errorf("web (namespace b) is withdrawn and no pod runs, yet a refusal provoked in namespace a keeps its entry: %v", got)
 	}
@@ -171,8 +175,7 @@ func TestATemplateChangeWhoseNewEntryIsRefusedLeavesTheRunningPodItsEntry(t *tes
 	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/shop"}) {
 		t.Fatalf("first pass: entries = %v", got)
 	}
-	p.Spec.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}/{name}"
-	p.Spec.DNSNameTemplates = []string{"{name}.{namespace}.svc"}
+	perWorkloadIdentities(&p.Spec)
 	p.Generation++
 	for i := 0; i < 2; i++ {
 		if err := e.h.CreateOrUpdate(ctx, p); err == nil {
