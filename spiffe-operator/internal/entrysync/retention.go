@@ -42,23 +42,10 @@ type retainer struct {
 // coverEntry is an entry the owner wants, as the retainer judges pods by it.
 type coverEntry struct {
 	shape  entries.PodShape
-	key    entries.Key
 	parent string
 	// creating is true for an entry the plan creates, false for one SPIRE
 	// holds.
 	creating bool
-}
-
-// podNeed is what retention recorded of a pod that matched an entry when
-// the entry was first found no longer wanted.
-type podNeed struct {
-	// needy is true when no entry the owner wanted selected the pod then:
-	// the pod needed this one, and keeps it while it runs and matches.
-	needy bool
-	// coveredBy are the keys of the entries the plan was creating that
-	// selected the pod then (when only they did): if SPIRE refuses them,
-	// the pod still needs this entry (see Syncer.withoutReplaced).
-	coveredBy []entries.Key
 }
 
 // drop plans the deletion of owner's entry o (ID id, under parent), which
@@ -93,7 +80,7 @@ func (r *retainer) keep(id string, o *ours) bool {
 	}
 	needs, recorded := r.s.withdrawn[id]
 	if !recorded {
-		needs = map[string]podNeed{}
+		needs = map[string]bool{}
 	}
 	kept := false
 	for _, pod := range pods {
@@ -101,19 +88,14 @@ func (r *retainer) keep(id string, o *ours) bool {
 			continue
 		}
 		existing, here, creating := r.covers(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels, o.entry.ParentID.String())
-		if !recorded {
-			// A pod an existing entry under the same parent serves never
-			// needed this one. One that only entries being created (or
-			// entries under other parents) serve is recorded with those
-			// being created, in case SPIRE refuses them.
-			switch {
-			case !existing && len(creating) == 0:
-				needs[pod.UID] = podNeed{needy: true}
-			case !here:
-				needs[pod.UID] = podNeed{coveredBy: creating}
-			}
+		if !recorded && !here {
+			// The pod depends on this entry unless an existing entry
+			// under the same parent serves it; one that only entries
+			// being created (or under other parents) serve counts, in
+			// case they never land.
+			needs[pod.UID] = true
 		}
-		if needs[pod.UID].needy && !existing && len(creating) == 0 {
+		if needs[pod.UID] && !existing && !creating {
 			kept = true
 		}
 	}
@@ -127,16 +109,16 @@ func (r *retainer) keep(id string, o *ours) bool {
 }
 
 // covers reports whether an entry the owner wants that SPIRE holds selects
-// the pod (existing), whether one under parent does (here), and the keys of
-// the entries the plan creates that select it.
+// the pod (existing), whether one under parent does (here), and whether an
+// entry the plan creates does (creating).
 func (r *retainer) covers(namespace, serviceAccount, uid string, labels map[string]string, parent string) (
-	existing, here bool, creating []entries.Key) {
+	existing, here, creating bool) {
 	if r.cover == nil {
 		r.cover = map[string][]coverEntry{}
 		add := func(e *entries.Entry, creating bool) {
 			if sh, ok := entries.ShapeOf(e); ok {
 				k := sh.Namespace + "/" + sh.ServiceAccount
-				r.cover[k] = append(r.cover[k], coverEntry{shape: sh, key: e.Key(), parent: e.ParentID.String(), creating: creating})
+				r.cover[k] = append(r.cover[k], coverEntry{shape: sh, parent: e.ParentID.String(), creating: creating})
 			}
 		}
 		for _, e := range r.p.creates {
@@ -157,11 +139,14 @@ func (r *retainer) covers(namespace, serviceAccount, uid string, labels map[stri
 			continue
 		}
 		if c.creating {
-			creating = append(creating, c.key)
-			continue
+			creating = true
+		} else {
+			existing = true
+			here = here || c.parent == parent
 		}
-		existing = true
-		here = here || c.parent == parent
+		if here && creating {
+			break
+		}
 	}
 	return existing, here, creating
 }

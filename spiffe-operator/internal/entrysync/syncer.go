@@ -82,7 +82,7 @@ type Syncer struct {
 	// withdrawn holds, for each of the entries this process found no longer
 	// wanted, by ID, the UIDs of the pods that needed it then: only they
 	// may keep it.
-	withdrawn map[string]map[string]podNeed
+	withdrawn map[string]map[string]bool
 	// masks are the scheduled checks of foreign entries that mask ours, by ID.
 	masks map[string]*maskCheck
 }
@@ -96,7 +96,7 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 		opts.Notify = func(Owner) {}
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
-		retained: map[string]retention{}, withdrawn: map[string]map[string]podNeed{}, masks: map[string]*maskCheck{}}
+		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{}}
 }
 
 // Masked is a wanted entry that another holder has.
@@ -444,6 +444,14 @@ func (s *Syncer) ensureListed(ctx context.Context, parent spiffeid.ID, force boo
 		// Replayed and installed under one lock: no write falls between.
 		v.journal.replay(s.opts.IDs, nv)
 		v.journal = nil
+		// Entries of ours that went from SPIRE without the operator (by
+		// hand) leave no record behind.
+		for id := range v.ours {
+			if nv.ours[id] == nil {
+				delete(s.withdrawn, id)
+				delete(s.retained, id)
+			}
+		}
 	}
 	s.views[key] = nv
 	s.mu.Unlock()
@@ -743,26 +751,29 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 }
 
 // withoutReplaced leaves out of stale the entries that entries SPIRE just
-// refused to create were to replace, while a pod still needs them. A stale
-// entry owner's retention judged by pods (see retainer.keep) stays when a
-// pod that matched it when it was first found no longer wanted still runs
-// and matches it, is served by no entry owner wants that SPIRE holds under
-// the stale entry's parent (an agent serves only its own entries), and
-// either needed the entry then or was then served only by entries being
-// created that SPIRE has now refused. Such a replacement may be under any
-// parent (a node re-created with a new UID, or a changed parent) and
-// select the pod by other selectors (a changed template). A stale entry
-// whose selectors the pod cache cannot judge stays when a refused entry
-// has its selectors or its SPIFFE ID (a change of the other). A pod
-// started or relabelled later, or an entry no pod needs, keeps nothing: a
-// refusal someone provokes must not keep an identity withdrawn from others.
-// The price is that, while SPIRE refuses, an entry may stay under a node
-// its pods have left. The refusal is reported, and the caller's next pass
-// is a full one (see Outcome.HeldBack).
+// refused to create may have been meant to replace, while a pod still
+// needs them. A stale entry that retention judges by pods (see
+// retainer.keep) stays when SPIRE refused an entry of the same namespace
+// and service account, and a pod recorded when the entry was first found
+// no longer wanted (one no existing entry under its parent served) still
+// runs, still matches it, and is served by no entry owner wants that SPIRE
+// holds under the entry's parent (an agent serves only its own entries).
+// The refused entry may be under another parent (a node re-created with a
+// new UID, or a changed parent) or select the pods by other selectors (a
+// changed template). A stale entry whose selectors the pod cache cannot
+// judge stays when a refused entry has its selectors or its SPIFFE ID (a
+// change of the other). A pod started or relabelled later, an entry no pod
+// needs, or a refusal in another account keeps nothing: a refusal someone
+// provokes must not keep an identity withdrawn from others. The price is
+// that, while SPIRE refuses, an entry may stay under a node its pods have
+// left. The refusal is reported, and the caller's next pass is a full one
+// (see Outcome.HeldBack).
 func (s *Syncer) withoutReplaced(ctx context.Context, owner Owner, stale []deletion, refused []Failed) []deletion {
-	refusedKeys := make(map[entries.Key]bool, len(refused))
+	accounts := map[string]bool{}
 	for i := range refused {
-		refusedKeys[refused[i].Entry.Key()] = true
+		if sh, ok := entries.ShapeOf(&refused[i].Entry); ok {
+			accounts[sh.Namespace+"/"+sh.ServiceAccount] = true
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -775,17 +786,17 @@ func (s *Syncer) withoutReplaced(ctx context.Context, owner Owner, stale []delet
 			remaining = append(remaining, d)
 			continue
 		}
-		if !s.stillNeeded(&r, d, &v.ours[d.id].entry, refused, refusedKeys) {
+		if !s.stillNeeded(&r, d, &v.ours[d.id].entry, refused, accounts) {
 			remaining = append(remaining, d)
 		}
 	}
 	return remaining
 }
 
-// stillNeeded reports whether the stale entry e (d) must stay because the
-// entry meant to serve a running pod in its place was refused (see
-// withoutReplaced). s.mu is held.
-func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused []Failed, refusedKeys map[entries.Key]bool) bool {
+// stillNeeded reports whether the stale entry e (d) must stay because an
+// entry refused in its account may have been meant to serve a running pod
+// in its place (see withoutReplaced). s.mu is held.
+func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused []Failed, accounts map[string]bool) bool {
 	sh, ok := entries.ShapeOf(e)
 	if !ok || s.opts.Pods == nil {
 		return slices.ContainsFunc(refused, func(f Failed) bool {
@@ -793,7 +804,7 @@ func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused 
 		})
 	}
 	needs, recorded := s.withdrawn[d.id]
-	if !recorded {
+	if !recorded || !accounts[sh.Namespace+"/"+sh.ServiceAccount] {
 		return false
 	}
 	pods, err := s.opts.Pods(r.ctx, sh.Namespace, sh.ServiceAccount)
@@ -802,11 +813,7 @@ func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused 
 		return true
 	}
 	for _, pod := range pods {
-		need, was := needs[pod.UID]
-		if !was || !sh.MatchesPod(pod.UID, pod.Labels) {
-			continue
-		}
-		if !need.needy && !slices.ContainsFunc(need.coveredBy, func(k entries.Key) bool { return refusedKeys[k] }) {
+		if !needs[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) {
 			continue
 		}
 		if _, here, _ := r.covers(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels, d.parent); !here {
