@@ -13,6 +13,21 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
 
+// withPods returns a Syncer whose retention reads pods.
+func withPods(api *fake.EntryAPI, pods *podSet) *Syncer {
+	return New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: pods.labels})
+}
+
+// podW is one running pod, w, of account a/sa with app=web.
+func podW() *podSet {
+	return &podSet{pods: map[string][]map[string]string{"a/sa": {{"app": "web"}}}, uids: map[string][]string{"a/sa": {"w"}}}
+}
+
+// holdsPath reports whether SPIRE holds an entry with the SPIFFE ID path.
+func holdsPath(api *fake.EntryAPI, path string) bool {
+	return slices.ContainsFunc(api.All(), func(e *types.Entry) bool { return e.SpiffeId.Path == path })
+}
+
 // named is saEntry with its own SPIFFE ID path.
 func named(path, ns, sa string, podLabels ...string) entries.Entry {
 	e := saEntry(ns, sa, podLabels...)
@@ -33,7 +48,7 @@ func named(path, ns, sa string, podLabels ...string) entries.Entry {
 func TestACoveredPodRelabelledLaterDoesNotKeepAWithdrawnIdentityThroughAnUnrelatedRefusal(t *testing.T) {
 	api := fake.New()
 	pods := &podSet{pods: map[string][]map[string]string{}, uids: map[string][]string{}}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: pods.labels})
+	s := withPods(api, pods)
 	ctx := context.Background()
 	o := owner("a", 0)
 	web := named("/web", "a", "sa", "app", "web")

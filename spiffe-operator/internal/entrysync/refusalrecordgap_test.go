@@ -2,11 +2,9 @@ package entrysync
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -20,8 +18,7 @@ import (
 // SPIRE holds serves w: old must stay, as it did for first.
 func TestASecondRefusedReplacementStillLeavesTheRunningPodItsEntry(t *testing.T) {
 	api := fake.New()
-	pods := &podSet{pods: map[string][]map[string]string{"a/sa": {{"app": "web"}}}, uids: map[string][]string{"a/sa": {"w"}}}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: pods.labels})
+	s := withPods(api, podW())
 	ctx := context.Background()
 	o := owner("a", 0)
 	old := named("/old", "a", "sa", "app", "web")
@@ -29,9 +26,7 @@ func TestASecondRefusedReplacementStillLeavesTheRunningPodItsEntry(t *testing.T)
 	second := named("/ab--two", "a", "sa", "app", "web")
 	api.Reject[first.SpiffeID.String()] = true
 	api.Reject[second.SpiffeID.String()] = true
-	has := func() bool {
-		return slices.ContainsFunc(api.All(), func(e *types.Entry) bool { return e.SpiffeId.Path == "/old" })
-	}
+	has := func() bool { return holdsPath(api, "/old") }
 	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{old}), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -55,15 +50,12 @@ func TestASecondRefusedReplacementStillLeavesTheRunningPodItsEntry(t *testing.T)
 // nothing was refused. old must be retained while w runs.
 func TestAReplacementWhoseCreateNeverLandedDoesNotCostTheRunningPodItsEntry(t *testing.T) {
 	api := fake.New()
-	pods := &podSet{pods: map[string][]map[string]string{"a/sa": {{"app": "web"}}}, uids: map[string][]string{"a/sa": {"w"}}}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: pods.labels})
+	s := withPods(api, podW())
 	ctx := context.Background()
 	o := owner("a", 0)
 	old := named("/old", "a", "sa", "app", "web")
 	repl := named("/repl", "a", "sa", "app", "web")
-	has := func() bool {
-		return slices.ContainsFunc(api.All(), func(e *types.Entry) bool { return e.SpiffeId.Path == "/old" })
-	}
+	has := func() bool { return holdsPath(api, "/old") }
 	if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{old}), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
@@ -27,7 +26,7 @@ func TestTheWithdrawalRecordOfPerNodeEntriesStaysInTheOrderOfEntriesTimesPods(t 
 	for i := 0; i < n; i++ {
 		pods.pods["a/ds"] = append(pods.pods["a/ds"], map[string]string{"app": "ds"})
 	}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: pods.labels})
+	s := withPods(api, pods)
 	ctx := context.Background()
 	o := owner("a", 0)
 	perNode := func(path string) []entries.Entry {

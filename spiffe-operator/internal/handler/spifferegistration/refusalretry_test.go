@@ -4,10 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
-
-	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
-	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 )
 
 // TestASecondTemplateChangeSpireAlsoRefusesLeavesTheRunningPodItsEntry:
@@ -20,19 +16,7 @@ import (
 // must stay as it did through the first refusal.
 func TestASecondTemplateChangeSpireAlsoRefusesLeavesTheRunningPodItsEntry(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
-		deploy("a", "ab--x", "shop", map[string]string{"app": "ab--x"}))
-	pods := &podTable{pods: map[string][]entrysync.Pod{}}
-	pods.set("a", "shop", entrysync.Pod{UID: "abx-1", Labels: map[string]string{"app": "ab--x"}})
-	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
-		ResyncInterval: time.Hour, Pods: pods.list})
-	p := newPolicy(nil)
-	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/shop"}) {
-		t.Fatalf("first pass: entries = %v", got)
-	}
+	e, p := abxUnderTheAccountsEntry(ctx, t)
 	perWorkloadIdentities(&p.Spec)
 	p.Generation++
 	passes(ctx, e.h, p, 2)
@@ -47,4 +31,3 @@ func TestASecondTemplateChangeSpireAlsoRefusesLeavesTheRunningPodItsEntry(t *tes
 			"for it: %v (failures %+v)", got, p.Status.Failures)
 	}
 }
-

@@ -55,6 +55,27 @@ func passes(ctx context.Context, h *Handler, p *v1alpha1.SpiffeRegistration, n i
 	}
 }
 
+// abxUnderTheAccountsEntry is a policy with one identity per service
+// account, after its first pass: the Deployment "ab--x" (a name SPIRE
+// refuses in a DNS name) runs its pod abx-1 under the account's entry.
+func abxUnderTheAccountsEntry(ctx context.Context, t *testing.T) (*env, *v1alpha1.SpiffeRegistration) {
+	t.Helper()
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
+		deploy("a", "ab--x", "shop", map[string]string{"app": "ab--x"}))
+	pods := &podTable{pods: map[string][]entrysync.Pod{}}
+	pods.set("a", "shop", entrysync.Pod{UID: "abx-1", Labels: map[string]string{"app": "ab--x"}})
+	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
+		ResyncInterval: time.Hour, Pods: pods.list})
+	p := newPolicy(nil)
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/shop"}) {
+		t.Fatalf("first pass: entries = %v", got)
+	}
+	return e, p
+}
+
 func withdrawWeb(p *v1alpha1.SpiffeRegistration) {
 	p.Spec.WorkloadSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}}}}
@@ -162,19 +183,7 @@ func TestARefusedDeploymentWhosePodShapeCannotBeJudgedDoesNotKeepWithdrawnIdenti
 // deleted: the pod goes without any entry while SPIRE refuses.
 func TestATemplateChangeWhoseNewEntryIsRefusedLeavesTheRunningPodItsEntry(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
-		deploy("a", "ab--x", "shop", map[string]string{"app": "ab--x"}))
-	pods := &podTable{pods: map[string][]entrysync.Pod{}}
-	pods.set("a", "shop", entrysync.Pod{UID: "abx-1", Labels: map[string]string{"app": "ab--x"}})
-	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
-		ResyncInterval: time.Hour, Pods: pods.list})
-	p := newPolicy(nil)
-	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/shop"}) {
-		t.Fatalf("first pass: entries = %v", got)
-	}
+	e, p := abxUnderTheAccountsEntry(ctx, t)
 	perWorkloadIdentities(&p.Spec)
 	p.Generation++
 	for i := 0; i < 2; i++ {
