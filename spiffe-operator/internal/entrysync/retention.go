@@ -51,19 +51,20 @@ type coverEntry struct {
 // drop plans the deletion of owner's entry o (ID id, under parent), which
 // the owner no longer wants, unless a pod still needs it.
 func (r *retainer) drop(parent, id string, o *ours, out *Outcome) {
-	if r.keep(id, o) {
+	if r.keep(parent, id, o) {
 		out.Retained++
 		return
 	}
 	r.p.stale = append(r.p.stale, deletion{parent: parent, id: id})
 }
 
-// keep reports whether the stale entry o (ID id) must stay, and records it.
+// keep reports whether the stale entry o (ID id, under parent) must stay,
+// and records it.
 // Only the pods that needed the entry when this process first found it no
 // longer wanted count, and only while they still match it: a pod started or
 // relabelled later, by anyone who may do so in the namespace, must not keep
 // an identity the owner withdrew alive for ever.
-func (r *retainer) keep(id string, o *ours) bool {
+func (r *retainer) keep(parent, id string, o *ours) bool {
 	if r.s.opts.Pods == nil {
 		return false
 	}
@@ -87,7 +88,7 @@ func (r *retainer) keep(id string, o *ours) bool {
 		if !sh.MatchesPod(pod.UID, pod.Labels) {
 			continue
 		}
-		existing, here, creating := r.covers(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels, o.entry.ParentID.String())
+		existing, here, creating := r.covers(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels, parent)
 		if !recorded && !here {
 			// The pod depends on this entry unless an existing entry
 			// under the same parent serves it; one that only entries

@@ -365,24 +365,28 @@ func (s *Syncer) heldParents(owner Owner, considered map[string]spiffeid.ID, fai
 // HeldParentsAfter returns recorded (the Outcome.Parents of owner's last
 // pass) brought up to date after a SyncDelta whose entries were under the
 // parents in touched: each of those stays or is added when owner holds an
-// entry there now, and goes otherwise. Every parent under which the views
+// entry there now, and goes otherwise; after a failed SyncDelta (failed)
+// all of touched stay, as heldParents keeps what a failed pass considered:
+// a create may have landed unanswered. Every parent under which the views
 // hold an entry of owner's stays too, so a record that missed a pass (its
 // status write was lost) loses none. Its cost grows with touched and the
 // number of parents read, not with the entries anyone holds.
-func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spiffeid.ID) []string {
+func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spiffeid.ID, failed bool) []string {
 	tag := owner.Tag()
 	set := make(map[string]bool, len(recorded)+len(touched))
 	for _, p := range recorded {
 		set[p] = true
 	}
-	for _, p := range s.parentsOf(owner) {
-		set[p.String()] = true
-	}
 	s.mu.Lock()
+	for key, v := range s.views {
+		if v.held[tag] > 0 {
+			set[key] = true
+		}
+	}
 	for _, p := range touched {
 		key := p.String()
 		v := s.views[key]
-		set[key] = v != nil && v.held[tag] > 0
+		set[key] = failed || v != nil && v.held[tag] > 0
 	}
 	s.mu.Unlock()
 	out := make([]string, 0, len(set))

@@ -813,7 +813,7 @@ func TestHeldParentsAfterFollowsTheOwnersEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	touched := []spiffeid.ID{parent}
-	held := func(o Owner) []string { return s.HeldParentsAfter(o, nil, touched) }
+	held := func(o Owner) []string { return s.HeldParentsAfter(o, nil, touched, false) }
 	if got := held(a); !slices.Equal(got, []string{parent.String()}) {
 		t.Fatalf("after creates: %v", got)
 	}
@@ -833,7 +833,7 @@ func TestHeldParentsAfterFollowsTheOwnersEntries(t *testing.T) {
 	if got := held(b); !slices.Equal(got, []string{parent.String()}) {
 		t.Errorf("owner b after a's entries went: %v", got)
 	}
-	if got := s.HeldParentsAfter(a, []string{parent.String(), "spiffe://example.org/other"}, touched); !slices.Equal(got, []string{"spiffe://example.org/other"}) {
+	if got := s.HeldParentsAfter(a, []string{parent.String(), "spiffe://example.org/other"}, touched, false); !slices.Equal(got, []string{"spiffe://example.org/other"}) {
 		t.Errorf("a recorded parent not touched must stay: %v", got)
 	}
 }
@@ -863,7 +863,7 @@ func TestHeldParentsAfterKeepsAParentAStaleRecordMisses(t *testing.T) {
 	if _, err := s.SyncDelta(ctx, a, []*entries.Entry{&two}, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := s.HeldParentsAfter(a, stale, []spiffeid.ID{parent})
+	got := s.HeldParentsAfter(a, stale, []spiffeid.ID{parent}, false)
 	if !slices.Contains(got, other.String()) {
 		t.Errorf("a holds an entry under %s, yet the parents recorded after the pass are %v", other, got)
 	}

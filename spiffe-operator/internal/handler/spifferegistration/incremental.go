@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
@@ -351,15 +350,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		}
 		if syncErr != nil {
 			m.ready = false
-			// As a full pass that failed does: what SPIRE holds under the
-			// parents written to is not known (a create may have landed
-			// unanswered), so they stay recorded until a pass reads them.
-			for _, id := range parentsOf(want, gone) {
-				if p := id.String(); !slices.Contains(obj.Status.ParentIDs, p) {
-					obj.Status.ParentIDs = append(obj.Status.ParentIDs, p)
-				}
-			}
-			slices.Sort(obj.Status.ParentIDs)
+			obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), true)
 			return true, SpireError(syncErr)
 		}
 		for _, e := range want {
@@ -371,7 +362,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		}
 		// Pods come to nodes and leave them, and an entry refused before
 		// may be created now: the parents held change.
-		obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone))
+		obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
 	}
 	return true, h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,
