@@ -125,11 +125,17 @@ func (r *retainer) covers(namespace, serviceAccount, uid string, labels map[stri
 		for _, e := range r.p.creates {
 			add(e, true)
 		}
-		// Entries the owner claims and that exist (ours or another owner's).
+		// Entries the owner claims and that exist (ours or another owner's),
+		// but for those the plan takes over: it deletes them before anything
+		// it creates lands, and SPIRE may refuse what replaces them.
 		claimed := r.s.claims.byOwner[r.owner.UID]
+		taken := make(map[string]bool, len(r.p.takeovers))
+		for _, d := range r.p.takeovers {
+			taken[d.id] = true
+		}
 		for _, v := range r.s.views {
 			for k, id := range v.byKey {
-				if _, ok := claimed[k]; ok {
+				if _, ok := claimed[k]; ok && !taken[id] {
 					add(&v.ours[id].entry, false)
 				}
 			}
