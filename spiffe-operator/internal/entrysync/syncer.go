@@ -555,10 +555,18 @@ type update struct {
 	mask  *types.EntryMask
 }
 
+// takeover is an entry of another owner's (held) that the plan deletes so
+// that by, which has its key, can be created in its place.
+type takeover struct {
+	deletion
+	held entries.Entry
+	by   *entries.Entry
+}
+
 type plan struct {
 	// notify are owners to ask for another pass.
 	notify    []Owner
-	takeovers []deletion
+	takeovers []takeover
 	creates   []*entries.Entry
 	updates   []update
 	stale     []deletion
@@ -645,7 +653,7 @@ func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string
 			}
 		}
 		// A younger owner holds it, or one that no longer wants it: take over.
-		p.takeovers = append(p.takeovers, deletion{parent: e.ParentID.String(), id: id})
+		p.takeovers = append(p.takeovers, takeover{deletion: deletion{parent: e.ParentID.String(), id: id}, held: v.ours[id].entry, by: e})
 	}
 	p.creates = append(p.creates, e)
 }
@@ -674,11 +682,11 @@ func compare(a, b string) int {
 // execute runs the plan: takeovers, creates, updates, and only then the
 // deletes of stale entries, so a workload never goes without an entry.
 func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome) error {
-	if err := s.deleteAll(ctx, p.takeovers); err != nil {
+	failedBefore := len(out.Failed)
+	if err := s.takeOver(ctx, p, out); err != nil {
 		return err
 	}
 	tag := owner.Tag()
-	failedBefore := len(out.Failed)
 	if len(p.creates) > 0 {
 		in := make([]*types.Entry, len(p.creates))
 		for i, e := range p.creates {
@@ -730,6 +738,9 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			}
 		}
 		s.mu.Unlock()
+		if rerr := s.putBack(ctx, p, res); rerr != nil {
+			return rerr
+		}
 		if err != nil {
 			return fmt.Errorf("create %d entries: %w", len(in), err)
 		}
@@ -752,6 +763,89 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		out.HeldBack = len(p.stale) - len(stale)
 	}
 	return s.deleteStale(ctx, stale)
+}
+
+// takeOver deletes the entries the plan takes over. One whose fields
+// differ from those of the entry replacing it is first updated to them, so
+// SPIRE judges the new fields (a federated bundle it lacks, a DNS name it
+// refuses) while the entry stays: a takeover SPIRE refuses that way is
+// dropped with its create, the refusal reported, and the holder's entry
+// left in place. An update that fails otherwise fails the pass before
+// anything is deleted.
+func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) error {
+	if len(p.takeovers) == 0 {
+		return nil
+	}
+	var probes []update
+	for _, t := range p.takeovers {
+		if m := entries.UpdateMask(t.by, &t.held); m != nil {
+			probes = append(probes, update{entry: t.by, id: t.id, mask: m})
+		}
+	}
+	if len(probes) > 0 {
+		before := len(out.Failed)
+		err := s.updateAll(ctx, probes, out)
+		for _, u := range probes {
+			// The entry is still the holder's until the create lands.
+			delete(out.Registered, u.entry.Key())
+		}
+		if err != nil {
+			return err
+		}
+		if refused := out.Failed[before:]; len(refused) > 0 {
+			keys := make(map[entries.Key]bool, len(refused))
+			for i := range refused {
+				keys[refused[i].Entry.Key()] = true
+			}
+			p.takeovers = slices.DeleteFunc(p.takeovers, func(t takeover) bool { return keys[t.by.Key()] })
+			p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return keys[e.Key()] })
+		}
+	}
+	del := make([]deletion, len(p.takeovers))
+	for i, t := range p.takeovers {
+		del[i] = t.deletion
+	}
+	return s.deleteAll(ctx, del)
+}
+
+// putBack re-creates, with their IDs and fields, the entries taken over
+// whose replacements did not land (res answers p.creates; a call that
+// failed as a whole may answer none), so a failed create never leaves the
+// pods without the entry until a pass succeeds. A replacement that did
+// land after all makes SPIRE answer AlreadyExists, which is fine.
+func (s *Syncer) putBack(ctx context.Context, p *plan, res []spire.Result) error {
+	var back []*types.Entry
+	for _, t := range p.takeovers {
+		i := slices.Index(p.creates, t.by)
+		if i >= 0 && i < len(res) && (res[i].Code == codes.OK || res[i].Code == codes.AlreadyExists) {
+			continue
+		}
+		back = append(back, t.held.Proto(t.id))
+	}
+	if len(back) == 0 {
+		return nil
+	}
+	res, err := s.api.Create(ctx, back)
+	var failed []string
+	s.mu.Lock()
+	for i, r := range res {
+		v := s.views[parentOf(back[i])]
+		switch {
+		case (r.Code == codes.OK || r.Code == codes.AlreadyExists) && r.Entry != nil:
+			v.put(s.opts.IDs, r.Entry)
+		default:
+			v.invalidate()
+			failed = append(failed, fmt.Sprintf("%s: %s %s", back[i].Id, r.Code, r.Message))
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("put back %d entries taken over: %w", len(back), err)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("put back entries taken over: %v: %w", failed, ErrTransient)
+	}
+	return nil
 }
 
 // withoutReplaced leaves out of stale the entries that entries SPIRE just

@@ -311,6 +311,54 @@ var _ = Describe("Shared entries across restarts and leader changes", func() {
 	})
 })
 
+var _ = Describe("A hand-over SPIRE refuses", func() {
+	It("leaves the younger holder's entry in place while SPIRE refuses the older object's fields, and hands over once it accepts them", func() {
+		parent := parentOf("handover")
+		spec := func(s *v1alpha1.SpiffeEntrySpec) {
+			s.SpiffeID = "spiffe://" + trustDomain + "/vm/handover"
+			s.ParentID = parent
+			s.Selectors = []string{"unix:uid:2002"}
+		}
+		older := spiffeEntry("handover-older", func(s *v1alpha1.SpiffeEntrySpec) {
+			spec(s)
+			s.Selectors = []string{"unix:uid:2001"}
+		})
+		Expect(k8s.Create(ctx, older)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, older))).To(Succeed()) })
+		Eventually(entryReady(older)).Should(Equal("True/Ready"))
+		// Creation times have a one-second resolution.
+		Eventually(func() bool { return time.Now().After(older.CreationTimestamp.Add(1100 * time.Millisecond)) }, 3*time.Second).Should(BeTrue())
+		younger := spiffeEntry("handover-younger", spec)
+		Expect(k8s.Create(ctx, younger)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, younger))).To(Succeed()) })
+		Eventually(entryReady(younger)).Should(Equal("True/Ready"))
+		held := younger.Status.EntryID
+		Expect(entryAt(parent, "/vm/handover").GetId()).To(Equal(held))
+
+		By("the older object comes to render the same entry, federating with a trust domain SPIRE has no bundle of")
+		w := watchEntries(parent, []string{"/vm/handover"})
+		DeferCleanup(func() { _, _, _ = w.finish() })
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(older), older)).To(Succeed())
+		spec(&older.Spec)
+		older.Spec.FederatesWith = []v1alpha1.TrustDomainName{"nobundle.test"}
+		Expect(k8s.Update(ctx, older)).To(Succeed())
+		Eventually(entryReady(older)).Should(Equal("False/FederatedBundleMissing"))
+		Consistently(func() string { return entryAt(parent, "/vm/handover").GetId() }, 2*resync, 50*time.Millisecond).Should(Equal(held),
+			"the holder's entry stays while SPIRE refuses what would replace it")
+		_, missing, reads := w.finish()
+		Expect(reads).To(BeNumerically(">", 20), "SPIRE was read often enough to see a gap")
+		Expect(missing).To(BeEmpty(), "the entry was absent")
+
+		By("once SPIRE accepts the older object's fields, the older object holds the entry")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(older), older)).To(Succeed())
+		older.Spec.FederatesWith = nil
+		Expect(k8s.Update(ctx, older)).To(Succeed())
+		Eventually(func() string { return entryAt(parent, "/vm/handover").GetId() }).Should(
+			HavePrefix(op.EntryIDPrefix + entries.OwnerTag(older.UID) + "."))
+		Eventually(entryReady(older)).Should(Equal("True/Ready"))
+	})
+})
+
 var _ = Describe("Entries follow the pods that run", func() {
 	It("keeps the old service account's entry while a pod of the old ReplicaSet still runs under it", func() {
 		namespace("sachange-a", map[string]string{"test": "sachange"})

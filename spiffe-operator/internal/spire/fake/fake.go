@@ -31,10 +31,16 @@ type EntryAPI struct {
 	// Reject makes creates and updates of these SPIFFE IDs fail with
 	// InvalidArgument.
 	Reject map[string]bool
+	// MissingBundles makes creates and updates of entries federating with
+	// these trust domains fail as SPIRE's SQL datastore fails them when it
+	// holds no bundle of the trust domain (code Internal).
+	MissingBundles map[string]bool
 	// Fail makes creates of these SPIFFE IDs fail with the given per-entry
 	// code (SPIRE answers Internal for a datastore error), the call itself
 	// succeeding.
 	Fail map[string]codes.Code
+	// FailOnce is Fail for the next create of each SPIFFE ID only.
+	FailOnce map[string]codes.Code
 	// IgnoreIDs makes creates store entries under IDs of the fake's own, as
 	// SPIRE before 1.8 did with the IDs it was given.
 	IgnoreIDs bool
@@ -48,7 +54,7 @@ var _ spire.EntryAPI = &EntryAPI{}
 
 // New returns an empty EntryAPI.
 func New() *EntryAPI {
-	return &EntryAPI{entries: map[string]*types.Entry{}, byKey: map[entries.Key]string{}, Reject: map[string]bool{}, Fail: map[string]codes.Code{}, Calls: map[string]int{}}
+	return &EntryAPI{entries: map[string]*types.Entry{}, byKey: map[entries.Key]string{}, Reject: map[string]bool{}, MissingBundles: map[string]bool{}, FailOnce: map[string]codes.Code{}, Fail: map[string]codes.Code{}, Calls: map[string]int{}}
 }
 
 func (f *EntryAPI) call(m string) error {
@@ -156,6 +162,15 @@ func (f *EntryAPI) Create(_ context.Context, in []*types.Entry) ([]spire.Result,
 			out[i] = spire.Result{Code: codes.InvalidArgument, Message: "failed to convert entry: rejected by fake"}
 			continue
 		}
+		if r, ok := f.missingBundle(e.FederatesWith); ok {
+			out[i] = r
+			continue
+		}
+		if c, ok := f.FailOnce["spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path]; ok {
+			delete(f.FailOnce, "spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path)
+			out[i] = spire.Result{Code: c, Message: "failed to create entry: datastore error (fake)"}
+			continue
+		}
 		if c, ok := f.Fail["spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path]; ok {
 			out[i] = spire.Result{Code: c, Message: "failed to create entry: datastore error (fake)"}
 			continue
@@ -178,6 +193,17 @@ func (f *EntryAPI) Create(_ context.Context, in []*types.Entry) ([]spire.Result,
 		out[i] = spire.Result{Code: codes.OK, Entry: proto.Clone(e).(*types.Entry)}
 	}
 	return out, nil
+}
+
+// missingBundle returns the result SPIRE gives an entry federating with
+// tds when it lacks the bundle of one of them.
+func (f *EntryAPI) missingBundle(tds []string) (spire.Result, bool) {
+	for _, td := range tds {
+		if f.MissingBundles[td] {
+			return spire.Result{Code: codes.Internal, Message: "failed to create entry: unable to find federated bundle \"spiffe://" + td + "\""}, true
+		}
+	}
+	return spire.Result{}, false
 }
 
 // similar returns the entry with key k, or nil.
@@ -220,6 +246,12 @@ func (f *EntryAPI) Update(_ context.Context, in []*types.Entry, m *types.EntryMa
 		if id := x.SpiffeId; f.Reject["spiffe://"+id.TrustDomain+id.Path] {
 			out[i] = spire.Result{Code: codes.InvalidArgument, Message: "failed to convert entry: rejected by fake"}
 			continue
+		}
+		if m == nil || m.FederatesWith {
+			if r, ok := f.missingBundle(e.FederatesWith); ok {
+				out[i] = r
+				continue
+			}
 		}
 		f.drop(x)
 		if m == nil || m.SpiffeId {
