@@ -1,6 +1,9 @@
 package entries
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // PodShape is what an entry's selectors ask of a pod, when they are all
 // k8s:ns, k8s:sa and k8s:pod-label selectors (the ones the operator can
@@ -12,6 +15,10 @@ type PodShape struct {
 	Labels map[string]string
 	// PodUID, when set, is the one pod the shape matches (k8s:pod-uid).
 	PodUID string
+	// Narrowing are the values of the entry's k8s selectors about a pod's
+	// containers, images, owner or node, in order: the shape leaves them
+	// out (see ShapeOf).
+	Narrowing []string
 }
 
 // ShapeOf returns the pod shape of e, and false when e has a selector of
@@ -42,6 +49,7 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 		case strings.HasPrefix(sel.Value, "sa:"):
 			ok = set(&sh.ServiceAccount, strings.TrimPrefix(sel.Value, "sa:"))
 		case narrowing(sel.Value):
+			sh.Narrowing = append(sh.Narrowing, sel.Value)
 		case strings.HasPrefix(sel.Value, "pod-uid:"):
 			ok = set(&sh.PodUID, strings.TrimPrefix(sel.Value, "pod-uid:"))
 		case strings.HasPrefix(sel.Value, "pod-label:"):
@@ -78,6 +86,19 @@ func (sh PodShape) MatchesPod(uid string, labels map[string]string) bool {
 func (sh PodShape) Matches(labels map[string]string) bool {
 	for k, v := range sh.Labels {
 		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// NarrowsNoMoreThan reports whether every narrowing selector of sh is one
+// of other's too, so that any pod an entry of other's shape serves, an
+// entry of sh's serves as well when it matches the pod's labels: what the
+// pod cache cannot judge (containers, images) is then asked of it by both.
+func (sh PodShape) NarrowsNoMoreThan(other PodShape) bool {
+	for _, v := range sh.Narrowing {
+		if !slices.Contains(other.Narrowing, v) {
 			return false
 		}
 	}

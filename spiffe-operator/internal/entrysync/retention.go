@@ -88,7 +88,7 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 		if !sh.MatchesPod(pod.UID, pod.Labels) {
 			continue
 		}
-		existing, here, creating := r.covers(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels, parent)
+		existing, here, creating := r.covers(sh, pod.UID, pod.Labels, parent)
 		if !recorded && !here {
 			// The pod depends on this entry unless an existing entry
 			// under the same parent serves it; one that only entries
@@ -109,10 +109,15 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 	return kept
 }
 
-// covers reports whether an entry the owner wants that SPIRE holds selects
+// covers reports whether an entry the owner wants that SPIRE holds serves
 // the pod (existing), whether one under parent does (here), and whether an
-// entry the plan creates does (creating).
-func (r *retainer) covers(namespace, serviceAccount, uid string, labels map[string]string, parent string) (
+// entry the plan creates does (creating), where the pod is one that an
+// entry of shape stale (no longer wanted) selects. A wanted entry serves
+// the pod when its shape matches the pod and it narrows by no container,
+// image, owner or node selector that stale does not also ask: the pod
+// cache cannot tell whether the pod meets such a selector, so an entry
+// that adds one is no proof that the pod keeps an identity without stale.
+func (r *retainer) covers(stale entries.PodShape, uid string, labels map[string]string, parent string) (
 	existing, here, creating bool) {
 	if r.cover == nil {
 		r.cover = map[string][]coverEntry{}
@@ -141,8 +146,8 @@ func (r *retainer) covers(namespace, serviceAccount, uid string, labels map[stri
 			}
 		}
 	}
-	for _, c := range r.cover[namespace+"/"+serviceAccount] {
-		if !c.shape.MatchesPod(uid, labels) {
+	for _, c := range r.cover[stale.Namespace+"/"+stale.ServiceAccount] {
+		if !c.shape.MatchesPod(uid, labels) || !c.shape.NarrowsNoMoreThan(stale) {
 			continue
 		}
 		if c.creating {

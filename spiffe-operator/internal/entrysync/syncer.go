@@ -914,7 +914,7 @@ func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused 
 		if !needs[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) {
 			continue
 		}
-		if _, here, _ := r.covers(sh.Namespace, sh.ServiceAccount, pod.UID, pod.Labels, d.parent); !here {
+		if _, here, _ := r.covers(sh, pod.UID, pod.Labels, d.parent); !here {
 			return true
 		}
 	}
