@@ -30,14 +30,18 @@ import (
 // (--spire-write-concurrency, default 4, the best setting of
 // BenchmarkPostgres), BENCH_NODES (default 100), BENCH_SCALE_PER_NAMESPACE
 // (workloads per namespace, default 100) and BENCH_SCALE_SAMPLES (new
-// workloads timed per size, default 50).
+// workloads timed per size, default 50). BENCH_SCALE_FLOORS=0 leaves the
+// floors out, for comparing settings of the operator alone (say
+// BENCH_GC_PERCENT) in less time.
 type scaleSettings struct {
 	sizes                                     []int
 	concurrency, nodes, perNamespace, samples int
+	noFloors                                  bool
 }
 
 func loadScaleSettings() (scaleSettings, error) {
-	s := scaleSettings{sizes: []int{1000, 10000, 50000, 100000}, concurrency: 4, nodes: 100, perNamespace: 100, samples: 50}
+	s := scaleSettings{sizes: []int{1000, 10000, 50000, 100000}, concurrency: 4, nodes: 100, perNamespace: 100, samples: 50,
+		noFloors: os.Getenv("BENCH_SCALE_FLOORS") == "0"}
 	if quick() {
 		s.sizes = []int{1000}
 	}
@@ -126,6 +130,17 @@ func runScale(b *testing.B, s scaleSettings) error {
 		b.Logf("N=%d: added %d workloads in %s (load %s)", n, n-created, time.Since(t0).Round(time.Millisecond), loadAverage())
 		created = n
 
+		if s.noFloors {
+			res, err := scaleSizeFresh(ctx, k8s, cp.KubeconfigPath, bin, l, n, s, fresh)
+			if err != nil {
+				return err
+			}
+			rep.add("N=%d: converge %s (floors left out); %d entries in SPIRE; operator RSS %.1f MiB (anon %.1f, file %.1f), --gc-percent %s; one new workload to its entry (%d samples): p50 %s, p99 %s, max %s; load average %s",
+				n, res.converge.Round(time.Millisecond), res.entries, res.rss, res.anon, res.file, gcPercent(), len(res.latencies),
+				pct(res.latencies, 50), pct(res.latencies, 99), res.latencies[len(res.latencies)-1].Round(100*time.Microsecond), loadAverage())
+			rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
+			continue
+		}
 		opts, err := fresh()
 		if err != nil {
 			return err
@@ -146,14 +161,10 @@ func runScale(b *testing.B, s scaleSettings) error {
 				return fmt.Errorf("N=%d one-selector floor at %d calls: %w", n, c, err)
 			}
 		}
-		if opts, err = fresh(); err != nil {
+		res, err := scaleSizeFresh(ctx, k8s, cp.KubeconfigPath, bin, l, n, s, fresh)
+		if err != nil {
 			return err
 		}
-		res, err := scaleSize(ctx, k8s, cp.KubeconfigPath, bin, l, n, s, opts)
-		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
-		}
-		slices.Sort(res.latencies)
 		rep.add("N=%d: converge %s = %.2fx the raw floor at %d calls at a time (%s); %d entries in SPIRE; operator RSS %.1f MiB (anon %.1f, file %.1f); one new workload to its entry (%d samples): p50 %s, p99 %s, max %s; load average %s",
 			n, res.converge.Round(time.Millisecond), res.converge.Seconds()/floor.Seconds(), s.concurrency, floor.Round(time.Millisecond),
 			res.entries, res.rss, res.anon, res.file, len(res.latencies), pct(res.latencies, 50), pct(res.latencies, 99),
@@ -165,6 +176,22 @@ func runScale(b *testing.B, s scaleSettings) error {
 	}
 	rep.newP99s()
 	return rep.write(os.Getenv("BENCH_SCALE_OUT"))
+}
+
+// scaleSizeFresh runs scaleSize at size n on a fresh database and returns
+// its result with the latencies sorted.
+func scaleSizeFresh(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string, l scaleLayout, n int, s scaleSettings,
+	fresh func() (testenv.SpireOptions, error)) (scaleResult, error) {
+	opts, err := fresh()
+	if err != nil {
+		return scaleResult{}, err
+	}
+	res, err := scaleSize(ctx, k8s, kubeconfig, bin, l, n, s, opts)
+	if err != nil {
+		return scaleResult{}, fmt.Errorf("N=%d: %w", n, err)
+	}
+	slices.Sort(res.latencies)
+	return res, nil
 }
 
 // scaleResult is what scaleSize measured at one size.

@@ -101,7 +101,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	cached := mgr.GetClient()
 	regHandler := &spifferegistration.Handler{
 		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
-		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached), Class: o.Class,
+		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached), AllNodes: nodes.CacheLister(cached), Class: o.Class,
 		DryRun: o.DryRun,
 		Pods:   &pods.Source{Cache: mgr.GetCache()},
 		ServiceNames: func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error) {

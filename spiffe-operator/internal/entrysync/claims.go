@@ -1,6 +1,7 @@
 package entrysync
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -19,6 +20,13 @@ type Owner struct {
 	UID k8stypes.UID
 	// Created is the object's creation time; the oldest claimant wins.
 	Created time.Time
+	// NodeOfParent, for an owner whose entries hang under the agent of
+	// each node, returns the node whose agent the parent ID names today,
+	// and false when no node it knows of renders that parent (a node
+	// re-created under a new UID whose agent still runs under the old ID,
+	// say). Retention then keeps an entry no longer wanted only for the
+	// pods its parent's agent can serve. Nil: any pod.
+	NodeOfParent func(ctx context.Context, parent string) (node string, known bool)
 }
 
 // String names the owner for status messages.

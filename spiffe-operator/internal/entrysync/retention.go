@@ -14,6 +14,9 @@ type Pod struct {
 	UID string
 	// Labels are the pod's labels.
 	Labels map[string]string
+	// Node is the name of the node the pod is bound to; empty while it is
+	// not scheduled.
+	Node string
 }
 
 // PodLister returns every running pod in namespace that runs as
@@ -37,6 +40,34 @@ type retainer struct {
 	// cover maps "namespace/serviceAccount" to the entries the owner wants
 	// that select pods there; built on first use.
 	cover map[string][]coverEntry
+	// parentNodes memoizes owner.NodeOfParent.
+	parentNodes map[string]parentNode
+}
+
+// parentNode is what Owner.NodeOfParent said of a parent ID.
+type parentNode struct {
+	node  string
+	known bool
+}
+
+// servedUnder reports whether an entry under parent can serve pod: with
+// the owner's entries per node, one under the agent of another node
+// cannot (nor can any while the pod is not scheduled); one under a parent
+// of no node the owner knows of may (the agent of a node re-created under
+// a new UID keeps its old ID until it attests again).
+func (r *retainer) servedUnder(pod Pod, parent string) bool {
+	if r.owner.NodeOfParent == nil {
+		return true
+	}
+	pn, ok := r.parentNodes[parent]
+	if !ok {
+		pn.node, pn.known = r.owner.NodeOfParent(r.ctx, parent)
+		if r.parentNodes == nil {
+			r.parentNodes = map[string]parentNode{}
+		}
+		r.parentNodes[parent] = pn
+	}
+	return !pn.known || pn.node == pod.Node
 }
 
 // coverEntry is an entry the owner wants, as the retainer judges pods by it.
@@ -85,7 +116,7 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 	}
 	kept := false
 	for _, pod := range pods {
-		if !sh.MatchesPod(pod.UID, pod.Labels) {
+		if !sh.MatchesPod(pod.UID, pod.Labels) || !r.servedUnder(pod, parent) {
 			continue
 		}
 		existing, here, creating := r.covers(sh, pod.UID, pod.Labels, parent)

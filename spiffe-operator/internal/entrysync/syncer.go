@@ -561,6 +561,12 @@ type takeover struct {
 	deletion
 	held entries.Entry
 	by   *entries.Entry
+	// holder is the tag of the owner of held; withdrawn and retained are
+	// its records of held when held is kept only for pods (see retainer),
+	// restored if held is put back.
+	holder    string
+	withdrawn map[string]bool
+	retained  *retention
 }
 
 type plan struct {
@@ -653,7 +659,12 @@ func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string
 			}
 		}
 		// A younger owner holds it, or one that no longer wants it: take over.
-		p.takeovers = append(p.takeovers, takeover{deletion: deletion{parent: e.ParentID.String(), id: id}, held: v.ours[id].entry, by: e})
+		t := takeover{deletion: deletion{parent: e.ParentID.String(), id: id}, held: v.ours[id].entry, by: e,
+			holder: v.ours[id].owner, withdrawn: s.withdrawn[id]}
+		if r, ok := s.retained[id]; ok {
+			t.retained = &r
+		}
+		p.takeovers = append(p.takeovers, t)
 	}
 	p.creates = append(p.creates, e)
 }
@@ -738,14 +749,18 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			}
 		}
 		s.mu.Unlock()
-		if rerr := s.putBack(ctx, p, res); rerr != nil {
-			return rerr
+		var renameErr error
+		if err == nil {
+			renameErr = s.deleteAll(ctx, renamed)
+		}
+		if err := s.putBack(ctx, p, in, res); err != nil {
+			return err
 		}
 		if err != nil {
 			return fmt.Errorf("create %d entries: %w", len(in), err)
 		}
-		if err := s.deleteAll(ctx, renamed); err != nil {
-			return err
+		if renameErr != nil {
+			return renameErr
 		}
 		if transient > 0 {
 			return fmt.Errorf("create %d entries: %w", transient, ErrTransient)
@@ -778,7 +793,12 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) error {
 	}
 	var probes []update
 	for _, t := range p.takeovers {
-		if m := entries.UpdateMask(t.by, &t.held); m != nil {
+		m := entries.UpdateMask(t.by, &t.held)
+		if m == nil && len(t.by.FederatesWith) > 0 {
+			// The same trust domains: SPIRE may have lost a bundle since.
+			m = &types.EntryMask{FederatesWith: true}
+		}
+		if m != nil {
 			probes = append(probes, update{entry: t.by, id: t.id, mask: m})
 		}
 	}
@@ -809,19 +829,30 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) error {
 }
 
 // putBack re-creates, with their IDs and fields, the entries taken over
-// whose replacements did not land (res answers p.creates; a call that
-// failed as a whole may answer none), so a failed create never leaves the
-// pods without the entry until a pass succeeds. A replacement that did
-// land after all makes SPIRE answer AlreadyExists, which is fine.
-func (s *Syncer) putBack(ctx context.Context, p *plan, res []spire.Result) error {
-	var back []*types.Entry
+// whose replacements did not land as asked (in were asked, res answers
+// them; a call that failed as a whole may answer none), so a failed
+// create never leaves the pods without the entry until a pass succeeds. A
+// replacement that did land after all makes SPIRE answer AlreadyExists,
+// which is fine. An entry whose owner was released meanwhile is not put
+// back: its object is gone. One put back gets its owner's records again.
+func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []spire.Result) error {
+	var (
+		back []*types.Entry
+		from []takeover
+	)
+	s.mu.Lock()
 	for _, t := range p.takeovers {
 		i := slices.Index(p.creates, t.by)
-		if i >= 0 && i < len(res) && (res[i].Code == codes.OK || res[i].Code == codes.AlreadyExists) {
+		if i >= 0 && i < len(res) && (res[i].Code == codes.OK && res[i].Entry.GetId() == in[i].Id || res[i].Code == codes.AlreadyExists) {
+			continue
+		}
+		if _, known, _ := s.claims.known(t.holder, t.by.Key()); !known {
 			continue
 		}
 		back = append(back, t.held.Proto(t.id))
+		from = append(from, t)
 	}
+	s.mu.Unlock()
 	if len(back) == 0 {
 		return nil
 	}
@@ -833,6 +864,14 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, res []spire.Result) error
 		switch {
 		case (r.Code == codes.OK || r.Code == codes.AlreadyExists) && r.Entry != nil:
 			v.put(s.opts.IDs, r.Entry)
+			if r.Code == codes.OK && r.Entry.GetId() == from[i].id {
+				if from[i].withdrawn != nil {
+					s.withdrawn[from[i].id] = from[i].withdrawn
+				}
+				if from[i].retained != nil {
+					s.retained[from[i].id] = *from[i].retained
+				}
+			}
 		default:
 			v.invalidate()
 			failed = append(failed, fmt.Sprintf("%s: %s %s", back[i].Id, r.Code, r.Message))
@@ -911,7 +950,7 @@ func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused 
 		return true
 	}
 	for _, pod := range pods {
-		if !needs[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) {
+		if !needs[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) || !r.servedUnder(pod, d.parent) {
 			continue
 		}
 		if _, here, _ := r.covers(sh, pod.UID, pod.Labels, d.parent); !here {

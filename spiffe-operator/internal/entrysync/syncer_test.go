@@ -368,6 +368,8 @@ type podSet struct {
 	mu   sync.Mutex
 	pods map[string][]map[string]string
 	uids map[string][]string
+	// nodes are the pods' nodes, as uids are their UIDs; none: unscheduled.
+	nodes map[string][]string
 }
 
 func (p *podSet) labels(_ context.Context, ns, sa string) ([]Pod, error) {
@@ -380,7 +382,11 @@ func (p *podSet) labels(_ context.Context, ns, sa string) ([]Pod, error) {
 		if i < len(p.uids[key]) {
 			uid = p.uids[key][i]
 		}
-		out = append(out, Pod{UID: uid, Labels: l})
+		node := ""
+		if i < len(p.nodes[key]) {
+			node = p.nodes[key][i]
+		}
+		out = append(out, Pod{UID: uid, Labels: l, Node: node})
 	}
 	return out, nil
 }

@@ -51,3 +51,21 @@ func CacheGetter(r client.Reader) Getter {
 		return Node{Name: n.Name, UID: string(n.UID)}, true, nil
 	}
 }
+
+// Lister returns every Node object.
+type Lister func(ctx context.Context) ([]Node, error)
+
+// CacheLister returns a Lister reading r (the manager's cache).
+func CacheLister(r client.Reader) Lister {
+	return func(ctx context.Context) ([]Node, error) {
+		var l corev1.NodeList
+		if err := r.List(ctx, &l); err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		out := make([]Node, len(l.Items))
+		for i := range l.Items {
+			out[i] = Node{Name: l.Items[i].Name, UID: string(l.Items[i].UID)}
+		}
+		return out, nil
+	}
+}

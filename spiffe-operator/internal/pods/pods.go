@@ -260,7 +260,7 @@ func Lister(s Source) entrysync.PodLister {
 		}
 		out := make([]entrysync.Pod, len(running))
 		for i, p := range running {
-			out[i] = entrysync.Pod{UID: p.UID, Labels: p.Labels}
+			out[i] = entrysync.Pod{UID: p.UID, Labels: p.Labels, Node: p.Node}
 		}
 		return out, nil
 	}

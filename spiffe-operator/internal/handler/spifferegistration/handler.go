@@ -54,6 +54,10 @@ type Handler struct {
 	ClusterName string
 	// Nodes looks up the nodes that pods run on, for per-node parents.
 	Nodes nodes.Getter
+	// AllNodes lists the nodes, so that retention can tell which node's
+	// agent a per-node parent names; nil keeps an entry no longer wanted
+	// for a matching pod on any node.
+	AllNodes nodes.Lister
 	// ServiceNames returns the DNS names of the Services of a namespace
 	// selecting pods with the given labels, for autoPopulateDNSNames; nil
 	// means none.
@@ -76,6 +80,37 @@ var _ handler.Handler[*v1alpha1.SpiffeRegistration] = &Handler{}
 // OwnerOf returns the entry owner that obj stands for.
 func OwnerOf(obj *v1alpha1.SpiffeRegistration) entrysync.Owner {
 	return entrysync.Owner{Kind: Kind, Name: obj.Name, UID: obj.UID, Created: obj.CreationTimestamp.Time}
+}
+
+// ownerFor is OwnerOf with, for a policy of per-node parents, the node
+// each parent ID names, so that retention keeps an entry no longer wanted
+// only for the pods its node's agent can serve. The nodes are read once,
+// when retention first asks.
+func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysync.Owner {
+	o := OwnerOf(obj)
+	if !p.perNode() || h.AllNodes == nil {
+		return o
+	}
+	var byParent map[string]string
+	o.NodeOfParent = func(ctx context.Context, parent string) (string, bool) {
+		if byParent == nil {
+			all, err := h.AllNodes(ctx)
+			if err != nil {
+				// Not knowing the nodes, judge by pods on any node.
+				logf.FromContext(ctx).Error(err, "reading nodes; keeping entries no longer wanted for pods on any node")
+				return "", false
+			}
+			byParent = make(map[string]string, len(all))
+			for _, n := range all {
+				if id, err := p.nodeParent(n); err == nil {
+					byParent[id.String()] = n.Name
+				}
+			}
+		}
+		node, ok := byParent[parent]
+		return node, ok
+	}
+	return o
 }
 
 // CreateOrUpdate makes SPIRE hold exactly the entries of the workloads the
@@ -169,7 +204,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		failures = append(failures, podFailures...)
 	}
 
-	owner := OwnerOf(obj)
+	owner := h.ownerFor(obj, p)
 	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
 	obj.Status.ParentIDs = out.Parents
 	for _, f := range out.Failed {

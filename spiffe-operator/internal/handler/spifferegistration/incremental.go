@@ -339,7 +339,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		}
 	}
 
-	owner := OwnerOf(obj)
+	owner := h.ownerFor(obj, p)
 	var out entrysync.Outcome
 	if len(want)+len(gone) > 0 {
 		var syncErr error

@@ -96,7 +96,7 @@ func (h *Handler) podPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration,
 	}
 	failures = append(failures, nodes.failures...)
 	want := merge(rendered)
-	owner := OwnerOf(obj)
+	owner := h.ownerFor(obj, p)
 	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
 	obj.Status.ParentIDs = out.Parents
 	for _, f := range out.Failed {

@@ -47,7 +47,7 @@ func TestARecreatedNodesRefusedEntryIsNotCoveredByAnotherNodes(t *testing.T) {
 			e := newEnv(t, objs...)
 			e.h.Syncer = entrysync.New(e.api, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
 				ResyncInterval: time.Hour, Pods: pods.Lister(pods.Source{Reader: e.c})})
-			e.h.Nodes, e.h.ClusterName = nodes.CacheGetter(e.c), "c1"
+			e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
 			p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" })
 			if err := e.h.CreateOrUpdate(ctx, p); err != nil {
 				t.Fatal(err)
@@ -80,5 +80,46 @@ func TestARecreatedNodesRefusedEntryIsNotCoveredByAnotherNodes(t *testing.T) {
 					"its entry is refused, yet the old entry went: %v (failures %+v)", got, p.Status.Failures)
 			}
 		})
+	}
+}
+
+// TestAWithdrawnIdentityIsKeptOnlyUnderTheNodeItsPodRunsOn: per-node
+// parents, the syncer reading pods and nodes as in production. The
+// account runs web-1 on n1 and web-2 on n2, so it has an entry under each
+// node's agent. web-2 goes and the namespace leaves the policy: the
+// identity is withdrawn while web-1 still runs, on n1. The entry under n1
+// stays while web-1 runs (it needed it); the one under n2 must go at once:
+// n2's agent cannot serve web-1, so it would keep the withdrawn identity
+// for any pod that lands on n2.
+func TestAWithdrawnIdentityIsKeptOnlyUnderTheNodeItsPodRunsOn(t *testing.T) {
+	ctx := context.Background()
+	web2 := runningPod("a", "web-2", "shop", "n2", map[string]string{"app": "web"})
+	namespace := ns("a", map[string]string{"spiffe": "on"})
+	e := newEnv(t, namespace, node("n1"), node("n2"),
+		deploy("a", "web", "shop", map[string]string{"app": "web"}),
+		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}), web2)
+	e.h.Syncer = entrysync.New(e.api, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
+		ResyncInterval: time.Hour, Pods: pods.Lister(pods.Source{Reader: e.c})})
+	e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
+	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" })
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	onBoth := []string{"/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n1", "/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n2"}
+	if got := entriesWithParents(e); !slices.Equal(got, onBoth) {
+		t.Fatalf("first pass: entries = %v, want %v", got, onBoth)
+	}
+	if err := e.c.Delete(ctx, web2); err != nil {
+		t.Fatal(err)
+	}
+	namespace.Labels = nil
+	if err := e.c.Update(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := entriesWithParents(e); !slices.Equal(got, onBoth[:1]) {
+		t.Errorf("the identity is withdrawn while web-1 runs on n1: entries = %v, want %v", got, onBoth[:1])
 	}
 }

@@ -1,0 +1,94 @@
+package entrysync
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
+)
+
+// perNodeOwner is an owner whose entries hang under the agent of each
+// node, spiffe://example.org/agent/<node>; nodes whose name starts with
+// "gone" it does not know of (deleted, or re-created under a new UID).
+func perNodeOwner(name string) Owner {
+	o := owner(name, time.Hour)
+	o.NodeOfParent = func(_ context.Context, parent string) (string, bool) {
+		node, ok := strings.CutPrefix(parent, "spiffe://example.org/agent/")
+		if !ok || strings.HasPrefix(node, "gone") {
+			return "", false
+		}
+		return node, true
+	}
+	return o
+}
+
+// underNodes returns e under the agent of each node.
+func underNodes(e entries.Entry, nodes ...string) []entries.Entry {
+	out := make([]entries.Entry, len(nodes))
+	for i, n := range nodes {
+		out[i] = e
+		out[i].ParentID = spiffeid.RequireFromString("spiffe://example.org/agent/" + n)
+		out[i].Normalize()
+	}
+	return out
+}
+
+// holdsUnder reports whether SPIRE holds an entry with the path under the
+// agent of node.
+func holdsUnder(api *fake.EntryAPI, path, node string) bool {
+	for _, e := range api.All() {
+		if e.SpiffeId.Path == path && e.ParentId.Path == "/agent/"+node {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAWithdrawnIdentityStaysOnlyUnderTheNodeItsPodRunsOn: with per-node
+// parents, web's entry exists under n1 and n2 (its pods ran on both). The
+// identity is withdrawn while one pod, w, still runs, on n1. Only the
+// agent of n1 can give w an SVID, so the entry under n2 serves no running
+// pod and must go at once; the one under n1 stays while w runs.
+func TestAWithdrawnIdentityStaysOnlyUnderTheNodeItsPodRunsOn(t *testing.T) {
+	api := fake.New()
+	pods := podW()
+	pods.nodes = map[string][]string{"a/sa": {"n1"}}
+	s := withPods(api, pods)
+	ctx := context.Background()
+	o := perNodeOwner("policy")
+	if _, err := s.Sync(ctx, o, ptrs(underNodes(named("/web", "a", "sa", "app", "web"), "n1", "n2")), nil); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Sync(ctx, o, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !holdsUnder(api, "/web", "n1") {
+		t.Errorf("w runs on n1, yet the entry under n1 went")
+	}
+	if holdsUnder(api, "/web", "n2") {
+		t.Errorf("no pod matching the withdrawn identity runs on n2, yet its entry under n2 stays (retained %d): "+
+			"the identity is kept for any pod its agent may serve", out.Retained)
+	}
+
+	// Under the agent of a node the owner knows of no more (re-created
+	// under a new UID, its agent still under the old ID), w may be served.
+	if _, err := s.Sync(ctx, o, ptrs(underNodes(named("/web2", "a", "sa", "app", "web"), "n1", "n2", "gone-3")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sync(ctx, o, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !holdsUnder(api, "/web2", "n1") || !holdsUnder(api, "/web2", "gone-3") {
+		t.Errorf("w runs on n1: the entries under n1 and under a parent of no node known must stay: %v", api.All())
+	}
+	if holdsUnder(api, "/web2", "n2") {
+		t.Errorf("the entry under n2 stays with no pod on n2")
+	}
+
+}
