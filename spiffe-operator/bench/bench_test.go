@@ -970,6 +970,71 @@ func (p *process) metricsNow() (counters, error) {
 	return c, sc.Err()
 }
 
+// costs are cumulative figures of the operator that tell where the time
+// of a stretch of work went: SPIRE's creates, the policies' reconciles and
+// garbage collections.
+type costs struct {
+	createSeconds, creates       float64
+	reconcileSeconds, reconciles float64
+	gcs                          float64
+}
+
+// sub returns the figures of the stretch from c0 to c.
+func (c costs) sub(c0 costs) costs {
+	return costs{c.createSeconds - c0.createSeconds, c.creates - c0.creates,
+		c.reconcileSeconds - c0.reconcileSeconds, c.reconciles - c0.reconciles, c.gcs - c0.gcs}
+}
+
+// String prints the means of the stretch.
+func (c costs) String() string {
+	mean := func(sum, n float64) string {
+		if n == 0 {
+			return "none"
+		}
+		return (time.Duration(sum / n * float64(time.Second))).Round(10 * time.Microsecond).String()
+	}
+	return fmt.Sprintf("BatchCreateEntry mean %s over %.0f calls, SpiffeRegistration reconcile mean %s over %.0f, %.0f garbage collections",
+		mean(c.createSeconds, c.creates), c.creates, mean(c.reconcileSeconds, c.reconciles), c.reconciles, c.gcs)
+}
+
+// costsNow reads the operator's costs from its metrics.
+func (p *process) costsNow() (costs, error) {
+	resp, err := http.Get(p.metricsURL)
+	if err != nil {
+		return costs{}, err
+	}
+	defer resp.Body.Close()
+	var c costs
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if strings.HasPrefix(line, "#") || i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		create := strings.Contains(line, `method="BatchCreateEntry"`)
+		policy := strings.Contains(line, `controller="spifferegistration"`)
+		switch {
+		case create && strings.HasPrefix(line, "trustplane_spire_rpc_duration_seconds_sum{"):
+			c.createSeconds += v
+		case create && strings.HasPrefix(line, "trustplane_spire_rpc_duration_seconds_count{"):
+			c.creates += v
+		case policy && strings.HasPrefix(line, "controller_runtime_reconcile_time_seconds_sum{"):
+			c.reconcileSeconds += v
+		case policy && strings.HasPrefix(line, "controller_runtime_reconcile_time_seconds_count{"):
+			c.reconciles += v
+		case strings.HasPrefix(line, "go_gc_duration_seconds_count"):
+			c.gcs += v
+		}
+	}
+	return c, sc.Err()
+}
+
 // settle waits until the operator's counters stop moving for two seconds
 // (the last sample's status write landed) and returns them.
 func (p *process) settle(timeout time.Duration) (counters, error) {

@@ -138,6 +138,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 			rep.add("N=%d: converge %s (floors left out); %d entries in SPIRE; operator RSS %.1f MiB (anon %.1f, file %.1f), --gc-percent %s; one new workload to its entry (%d samples): p50 %s, p99 %s, max %s; load average %s",
 				n, res.converge.Round(time.Millisecond), res.entries, res.rss, res.anon, res.file, gcPercent(), len(res.latencies),
 				pct(res.latencies, 50), pct(res.latencies, 99), res.latencies[len(res.latencies)-1].Round(100*time.Microsecond), loadAverage())
+			rep.add("N=%d: during the samples: %s", n, res.sampleCosts)
 			rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
 			continue
 		}
@@ -172,6 +173,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 		rep.add("N=%d: converge %s = %.2fx the one-selector (k8s:pod-uid) per-node floor at 1 call at a time (%s), %.2fx that floor at %d calls at a time (%s)",
 			n, res.converge.Round(time.Millisecond), res.converge.Seconds()/scmFloors[0].Seconds(), scmFloors[0].Round(time.Millisecond),
 			res.converge.Seconds()/scmFloors[1].Seconds(), s.concurrency, scmFloors[1].Round(time.Millisecond))
+		rep.add("N=%d: during the samples: %s", n, res.sampleCosts)
 		rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
 	}
 	rep.newP99s()
@@ -200,6 +202,8 @@ type scaleResult struct {
 	entries         int
 	rss, anon, file float64
 	latencies       []time.Duration
+	// sampleCosts are the operator's costs while the samples ran.
+	sampleCosts costs
 }
 
 // scaleSize starts a fresh server (opts) and operator, times a policy
@@ -271,6 +275,10 @@ func scaleSize(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string
 	ids := entries.IDScheme{Prefix: prefix}
 	tag := entries.OwnerTag(policy.UID)
 	samples := scaleLayout{perNamespace: s.samples, nodes: l.nodes, nodeUIDs: l.nodeUIDs}
+	before, err := proc.costsNow()
+	if err != nil {
+		return res, err
+	}
 	for j := range s.samples {
 		d, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
 		if err != nil {
@@ -278,6 +286,11 @@ func scaleSize(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string
 		}
 		res.latencies = append(res.latencies, d)
 	}
+	after, err := proc.costsNow()
+	if err != nil {
+		return res, err
+	}
+	res.sampleCosts = after.sub(before)
 	return res, discard(ctx, k8s, srv, proc, policy)
 }
 
