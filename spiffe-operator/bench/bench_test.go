@@ -935,27 +935,8 @@ type counters struct {
 func (p *process) metrics() (counters, error) { return p.metricsNow() }
 
 func (p *process) metricsNow() (counters, error) {
-	resp, err := http.Get(p.metricsURL)
-	if err != nil {
-		return counters{}, err
-	}
-	defer resp.Body.Close()
 	var c counters
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
+	err := p.scrape(func(line string, v float64) {
 		switch {
 		case strings.HasPrefix(line, "trustplane_spire_rpcs_total{"):
 			c.spireCalls += v
@@ -966,8 +947,31 @@ func (p *process) metricsNow() (counters, error) {
 				}
 			}
 		}
+	})
+	return c, err
+}
+
+// scrape reads the operator's metrics and calls fn with each sample line
+// and its value.
+func (p *process) scrape(fn func(line string, v float64)) error {
+	resp, err := http.Get(p.metricsURL)
+	if err != nil {
+		return err
 	}
-	return c, sc.Err()
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if strings.HasPrefix(line, "#") || i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			fn(line, v)
+		}
+	}
+	return sc.Err()
 }
 
 // costs are cumulative figures of the operator that tell where the time
@@ -999,24 +1003,8 @@ func (c costs) String() string {
 
 // costsNow reads the operator's costs from its metrics.
 func (p *process) costsNow() (costs, error) {
-	resp, err := http.Get(p.metricsURL)
-	if err != nil {
-		return costs{}, err
-	}
-	defer resp.Body.Close()
 	var c costs
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		i := strings.LastIndexByte(line, ' ')
-		if strings.HasPrefix(line, "#") || i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
+	err := p.scrape(func(line string, v float64) {
 		create := strings.Contains(line, `method="BatchCreateEntry"`)
 		policy := strings.Contains(line, `controller="spifferegistration"`)
 		switch {
@@ -1031,8 +1019,8 @@ func (p *process) costsNow() (costs, error) {
 		case strings.HasPrefix(line, "go_gc_duration_seconds_count"):
 			c.gcs += v
 		}
-	}
-	return c, sc.Err()
+	})
+	return c, err
 }
 
 // settle waits until the operator's counters stop moving for two seconds

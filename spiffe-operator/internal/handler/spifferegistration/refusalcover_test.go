@@ -44,14 +44,7 @@ func TestARecreatedNodesRefusedEntryIsNotCoveredByAnotherNodes(t *testing.T) {
 			if withN2 {
 				objs = append(objs, runningPod("a", "web-2", "shop", "n2", map[string]string{"app": "web"}))
 			}
-			e := newEnv(t, objs...)
-			e.h.Syncer = entrysync.New(e.api, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
-				ResyncInterval: time.Hour, Pods: pods.Lister(pods.Source{Reader: e.c})})
-			e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
-			p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" })
-			if err := e.h.CreateOrUpdate(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			e, p := perNodeEnv(t, objs...)
 			before := entriesWithParents(e)
 			var onN1 string
 			for _, x := range before {
@@ -95,16 +88,9 @@ func TestAWithdrawnIdentityIsKeptOnlyUnderTheNodeItsPodRunsOn(t *testing.T) {
 	ctx := context.Background()
 	web2 := runningPod("a", "web-2", "shop", "n2", map[string]string{"app": "web"})
 	namespace := ns("a", map[string]string{"spiffe": "on"})
-	e := newEnv(t, namespace, node("n1"), node("n2"),
+	e, p := perNodeEnv(t, namespace, node("n1"), node("n2"),
 		deploy("a", "web", "shop", map[string]string{"app": "web"}),
 		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}), web2)
-	e.h.Syncer = entrysync.New(e.api, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
-		ResyncInterval: time.Hour, Pods: pods.Lister(pods.Source{Reader: e.c})})
-	e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
-	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" })
-	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
-		t.Fatal(err)
-	}
 	onBoth := []string{"/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n1", "/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n2"}
 	if got := entriesWithParents(e); !slices.Equal(got, onBoth) {
 		t.Fatalf("first pass: entries = %v, want %v", got, onBoth)
@@ -122,4 +108,20 @@ func TestAWithdrawnIdentityIsKeptOnlyUnderTheNodeItsPodRunsOn(t *testing.T) {
 	if got := entriesWithParents(e); !slices.Equal(got, onBoth[:1]) {
 		t.Errorf("the identity is withdrawn while web-1 runs on n1: entries = %v, want %v", got, onBoth[:1])
 	}
+}
+
+// perNodeEnv is an env whose syncer reads pods and whose handler reads
+// nodes as in production, with a policy of per-node parents (cluster c1)
+// after its first pass.
+func perNodeEnv(t *testing.T, objs ...client.Object) (*env, *v1alpha1.SpiffeRegistration) {
+	t.Helper()
+	e := newEnv(t, objs...)
+	e.h.Syncer = entrysync.New(e.api, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
+		ResyncInterval: time.Hour, Pods: pods.Lister(pods.Source{Reader: e.c})})
+	e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
+	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" })
+	if err := e.h.CreateOrUpdate(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return e, p
 }
