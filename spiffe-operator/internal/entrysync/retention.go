@@ -119,7 +119,7 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 		if !sh.MatchesPod(pod.UID, pod.Labels) || !r.servedUnder(pod, parent) {
 			continue
 		}
-		existing, here, creating := r.covers(sh, pod.UID, pod.Labels, parent)
+		existing, here, creating := r.covers(sh, pod, parent)
 		if !recorded && !here {
 			// The pod depends on this entry unless an existing entry
 			// under the same parent serves it; one that only entries
@@ -144,12 +144,12 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 // the pod (existing), whether one under parent does (here), and whether an
 // entry the plan creates does (creating), where the pod is one that an
 // entry of shape stale (no longer wanted) selects. A wanted entry serves
-// the pod when its shape matches the pod and it narrows by no container,
-// image, owner or node selector that stale does not also ask: the pod
-// cache cannot tell whether the pod meets such a selector, so an entry
-// that adds one is no proof that the pod keeps an identity without stale.
-func (r *retainer) covers(stale entries.PodShape, uid string, labels map[string]string, parent string) (
-	existing, here, creating bool) {
+// the pod when its shape matches the pod, its parent can serve the pod's
+// node (see servedUnder), and it narrows by no container, image, owner or
+// node selector that stale does not also ask: the pod cache cannot tell
+// whether the pod meets such a selector, so an entry that adds one is no
+// proof that the pod keeps an identity without stale.
+func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string) (existing, here, creating bool) {
 	if r.cover == nil {
 		r.cover = map[string][]coverEntry{}
 		add := func(e *entries.Entry, creating bool) {
@@ -178,7 +178,7 @@ func (r *retainer) covers(stale entries.PodShape, uid string, labels map[string]
 		}
 	}
 	for _, c := range r.cover[stale.Namespace+"/"+stale.ServiceAccount] {
-		if !c.shape.MatchesPod(uid, labels) || !c.shape.NarrowsNoMoreThan(stale) {
+		if !c.shape.MatchesPod(pod.UID, pod.Labels) || !c.shape.NarrowsNoMoreThan(stale) || !r.servedUnder(pod, c.parent) {
 			continue
 		}
 		if c.creating {

@@ -859,12 +859,17 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 	res, err := s.api.Create(ctx, back)
 	var failed []string
 	s.mu.Lock()
+	var renamed []deletion
 	for i, r := range res {
 		v := s.views[parentOf(back[i])]
 		switch {
+		case r.Code == codes.OK && r.Entry.GetId() != back[i].Id:
+			// SPIRE ignored the ID, as it may have the create's: an entry
+			// no owner could delete must not stay.
+			renamed = append(renamed, deletion{parent: parentOf(back[i]), id: r.Entry.GetId()})
 		case (r.Code == codes.OK || r.Code == codes.AlreadyExists) && r.Entry != nil:
 			v.put(s.opts.IDs, r.Entry)
-			if r.Code == codes.OK && r.Entry.GetId() == from[i].id {
+			if r.Code == codes.OK {
 				if from[i].withdrawn != nil {
 					s.withdrawn[from[i].id] = from[i].withdrawn
 				}
@@ -880,6 +885,9 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("put back %d entries taken over: %w", len(back), err)
+	}
+	if err := s.deleteAll(ctx, renamed); err != nil {
+		return err
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("put back entries taken over: %v: %w", failed, ErrTransient)
@@ -953,7 +961,7 @@ func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused 
 		if !needs[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) || !r.servedUnder(pod, d.parent) {
 			continue
 		}
-		if _, here, _ := r.covers(sh, pod.UID, pod.Labels, d.parent); !here {
+		if _, here, _ := r.covers(sh, pod, d.parent); !here {
 			return true
 		}
 	}

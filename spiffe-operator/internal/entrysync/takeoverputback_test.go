@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
 
@@ -102,17 +104,33 @@ func TestAnEntryPutBackKeepsItsWithdrawalRecord(t *testing.T) {
 
 // TestATakeoverCreateSpireRenamesStillPutsTheHoldersEntryBack: SPIRE
 // creates the older object's entry under an ID of its own (a server that
-// ignores the IDs it is given, met during a rolling upgrade); the operator
-// deletes it as one it cannot own, so the create did not land as asked and
-// the holder's entry must be put back.
+// ignores the IDs it is given, met during a rolling upgrade: the next call
+// lands on an upgraded one); the operator deletes it as one it cannot own,
+// so the create did not land as asked and the holder's entry must be put
+// back.
 func TestATakeoverCreateSpireRenamesStillPutsTheHoldersEntryBack(t *testing.T) {
 	api := fake.New()
 	e := named("/shared", "a", "sa", "app", "web")
 	s, older, held := sharedByYounger(t, api, e)
-	api.IgnoreIDs = true
+	s.api = &renamesOnce{EntryAPI: api}
 	out, _ := s.Sync(context.Background(), older, ptrs([]entries.Entry{e}), nil)
 	if !holdsPath(api, "/shared") {
 		t.Errorf("the takeover's create failed (%+v) and no entry of the key is left: holder %s deleted, nothing put back; log %v",
 			out.Failed, held, strings.Join(api.Log, ", "))
 	}
+}
+
+// renamesOnce is a SPIRE whose next create call ignores the entry IDs it
+// is given, as a server not yet upgraded does; the calls after it keep
+// them.
+type renamesOnce struct {
+	*fake.EntryAPI
+	done bool
+}
+
+func (r *renamesOnce) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
+	r.IgnoreIDs = !r.done
+	r.done = true
+	defer func() { r.IgnoreIDs = false }()
+	return r.EntryAPI.Create(ctx, in)
 }

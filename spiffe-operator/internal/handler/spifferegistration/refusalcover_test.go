@@ -125,3 +125,28 @@ func perNodeEnv(t *testing.T, objs ...client.Object) (*env, *v1alpha1.SpiffeRegi
 	}
 	return e, p
 }
+
+// TestAGoneNodesEntryStaysForItsPodWhileTheDeploymentRunsElsewhere: the
+// Node object n1 is deleted while web-1 still runs there; web-2 runs on
+// n2. Only n1's agent can serve web-1, so the entry under n2 does not
+// cover it and the entry under n1 stays while web-1 runs.
+func TestAGoneNodesEntryStaysForItsPodWhileTheDeploymentRunsElsewhere(t *testing.T) {
+	ctx := context.Background()
+	e, p := perNodeEnv(t, ns("a", map[string]string{"spiffe": "on"}), node("n1"), node("n2"),
+		deploy("a", "web", "shop", map[string]string{"app": "web"}),
+		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}),
+		runningPod("a", "web-2", "shop", "n2", map[string]string{"app": "web"}))
+	onBoth := []string{"/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n1", "/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n2"}
+	if got := entriesWithParents(e); !slices.Equal(got, onBoth) {
+		t.Fatalf("first pass: entries = %v, want %v", got, onBoth)
+	}
+	if err := e.c.Delete(ctx, node("n1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := entriesWithParents(e); !slices.Equal(got, onBoth) {
+		t.Errorf("n1's Node object is gone while web-1 runs there: entries = %v, want %v", got, onBoth)
+	}
+}
