@@ -29,6 +29,13 @@ type Owner struct {
 	NodeOfParent func(ctx context.Context, parent string) (node string, known bool)
 }
 
+// bare returns o without what only its pass uses (NodeOfParent), for the
+// records kept across passes: they must not keep a pass's state alive.
+func (o Owner) bare() Owner {
+	o.NodeOfParent = nil
+	return o
+}
+
 // String names the owner for status messages.
 func (o Owner) String() string { return o.Kind + "/" + o.Name }
 
@@ -81,6 +88,7 @@ func winner(cs []Owner) Owner {
 // set replaces the keys o claims and returns the other owners whose winner
 // changed (they must reconcile again). An unchanged set costs no allocation.
 func (c *claims) set(o Owner, keys []entries.Key) []Owner {
+	o = o.bare()
 	old, had := c.byOwner[o.UID]
 	if had && len(old) == len(keys) {
 		same := true
@@ -118,6 +126,7 @@ func (c *claims) set(o Owner, keys []entries.Key) []Owner {
 // and returns the other owners whose winner changed. o must have claims
 // already (a set before).
 func (c *claims) change(o Owner, add, drop []entries.Key) []Owner {
+	o = o.bare()
 	mine := c.byOwner[o.UID]
 	if mine == nil {
 		mine = map[entries.Key]struct{}{}

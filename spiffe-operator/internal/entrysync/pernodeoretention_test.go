@@ -92,3 +92,40 @@ func TestAWithdrawnIdentityStaysOnlyUnderTheNodeItsPodRunsOn(t *testing.T) {
 	}
 
 }
+
+// TestTheRecordsKeptAcrossPassesHoldNoNodeMap: NodeOfParent closes over a
+// pass's map of the nodes; the claims, retention and mask records outlive
+// the pass and must not keep it alive (one map of every node per policy).
+func TestTheRecordsKeptAcrossPassesHoldNoNodeMap(t *testing.T) {
+	api := fake.New()
+	pods := podW()
+	pods.nodes = map[string][]string{"a/sa": {"n1"}}
+	s := withPods(api, pods)
+	ctx := context.Background()
+	o := perNodeOwner("policy")
+	if _, err := s.Sync(ctx, o, ptrs(underNodes(named("/web", "a", "sa", "app", "web"), "n1")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Sync(ctx, o, nil, nil); err != nil || out.Retained != 1 {
+		t.Fatalf("setup: retained %d, %v", out.Retained, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tag, c := range s.claims.byTag {
+		if c.NodeOfParent != nil {
+			t.Errorf("the claims of %s keep NodeOfParent", tag)
+		}
+	}
+	for k, cs := range s.claims.byKey {
+		for _, c := range cs {
+			if c.NodeOfParent != nil {
+				t.Errorf("the claim of %s on %s keeps NodeOfParent", c, k)
+			}
+		}
+	}
+	for id, r := range s.retained {
+		if r.owner.NodeOfParent != nil {
+			t.Errorf("the retention record of %s keeps NodeOfParent", id)
+		}
+	}
+}

@@ -26,6 +26,7 @@ type maskCheck struct {
 // the entry stays, the checks back off to the resync interval, so a
 // permanent foreign entry costs one GetEntry per resync.
 func (s *Syncer) watchForeign(ctx context.Context, owner Owner, parent, id string) {
+	owner = owner.bare()
 	if s.opts.MaskRecheck < 0 {
 		return
 	}

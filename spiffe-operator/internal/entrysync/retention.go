@@ -107,7 +107,7 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 	if err != nil {
 		// Not knowing which pods run, keep the entry: the next pass decides.
 		logf.FromContext(r.ctx).Error(err, "reading pods; keeping an entry no longer wanted", "entryID", id)
-		r.s.retained[id] = retention{owner: r.owner, namespace: sh.Namespace}
+		r.s.retained[id] = retention{owner: r.owner.bare(), namespace: sh.Namespace}
 		return true
 	}
 	needs, recorded := r.s.withdrawn[id]
@@ -135,7 +135,7 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 		r.s.withdrawn[id] = needs
 	}
 	if kept {
-		r.s.retained[id] = retention{owner: r.owner, namespace: sh.Namespace}
+		r.s.retained[id] = retention{owner: r.owner.bare(), namespace: sh.Namespace}
 	}
 	return kept
 }
