@@ -42,6 +42,7 @@ type entryWatch struct {
 	missing []string
 	reads   int
 	stop    chan struct{}
+	stopped sync.Once
 	done    chan struct{}
 }
 
@@ -82,9 +83,9 @@ func watchEntries(parent string, paths []string) *entryWatch {
 	return w
 }
 
-// finish stops the watch and returns what it saw.
+// finish stops the watch and returns what it saw; it may be called again.
 func (w *entryWatch) finish() (ids map[string][]string, missing []string, reads int) {
-	close(w.stop)
+	w.stopped.Do(func() { close(w.stop) })
 	<-w.done
 	return w.ids, w.missing, w.reads
 }
@@ -269,15 +270,7 @@ var _ = Describe("Shared entries across restarts and leader changes", func() {
 		before := holders()
 
 		w := watchEntries(parentOf("churn"), want)
-		stopped := false
-		finish := func() (map[string][]string, []string, int) {
-			if stopped {
-				return nil, nil, 0
-			}
-			stopped = true
-			return w.finish()
-		}
-		DeferCleanup(func() { finish() })
+		DeferCleanup(func() { _, _, _ = w.finish() })
 
 		// A restart: every object has its first pass again, in any order.
 		whileOperatorDown(func() {})
@@ -302,7 +295,7 @@ var _ = Describe("Shared entries across restarts and leader changes", func() {
 		Eventually(second.Manager.Elected(), 40*time.Second).Should(BeClosed())
 		Consistently(holders, 2*resync, 20*time.Millisecond).Should(Equal(before))
 
-		ids, missing, reads := finish()
+		ids, missing, reads := w.finish()
 		Expect(reads).To(BeNumerically(">", 100), "SPIRE was read often enough to see a gap")
 		Expect(missing).To(BeEmpty(), "an entry was absent")
 		for i, path := range want {
@@ -321,6 +314,7 @@ var _ = Describe("A hand-over SPIRE refuses", func() {
 		}
 		older := spiffeEntry("handover-older", func(s *v1alpha1.SpiffeEntrySpec) {
 			spec(s)
+			s.SpiffeID = "spiffe://" + trustDomain + "/vm/handover-first"
 			s.Selectors = []string{"unix:uid:2001"}
 		})
 		Expect(k8s.Create(ctx, older)).To(Succeed())
