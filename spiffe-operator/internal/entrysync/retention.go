@@ -59,6 +59,9 @@ func (r *retainer) servedUnder(pod Pod, parent string) bool {
 	if r.owner.NodeOfParent == nil {
 		return true
 	}
+	if pod.Node == "" {
+		return false
+	}
 	pn, ok := r.parentNodes[parent]
 	if !ok {
 		pn.node, pn.known = r.owner.NodeOfParent(r.ctx, parent)

@@ -749,10 +749,8 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			}
 		}
 		s.mu.Unlock()
-		var renameErr error
-		if err == nil {
-			renameErr = s.deleteAll(ctx, renamed)
-		}
+		// Delete what SPIRE renamed even when the call failed in part.
+		renameErr := s.deleteAll(ctx, renamed)
 		if err := s.putBack(ctx, p, in, res); err != nil {
 			return err
 		}
@@ -883,11 +881,13 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		}
 	}
 	s.mu.Unlock()
+	// Delete what SPIRE renamed even when the call failed in part.
+	renameErr := s.deleteAll(ctx, renamed)
 	if err != nil {
 		return fmt.Errorf("put back %d entries taken over: %w", len(back), err)
 	}
-	if err := s.deleteAll(ctx, renamed); err != nil {
-		return err
+	if renameErr != nil {
+		return renameErr
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("put back entries taken over: %v: %w", failed, ErrTransient)
