@@ -131,7 +131,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 		created = n
 
 		if s.noFloors {
-			res, err := scaleSizeFresh(ctx, k8s, cp.KubeconfigPath, bin, l, n, s, fresh)
+			res, err := scaleSizeFresh(ctx, b, k8s, cp.KubeconfigPath, bin, l, n, s, fresh)
 			if err != nil {
 				return err
 			}
@@ -162,7 +162,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 				return fmt.Errorf("N=%d one-selector floor at %d calls: %w", n, c, err)
 			}
 		}
-		res, err := scaleSizeFresh(ctx, k8s, cp.KubeconfigPath, bin, l, n, s, fresh)
+		res, err := scaleSizeFresh(ctx, b, k8s, cp.KubeconfigPath, bin, l, n, s, fresh)
 		if err != nil {
 			return err
 		}
@@ -182,13 +182,13 @@ func runScale(b *testing.B, s scaleSettings) error {
 
 // scaleSizeFresh runs scaleSize at size n on a fresh database and returns
 // its result with the latencies sorted.
-func scaleSizeFresh(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string, l scaleLayout, n int, s scaleSettings,
+func scaleSizeFresh(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconfig, bin string, l scaleLayout, n int, s scaleSettings,
 	fresh func() (testenv.SpireOptions, error)) (scaleResult, error) {
 	opts, err := fresh()
 	if err != nil {
 		return scaleResult{}, err
 	}
-	res, err := scaleSize(ctx, k8s, kubeconfig, bin, l, n, s, opts)
+	res, err := scaleSize(ctx, b, k8s, kubeconfig, bin, l, n, s, opts)
 	if err != nil {
 		return scaleResult{}, fmt.Errorf("N=%d: %w", n, err)
 	}
@@ -210,7 +210,7 @@ type scaleResult struct {
 // selecting the n workloads to all n entries registered, reads the RSS,
 // then times s.samples new workloads, one at a time, in a namespace of
 // this size's own, and removes the policy, operator and server.
-func scaleSize(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string, l scaleLayout, n int, s scaleSettings,
+func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconfig, bin string, l scaleLayout, n int, s scaleSettings,
 	opts testenv.SpireOptions) (scaleResult, error) {
 	var res scaleResult
 	srv, err := testenv.StartSpire(opts)
@@ -279,6 +279,7 @@ func scaleSize(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string
 	if err != nil {
 		return res, err
 	}
+	stopCPU := proc.cpuProfile(b, fmt.Sprintf("scale-samples-%d", n))
 	for j := range s.samples {
 		d, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
 		if err != nil {
@@ -286,6 +287,7 @@ func scaleSize(ctx context.Context, k8s client.WithWatch, kubeconfig, bin string
 		}
 		res.latencies = append(res.latencies, d)
 	}
+	stopCPU()
 	after, err := proc.costsNow()
 	if err != nil {
 		return res, err
