@@ -56,13 +56,16 @@ type runState struct {
 
 // fixedPaths are what the components write outside the run's directory
 // whatever their configuration: the kubelet's container log links and
-// device-plugin socket, and the CNI library's result cache (containerd
-// offers no setting for it).
-var fixedPaths = []string{containerLogLinks, cniCacheDir, "/var/lib/kubelet", kubeletDevicePluginSocket}
+// device-plugin socket, the CNI library's result cache (containerd offers
+// no setting for it), and libmount's runtime directory, which the mount
+// command the kubelet runs for tmpfs volumes makes on a machine where
+// nothing has mounted with it yet.
+var fixedPaths = []string{containerLogLinks, cniCacheDir, "/var/lib/kubelet", kubeletDevicePluginSocket, libmountRuntimeDir}
 
 const (
 	cniCacheDir               = "/var/lib/cni"
 	kubeletDevicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+	libmountRuntimeDir        = "/run/mount"
 )
 
 // recordFixedPaths notes which fixed paths exist before the run.
@@ -430,7 +433,16 @@ func (s *runState) removeFixedPaths() error {
 		}
 	}
 	for i := len(fixedPaths) - 1; i >= 0; i-- {
-		if p := fixedPaths[i]; !s.Preexisting[p] {
+		p := fixedPaths[i]
+		switch {
+		case s.Preexisting[p]:
+		case p == libmountRuntimeDir:
+			// Shared with whatever else mounts on the machine: removed only
+			// when empty (the run's mounts are gone by now).
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) && !errors.Is(err, syscall.ENOTEMPTY) {
+				errs = append(errs, err)
+			}
+		default:
 			errs = append(errs, os.RemoveAll(p))
 		}
 	}
