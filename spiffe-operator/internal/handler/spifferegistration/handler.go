@@ -96,9 +96,10 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 		if byParent == nil {
 			all, err := h.AllNodes(ctx)
 			if err != nil {
-				// Not knowing the nodes, judge by pods on any node.
+				// Not knowing the nodes, judge by pods on any node, for
+				// the rest of the pass too: no parent names a known node.
 				logf.FromContext(ctx).Error(err, "reading nodes; keeping entries no longer wanted for pods on any node")
-				return "", false
+				all = nil
 			}
 			byParent = make(map[string]string, len(all))
 			for _, n := range all {
