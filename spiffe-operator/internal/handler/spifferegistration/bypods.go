@@ -115,7 +115,9 @@ func (n *nodeParents) of(ctx context.Context, name string) (nodeParent, error) {
 		}
 		np.exists = found
 		if found && n.p.perNode() {
-			np.id, np.err = n.p.nodeParent(node)
+			if np.id, np.err = n.p.nodeParent(node); np.err == nil {
+				n.h.parents.record(np.id.String(), name)
+			}
 		}
 	}
 	n.byName[name] = np

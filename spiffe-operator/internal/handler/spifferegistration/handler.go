@@ -73,6 +73,8 @@ type Handler struct {
 	Pods *pods.Source
 
 	memo renders
+	// parents remembers the node each per-node parent was rendered for.
+	parents renderedParents
 }
 
 var _ handler.Handler[*v1alpha1.SpiffeRegistration] = &Handler{}
@@ -108,8 +110,12 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 				}
 			}
 		}
-		node, ok := byParent[parent]
-		return node, ok
+		if node, ok := byParent[parent]; ok {
+			return node, true
+		}
+		// A parent of a node deleted or re-created under a new UID: its
+		// agent still runs on the node it was rendered for, if any.
+		return h.parents.nodeOf(parent)
 	}
 	return o
 }
