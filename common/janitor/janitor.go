@@ -119,7 +119,9 @@ func (j *Client) DeclareTypes(types ...ChildType) error {
 
 // SetOwnership marks obj as a child of the owner: a controller reference
 // where Kubernetes allows one (same namespace, or a cluster-scoped owner) and
-// the owner labels always, which Cleanup lists by.
+// the owner labels always, which Cleanup lists by (with the owner's name in
+// an annotation when it is too long for a label, see
+// labels.OwnerAnnotations).
 func (j *Client) SetOwnership(obj client.Object) error {
 	l := obj.GetLabels()
 	if l == nil {
@@ -127,6 +129,14 @@ func (j *Client) SetOwnership(obj client.Object) error {
 	}
 	maps.Copy(l, labels.Owner(j.owner, j.ownerGVK.Kind))
 	obj.SetLabels(l)
+	if a := labels.OwnerAnnotations(j.owner); a != nil {
+		have := obj.GetAnnotations()
+		if have == nil {
+			have = map[string]string{}
+		}
+		maps.Copy(have, a)
+		obj.SetAnnotations(have)
+	}
 	if j.canReference(obj) {
 		if err := controllerutil.SetControllerReference(j.owner, obj, j.Scheme()); err != nil {
 			return fmt.Errorf("owner reference on %s: %w", obj.GetName(), err)
@@ -158,7 +168,7 @@ func (j *Client) Owns(obj client.Object) bool {
 }
 
 // Marked reports whether obj already carries what a write through j would
-// put on it: the owner labels, the owner's controller reference where
+// put on it: the owner labels (and annotations), the owner's controller reference where
 // Kubernetes allows one, and j's environment label. A child that is not
 // marked needs a write even when the rest of it is as desired.
 func (j *Client) Marked(obj client.Object) bool {
@@ -170,6 +180,11 @@ func (j *Client) Marked(obj client.Object) bool {
 	}
 	if have[labels.Environment] != j.Environment() {
 		return false
+	}
+	for k, v := range labels.OwnerAnnotations(j.owner) {
+		if obj.GetAnnotations()[k] != v {
+			return false
+		}
 	}
 	if j.canReference(obj) {
 		ref := metav1.GetControllerOf(obj)

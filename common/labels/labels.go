@@ -3,6 +3,8 @@
 package labels
 
 import (
+	"maps"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -25,6 +27,11 @@ const (
 	// OwnerNamespace is the namespace of the owner of a cross-scope child
 	// (empty for cluster-scoped owners).
 	OwnerNamespace = "trustplane.dev/owner-namespace"
+	// OwnerNameAnnotation is the annotation that holds the name of the
+	// owner of a cross-scope child when that name is no valid label value
+	// (a namespaced object's name may be 253 characters long, a label value
+	// 63), so the OwnerName label cannot.
+	OwnerNameAnnotation = "trustplane.dev/owner-name"
 
 	// Finalizer is the finalizer the Controller puts on every object it
 	// reconciles, so that Handler.Delete runs before the object goes.
@@ -45,6 +52,32 @@ func Owner(owner metav1.Object, kind string) map[string]string {
 		l[OwnerNamespace] = ns
 	}
 	return l
+}
+
+// OwnerAnnotations returns the annotations a child of owner carries beside
+// its Owner labels: the owner's name under OwnerNameAnnotation when Owner
+// leaves it out, nil otherwise.
+func OwnerAnnotations(owner metav1.Object) map[string]string {
+	if len(validation.IsValidLabelValue(owner.GetName())) == 0 {
+		return nil
+	}
+	return map[string]string{OwnerNameAnnotation: owner.GetName()}
+}
+
+// OwnerOfObject is OwnerOf for a child object: where its labels leave the
+// owner's name out, the name comes from OwnerNameAnnotation (see
+// OwnerAnnotations), so the owner of a long name is named all the same.
+func OwnerOfObject(o metav1.Object, kind string) (key types.NamespacedName, uid types.UID, ok bool) {
+	l := o.GetLabels()
+	if _, named := l[OwnerName]; !named {
+		if name := o.GetAnnotations()[OwnerNameAnnotation]; name != "" {
+			named := make(map[string]string, len(l)+1)
+			maps.Copy(named, l)
+			named[OwnerName] = name
+			l = named
+		}
+	}
+	return OwnerOf(l, kind)
 }
 
 // OwnerOf reads back the owner that Owner labelled l with, when l names an

@@ -11,6 +11,7 @@ package shared
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -24,6 +25,15 @@ import (
 // its object and fail with a conflict where one exists: no object holds it,
 // since the first write to etcd is its revision 2.
 const CreateOnly = "1"
+
+// ErrLeftInPlace marks a release that could not take our fields out of a
+// shared object because the API server refuses the object without them:
+// it is immutable (a ConfigMap or Secret whose other writer set
+// immutable), or a field only we own is required. Another writer manages
+// a field of it, so it is not deleted either; it is left as it is. Callers
+// report it and go on: whoever may edit one object must not be able to
+// hold up the release of all the others, or the deletion of their owner.
+var ErrLeftInPlace = errors.New("left in place")
 
 // Writer writes shared children as one field manager.
 type Writer struct {
@@ -74,8 +84,9 @@ func (w Writer) Wrote(entries []metav1.ManagedFieldsEntry) bool {
 // preconditioned on its UID and resourceVersion, so a concurrent edit wins;
 // a shared one gets an empty apply, which drops exactly the fields our
 // manager owned and leaves the rest. A shared object that would not be
-// valid without our fields (a required field only we own) is left as it
-// is, and the API server's Invalid error returned. An object our manager
+// valid without our fields (immutable, or a required field only we own) is
+// left as it is, and the API server's Invalid error returned wrapped in
+// ErrLeftInPlace. An object our manager
 // manages no field of holds nothing of ours, whatever its labels say: it is
 // left as it is, without a write and without an error, so that whoever
 // labels their own object as ours can neither have it deleted nor make a
@@ -101,7 +112,7 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 		err := w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(w.FieldManager), client.ForceOwnership)
 		switch {
 		case apierrors.IsInvalid(err):
-			return "", fmt.Errorf("drop our fields: the object is not valid without them and another writer manages a field of it, so it is left as it is: %w", err)
+			return "", fmt.Errorf("%w: the API server refuses it without our fields (it is immutable, or needs a field only we own) and another writer manages a field of it: %w", ErrLeftInPlace, err)
 		case err != nil:
 			return "", fmt.Errorf("drop our fields: %w", err)
 		}

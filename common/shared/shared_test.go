@@ -2,6 +2,7 @@ package shared_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -78,6 +79,22 @@ var _ = Describe("Writer", func() {
 		Expect(cm.Data).To(Equal(map[string]string{"app.conf": "theirs"}))
 	})
 
+	It("leaves on release a shared object its other writer made immutable, and says so", func(ctx context.Context) {
+		ns := cp.Namespace(ctx)
+		Expect(ours.Apply(ctx, configMap(ns, "frozen", map[string]any{"ca": "ours"}), false)).To(Succeed())
+		frozen := configMap(ns, "frozen", map[string]any{"theirs": "x"})
+		frozen.Object["immutable"] = true
+		Expect(theirs.Apply(ctx, frozen, false)).To(Succeed())
+		m := metadataOf(ctx, ns, "frozen")
+
+		_, err := ours.Release(ctx, m)
+		Expect(errors.Is(err, shared.ErrLeftInPlace)).To(BeTrue(), "got %v", err)
+		cm := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "frozen"}, cm)).To(Succeed())
+		Expect(cm.Data).To(Equal(map[string]string{"ca": "ours", "theirs": "x"}))
+		Expect(cm.ResourceVersion).To(Equal(m.ResourceVersion))
+	})
+
 	It("leaves on release a shared object that is not valid without its fields, and says so", func(ctx context.Context) {
 		name := "sh-ctb-required"
 		ctb := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
@@ -92,7 +109,7 @@ var _ = Describe("Writer", func() {
 
 		_, err := ours.Release(ctx, m)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
-		Expect(err.Error()).To(ContainSubstring("left as it is"))
+		Expect(errors.Is(err, shared.ErrLeftInPlace)).To(BeTrue(), "got %v", err)
 		cur := &certificatesv1.ClusterTrustBundle{}
 		Expect(cp.Client.Get(ctx, client.ObjectKey{Name: name}, cur)).To(Succeed())
 		Expect(cur.ResourceVersion).To(Equal(m.ResourceVersion))

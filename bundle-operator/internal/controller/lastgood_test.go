@@ -87,11 +87,16 @@ func secretRef(ns, name string) client.Object {
 
 // lastGoodEvents returns the notes of the LastGoodBundle events about tb.
 func lastGoodEvents(ctx context.Context, tb *v1alpha1.TrustBundle) []string {
+	return eventNotes(ctx, tb, trustbundle.ReasonLastGoodBundle)
+}
+
+// eventNotes returns the notes of the events of reason about tb.
+func eventNotes(ctx context.Context, tb *v1alpha1.TrustBundle, reason string) []string {
 	var l eventsv1.EventList
 	Expect(cp.Client.List(ctx, &l)).To(Succeed())
 	var out []string
 	for _, e := range l.Items {
-		if e.Regarding.Name == tb.Name && e.Reason == trustbundle.ReasonLastGoodBundle {
+		if e.Regarding.Name == tb.Name && e.Reason == reason {
 			out = append(out, e.Note)
 		}
 	}

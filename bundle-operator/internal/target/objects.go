@@ -48,6 +48,59 @@ type Objects struct {
 	// Expectations, when set, suppress duplicate writes while the cache
 	// has not yet seen our last write. Feed them from the target watch.
 	Expectations *Expectations
+
+	// left remembers the targets a release left in place (see release).
+	left leftInPlace
+}
+
+// leftInPlace remembers, by TrustBundle, kind, namespace and name, the
+// resourceVersion of each target a release left in place, so that an
+// object nobody changed since is not tried again on every pass.
+type leftInPlace struct {
+	mu sync.Mutex
+	rv map[leftKey]string
+}
+
+type leftKey struct {
+	bundle          string
+	kind            Kind
+	namespace, name string
+}
+
+// unchanged reports whether k was left in place at resourceVersion rv.
+func (l *leftInPlace) unchanged(k leftKey, rv string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	have, ok := l.rv[k]
+	return ok && have == rv
+}
+
+func (l *leftInPlace) record(k leftKey, rv string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rv == nil {
+		l.rv = map[leftKey]string{}
+	}
+	l.rv[k] = rv
+}
+
+// keepOnly forgets the targets of bundle and kind that are not in stale:
+// released since, deleted, or no longer labelled as the bundle's.
+func (l *leftInPlace) keepOnly(bundle string, kind Kind, stale []*metav1.PartialObjectMetadata) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.rv) == 0 {
+		return
+	}
+	still := make(map[leftKey]bool, len(stale))
+	for _, m := range stale {
+		still[leftKey{bundle: bundle, kind: kind, namespace: m.Namespace, name: m.Name}] = true
+	}
+	for k := range l.rv {
+		if k.bundle == bundle && k.kind == kind && !still[k] {
+			delete(l.rv, k)
+		}
+	}
 }
 
 // Desired is the content every target of one kind should hold.
@@ -101,7 +154,8 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 			stale = append(stale, &owned[i])
 		}
 	}
-	o.parallel(ctx, len(stale), func(i int) { record(o.release(ctx, d.Kind, stale[i])) })
+	o.left.keepOnly(d.Bundle, d.Kind, stale)
+	o.parallel(ctx, len(stale), func(i int) { record(o.release(ctx, d.Bundle, d.Kind, stale[i])) })
 	return rep
 }
 
@@ -121,9 +175,16 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("list %ss of %s: %w", d.Kind, d.Bundle, err)
 	}
+	// Only the targets of selected namespaces count: an object anyone
+	// labels as the bundle's in a namespace it does not select is no
+	// target, and must not stop the selected ones from getting the bundle.
+	selected := make(map[string]bool, len(d.Namespaces))
+	for _, ns := range d.Namespaces {
+		selected[ns] = true
+	}
 	existing, matching, other := 0, 0, ""
 	for _, m := range owned {
-		if m.Name != d.Name {
+		if m.Name != d.Name || !selected[m.Namespace] {
 			continue
 		}
 		existing++
@@ -184,9 +245,14 @@ func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, bundle string) Repo
 		rep.Fail(fmt.Sprintf("list %ss of %s", kind, bundle), err)
 		return rep
 	}
+	stale := make([]*metav1.PartialObjectMetadata, len(owned))
+	for i := range owned {
+		stale[i] = &owned[i]
+	}
+	o.left.keepOnly(bundle, kind, stale)
 	var mu sync.Mutex
 	o.parallel(ctx, len(owned), func(i int) {
-		r := o.release(ctx, kind, &owned[i])
+		r := o.release(ctx, bundle, kind, &owned[i])
 		mu.Lock()
 		rep.Add(r)
 		mu.Unlock()
@@ -413,14 +479,18 @@ func ownedDataKeys(entries []metav1.ManagedFieldsEntry) (map[string]bool, bool) 
 	return nil, false
 }
 
-// release takes our keys out of m: an object only we manage is deleted
-// (preconditioned on its UID and resourceVersion, so a concurrent edit wins);
-// an object shared with others gets an empty apply, which drops exactly the
-// fields our manager owned and leaves the rest.
-func (o *Objects) release(ctx context.Context, kind Kind, m *metav1.PartialObjectMetadata) Report {
+// release takes our keys out of m, a target of bundle: an object only we
+// manage is deleted (preconditioned on its UID and resourceVersion, so a
+// concurrent edit wins); an object shared with others gets an empty apply,
+// which drops exactly the fields our manager owned and leaves the rest. A
+// shared object the API server refuses without our keys (its other writer
+// made it immutable, say) is left in place and reported in Report.Left,
+// not as a failure, and not tried again until it changes.
+func (o *Objects) release(ctx context.Context, bundle string, kind Kind, m *metav1.PartialObjectMetadata) Report {
 	var rep Report
 	what := fmt.Sprintf("release %s %s/%s", kind, m.Namespace, m.Name)
-	if !o.expectationsMet(kind, m.Namespace, m.Name, m.ResourceVersion) {
+	key := leftKey{bundle: bundle, kind: kind, namespace: m.Namespace, name: m.Name}
+	if !o.expectationsMet(kind, m.Namespace, m.Name, m.ResourceVersion) || o.left.unchanged(key, m.ResourceVersion) {
 		return rep
 	}
 	target := m.DeepCopy()
@@ -433,6 +503,11 @@ func (o *Objects) release(ctx context.Context, kind Kind, m *metav1.PartialObjec
 		o.expectGone(kind, m.Namespace, m.Name, rv)
 	case err == nil:
 		o.expect(kind, m.Namespace, m.Name, rv)
+	}
+	if errors.Is(err, shared.ErrLeftInPlace) {
+		o.left.record(key, m.ResourceVersion)
+		rep.Left = append(rep.Left, fmt.Sprintf("%s %s/%s: %v", kind, m.Namespace, m.Name, err))
+		return rep
 	}
 	if err != nil {
 		rep.Fail(what, err)

@@ -139,7 +139,7 @@ func TestReleasedTargetIsExpectedGoneOnceTheCacheLostIt(t *testing.T) {
 	o := &Objects{Client: c, Expectations: e}
 	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ca", UID: "u1", ResourceVersion: "10",
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply}}}}
-	if rep := o.release(context.Background(), KindConfigMap, m); rep.FailedCount > 0 || rep.Written != 1 {
+	if rep := o.release(context.Background(), "tb", KindConfigMap, m); rep.FailedCount > 0 || rep.Written != 1 {
 		t.Fatalf("release: %+v", rep)
 	}
 	if !o.expectationsMet(KindConfigMap, "ns", "ca", "") {

@@ -43,6 +43,11 @@ type Report struct {
 	// CRD without a conversion webhook, a webhook configuration without
 	// webhooks), with why; they are not failures.
 	Skipped []string
+	// Left names the targets a release left in place, with why (see
+	// shared.ErrLeftInPlace): another writer shares them and the API server
+	// refuses them without our keys. They are not failures: nothing more
+	// can be done with them, and they must not hold up the others.
+	Left []string
 }
 
 // Add merges o into r.
@@ -51,6 +56,7 @@ func (r *Report) Add(o Report) {
 	r.Written += o.Written
 	r.FailedCount += o.FailedCount
 	r.Skipped = append(r.Skipped, o.Skipped...)
+	r.Left = append(r.Left, o.Left...)
 	for _, f := range o.Failed {
 		if len(r.Failed) < maxFailuresNamed {
 			r.Failed = append(r.Failed, f)

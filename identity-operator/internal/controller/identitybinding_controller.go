@@ -228,7 +228,7 @@ func (m *mapper) poolBindings(group, kind string) handler.MapFunc {
 func (m *mapper) outputBindings(ctx context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	var reqs []reconcile.Request
-	if key, _, ok := labels.OwnerOf(l, ownerKind); ok && key.Namespace != "" {
+	if key, _, ok := labels.OwnerOfObject(o, ownerKind); ok && key.Namespace != "" {
 		reqs = append(reqs, reconcile.Request{NamespacedName: key})
 		if g := l[index.LabelGroup]; g != "" {
 			reqs = append(reqs, m.byGroup(ctx, key.Namespace, g)...)

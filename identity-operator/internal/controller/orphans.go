@@ -112,10 +112,11 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 	return withdrawn, nil
 }
 
-// ownerOf returns the binding o's owner labels name, or nil when they are
-// incomplete: such an object is never judged an orphan.
+// ownerOf returns the binding o's owner labels (and, for a name too long
+// for a label, annotation) name, or nil when they are incomplete: such an
+// object is never judged an orphan.
 func ownerOf(o client.Object) *v1alpha1.IdentityBinding {
-	key, uid, ok := labels.OwnerOf(o.GetLabels(), ownerKind)
+	key, uid, ok := labels.OwnerOfObject(o, ownerKind)
 	if !ok || key.Namespace == "" {
 		return nil
 	}

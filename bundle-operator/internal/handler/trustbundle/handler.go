@@ -160,6 +160,7 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 	rep.Add(h.syncClusterTrustBundle(ctx, tb, f.pem, objLabels))
 	rep.Add(h.Injector.Sync(ctx, tb.Name, f.pem))
 	h.warnSkipped(tb, rep.Skipped)
+	h.warnLeft(tb, rep.Left)
 	if rep.Written > 0 {
 		logf.FromContext(ctx).Info("targets written", "written", rep.Written, "inSync", rep.InSync, "failed", rep.FailedCount)
 	}
@@ -199,9 +200,22 @@ func (h *Handler) warnSkipped(tb *v1alpha1.TrustBundle, skipped []string) {
 		"%d annotated objects cannot take a caBundle and are skipped: %s", len(skipped), strings.Join(skipped, "; "))
 }
 
+// warnLeft emits a Warning event naming the targets a release left in
+// place (see target.Report.Left).
+func (h *Handler) warnLeft(tb *v1alpha1.TrustBundle, left []string) {
+	if len(left) == 0 || h.Recorder == nil {
+		return
+	}
+	h.Recorder.Eventf(tb, nil, corev1.EventTypeWarning, ReasonTargetsLeftInPlace, "Release",
+		"%d targets to release are left as they are: %s", len(left), strings.Join(left, "; "))
+}
+
 // Delete takes our keys out of every ConfigMap and Secret target (deleting
 // the objects only we wrote). Injected caBundles stay: removing them would
-// break the webhooks and APIServices that still rely on them.
+// break the webhooks and APIServices that still rely on them. Targets the
+// API server refuses without our keys (made immutable by another writer)
+// are left as they are, with a Warning event: they do not hold up the
+// deletion.
 func (h *Handler) Delete(ctx context.Context, tb *v1alpha1.TrustBundle) error {
 	var rep target.Report
 	for _, o := range h.objectTargets(&v1alpha1.Target{}) {
@@ -210,6 +224,7 @@ func (h *Handler) Delete(ctx context.Context, tb *v1alpha1.TrustBundle) error {
 	if h.ClusterTrustBundles != nil {
 		rep.Add(h.ClusterTrustBundles.Sync(ctx, tb.Name, "", nil, nil))
 	}
+	h.warnLeft(tb, rep.Left)
 	if rep.FailedCount > 0 {
 		return ctrlerrors.WithReason(ReasonTargetsFailed,
 			ctrlerrors.RetryableErrorf("release %d targets: %s", rep.FailedCount, strings.Join(rep.Failed, "; ")))

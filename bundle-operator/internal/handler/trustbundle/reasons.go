@@ -49,4 +49,10 @@ const (
 	// has no caBundle field (a CRD without a conversion webhook, a webhook
 	// configuration without webhooks); it is skipped, the pass goes on.
 	ReasonInjectionSkipped = "InjectionSkipped"
+	// ReasonTargetsLeftInPlace (Warning): targets to release (in a
+	// namespace no longer selected, or of a deleted TrustBundle) that
+	// another writer shares and that the API server refuses without our
+	// keys (made immutable, say) are left as they are; the pass, or the
+	// deletion, goes on.
+	ReasonTargetsLeftInPlace = "TargetsLeftInPlace"
 )
