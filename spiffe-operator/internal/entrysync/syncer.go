@@ -832,7 +832,9 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) error {
 // create never leaves the pods without the entry until a pass succeeds. A
 // replacement that did land after all makes SPIRE answer AlreadyExists,
 // which is fine. An entry whose owner was released meanwhile is not put
-// back: its object is gone. One put back gets its owner's records again.
+// back: its object is gone; one released while the put-back's create is
+// in flight is deleted again once it lands, since that release could not
+// see it. One put back gets its owner's records again.
 func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []spire.Result) error {
 	var (
 		back []*types.Entry
@@ -844,7 +846,7 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		if i >= 0 && i < len(res) && (res[i].Code == codes.OK && res[i].Entry.GetId() == in[i].Id || res[i].Code == codes.AlreadyExists) {
 			continue
 		}
-		if _, known, _ := s.claims.known(t.holder, t.by.Key()); !known {
+		if !s.stillClaimed(t) {
 			continue
 		}
 		back = append(back, t.held.Proto(t.id))
@@ -857,6 +859,8 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 	res, err := s.api.Create(ctx, back)
 	var failed []string
 	s.mu.Lock()
+	// renamed are the entries to delete again: renamed by SPIRE, or of a
+	// holder released meanwhile.
 	var renamed []deletion
 	for i, r := range res {
 		v := s.views[parentOf(back[i])]
@@ -864,6 +868,10 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		case r.Code == codes.OK && r.Entry.GetId() != back[i].Id:
 			// SPIRE ignored the ID, as it may have the create's: an entry
 			// no owner could delete must not stay.
+			renamed = append(renamed, deletion{parent: parentOf(back[i]), id: r.Entry.GetId()})
+		case r.Code == codes.OK && !s.stillClaimed(from[i]):
+			// The holder was released while the create was in flight; its
+			// release could not see this entry, so it goes now.
 			renamed = append(renamed, deletion{parent: parentOf(back[i]), id: r.Entry.GetId()})
 		case (r.Code == codes.OK || r.Code == codes.AlreadyExists) && r.Entry != nil:
 			v.put(s.opts.IDs, r.Entry)
@@ -893,6 +901,13 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		return fmt.Errorf("put back entries taken over: %v: %w", failed, ErrTransient)
 	}
 	return nil
+}
+
+// stillClaimed reports whether the holder of t still claims the key it
+// held; s.mu is held.
+func (s *Syncer) stillClaimed(t takeover) bool {
+	_, known, _ := s.claims.known(t.holder, t.by.Key())
+	return known
 }
 
 // withoutReplaced leaves out of stale the entries that entries SPIRE just

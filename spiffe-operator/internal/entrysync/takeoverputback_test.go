@@ -134,3 +134,50 @@ func (r *renamesOnce) Create(ctx context.Context, in []*types.Entry) ([]spire.Re
 	defer func() { r.IgnoreIDs = false }()
 	return r.EntryAPI.Create(ctx, in)
 }
+
+// TestAPutBackRacingAReleaseDoesNotOutliveTheReleasedOwner: as above, but
+// the younger object is released while the put-back's create is in
+// flight, after the put-back found it still claimed. The release could
+// not see the entry being re-created; the put-back must delete it once it
+// lands, or it stays in SPIRE, owned by a deleted object, until orphan
+// collection reads that parent again.
+func TestAPutBackRacingAReleaseDoesNotOutliveTheReleasedOwner(t *testing.T) {
+	api := &slowList{EntryAPI: fake.New()}
+	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: podW().labels})
+	ctx := context.Background()
+	older, younger := owner("older", time.Hour), owner("younger", 0)
+	if _, err := s.Sync(ctx, older, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	held := named("/shared", "a", "sa", "app", "web")
+	held.Admin = true
+	out, err := s.Sync(ctx, younger, ptrs([]entries.Entry{held}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldID := out.Registered[held.Key()]
+	e := named("/shared", "a", "sa", "app", "web") // same key, not admin
+	api.FailOnce[e.SpiffeID.String()] = codes.Internal
+	api.onCreate = func() {
+		// The takeover's create: the next create is the put-back's.
+		api.mu.Lock()
+		api.onCreate = func() {
+			if err := s.Release(ctx, younger, nil); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		}
+		api.mu.Unlock()
+	}
+	_, _ = s.Sync(ctx, older, ptrs([]entries.Entry{e}), nil)
+	if got := api.Get(heldID); got != nil {
+		t.Errorf("the younger object was released while its entry %s was being put back, and the entry stayed: %v",
+			heldID, api.Writes())
+	}
+	out, err = s.Sync(ctx, older, ptrs([]entries.Entry{e}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.Registered[e.Key()]; !ok {
+		t.Errorf("the older object's retry does not register the entry (masked %+v)", out.Masked)
+	}
+}
