@@ -211,7 +211,7 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, okO := oldObj.(*pods.Object)
 			n, okN := newObj.(*pods.Object)
-			if okO && okN && (!maps.Equal(o.Labels, n.Labels) || pods.Running(o) != pods.Running(n)) {
+			if okO && okN && (!o.LabelSet.Equal(n.LabelSet) || pods.Running(o) != pods.Running(n)) {
 				s.PodsChanged(n.Namespace)
 			}
 		},
@@ -239,7 +239,7 @@ func podPlacementChanged() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okO := e.ObjectOld.(*pods.Object)
 			n, okN := e.ObjectNew.(*pods.Object)
-			return !okO || !okN || o.NodeName != n.NodeName || !maps.Equal(o.Labels, n.Labels) ||
+			return !okO || !okN || o.NodeName != n.NodeName || !o.LabelSet.Equal(n.LabelSet) ||
 				!maps.Equal(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n)
 		},
 	}

@@ -3,6 +3,8 @@ package entries
 import (
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // PodShape is what an entry's selectors ask of a pod, when they are all
@@ -76,16 +78,16 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 
 // MatchesPod reports whether the pod with the given UID and labels (in the
 // shape's namespace and service account) is selected by the shape.
-func (sh PodShape) MatchesPod(uid string, labels map[string]string) bool {
-	return (sh.PodUID == "" || sh.PodUID == uid) && sh.Matches(labels)
+func (sh PodShape) MatchesPod(uid string, podLabels labels.Labels) bool {
+	return (sh.PodUID == "" || sh.PodUID == uid) && sh.Matches(podLabels)
 }
 
 // Matches reports whether a pod with the given labels (in the shape's
 // namespace and service account) is selected by the shape's labels; it
 // does not check PodUID (see MatchesPod).
-func (sh PodShape) Matches(labels map[string]string) bool {
+func (sh PodShape) Matches(podLabels labels.Labels) bool {
 	for k, v := range sh.Labels {
-		if got, ok := labels[k]; !ok || got != v {
+		if got, ok := podLabels.Lookup(k); !ok || got != v {
 			return false
 		}
 	}

@@ -3,6 +3,8 @@ package entrysync
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -13,7 +15,7 @@ type Pod struct {
 	// UID is the pod's UID.
 	UID string
 	// Labels are the pod's labels.
-	Labels map[string]string
+	Labels labels.Labels
 	// Node is the name of the node the pod is bound to; empty while it is
 	// not scheduled.
 	Node string

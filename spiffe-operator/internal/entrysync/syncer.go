@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -697,6 +698,12 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	if err := s.takeOver(ctx, p, out); err != nil {
 		return err
 	}
+	var (
+		// failedCreates are the creates SPIRE failed for a cause that may
+		// pass; retry is the error that makes the pass retry for them.
+		failedCreates []Failed
+		retry         error
+	)
 	tag := owner.Tag()
 	if len(p.creates) > 0 {
 		in := make([]*types.Entry, len(p.creates))
@@ -704,10 +711,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			in[i] = e.Proto(s.opts.IDs.EntryIDFor(tag, e))
 		}
 		res, err := s.api.Create(ctx, in)
-		var (
-			transient int
-			renamed   []deletion
-		)
+		var renamed []deletion
 		s.mu.Lock()
 		for i, r := range res {
 			e := p.creates[i]
@@ -743,7 +747,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			case isTransient(r.Code):
 				// Whether it was created is not known: re-read, and retry.
 				v.invalidate()
-				transient++
+				failedCreates = append(failedCreates, Failed{Entry: *e, Reason: r.Code.String(), Message: r.Message})
 			default:
 				out.Failed = append(out.Failed, Failed{Entry: *e, Reason: r.Code.String(), Message: r.Message})
 			}
@@ -760,22 +764,43 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		if renameErr != nil {
 			return renameErr
 		}
-		if transient > 0 {
-			return fmt.Errorf("create %d entries: %w", transient, ErrTransient)
+		if len(failedCreates) > 0 {
+			retry = fmt.Errorf("create %d entries: %s: %w", len(failedCreates), describe(failedCreates), ErrTransient)
 		}
 	}
-	// Only refused creates hold stale entries back: a refused update
-	// leaves its entry in place and replaces nothing.
-	refused := out.Failed[failedBefore:]
+	// Creates SPIRE refused, or failed for a cause that may pass, hold back
+	// the stale entries they may be meant to replace; the rest of the pass
+	// goes on, so that an entry whose create keeps failing (one a tenant
+	// can make SPIRE's datastore fail every time, say) holds back nothing
+	// outside its own account. A refused update leaves its entry in place
+	// and replaces nothing.
+	held := append(slices.Clip(out.Failed[failedBefore:]), failedCreates...)
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
-		return err
+		if !errors.Is(err, ErrTransient) {
+			return errors.Join(retry, err)
+		}
+		retry = errors.Join(retry, err)
 	}
 	stale := p.stale
-	if len(refused) > 0 {
-		stale = s.withoutReplaced(ctx, owner, stale, refused)
+	if len(held) > 0 {
+		stale = s.withoutReplaced(ctx, owner, stale, held)
 		out.HeldBack = len(p.stale) - len(stale)
 	}
-	return s.deleteStale(ctx, stale)
+	return errors.Join(retry, s.deleteStale(ctx, stale))
+}
+
+// describe names up to three failed entries and SPIRE's messages, for the
+// error that says the pass failed.
+func describe(failed []Failed) string {
+	var parts []string
+	for i, f := range failed {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(failed)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s %s", f.Entry.SpiffeID, f.Reason, f.Message))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // takeOver deletes the entries the plan takes over. One whose fields

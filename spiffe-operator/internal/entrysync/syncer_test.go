@@ -12,6 +12,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc/codes"
+	"k8s.io/apimachinery/pkg/labels"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -386,7 +387,7 @@ func (p *podSet) labels(_ context.Context, ns, sa string) ([]Pod, error) {
 		if i < len(p.nodes[key]) {
 			node = p.nodes[key][i]
 		}
-		out = append(out, Pod{UID: uid, Labels: l, Node: node})
+		out = append(out, Pod{UID: uid, Labels: labels.Set(l), Node: node})
 	}
 	return out, nil
 }

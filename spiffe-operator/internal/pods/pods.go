@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/labelset"
 )
 
 // ServiceAccountIndex is the cache index of pods by namespace and service
@@ -27,13 +28,16 @@ const MirrorAnnotation = "kubernetes.io/config.mirror"
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Object is what the cache keeps of a pod (see Transform): its name,
-// namespace, UID, resourceVersion, labels, annotations (for pod templates;
-// not kubectl's last-applied configuration), owner references and deletion
+// namespace, UID, resourceVersion, labels (as a compact LabelSet;
+// ObjectMeta.Labels stays nil), annotations (for pod templates; not
+// kubectl's last-applied configuration), owner references and deletion
 // timestamp, the service account it runs as, its node and its phase. It is
 // a fraction of a typed Pod's size.
 type Object struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
+	// LabelSet holds the pod's labels.
+	LabelSet labelset.Set
 	// ServiceAccount is the account the pod runs as: "default" when the pod
 	// names none, "" for a mirror pod (see serviceAccount).
 	ServiceAccount string
@@ -45,12 +49,19 @@ type Object struct {
 
 var _ client.Object = &Object{}
 
-// DeepCopyObject implements runtime.Object.
+// DeepCopyObject implements runtime.Object (a LabelSet is never changed,
+// so the copy shares it).
 func (o *Object) DeepCopyObject() runtime.Object {
 	c := *o
 	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return &c
 }
+
+// GetLabels implements metav1.Object: a new map of LabelSet.
+func (o *Object) GetLabels() map[string]string { return o.LabelSet.Map() }
+
+// SetLabels implements metav1.Object.
+func (o *Object) SetLabels(l map[string]string) { o.LabelSet = labelset.FromMap(l) }
 
 // FromPod returns the Object of a typed pod.
 func FromPod(p *corev1.Pod) *Object {
@@ -68,9 +79,10 @@ func FromPod(p *corev1.Pod) *Object {
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
+			OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
 			Annotations: annotations,
 		},
+		LabelSet:       labelset.FromMap(p.Labels),
 		ServiceAccount: serviceAccount(p), NodeName: p.Spec.NodeName, Phase: p.Status.Phase,
 	}
 }
@@ -126,7 +138,7 @@ type RunningPod struct {
 	// Node is the pod's spec.nodeName; empty while it is not scheduled.
 	Node string
 	// Labels are the pod's labels.
-	Labels map[string]string
+	Labels labelset.Set
 }
 
 // Source reads the pods of the informer cache, which holds *Object (see
@@ -211,7 +223,7 @@ func (s Source) RunningPods(ctx context.Context, namespace, account string) ([]R
 	var out []RunningPod
 	err := s.each(ctx, namespace, account, func(p *Object) {
 		if Running(p) && p.ServiceAccount == account {
-			out = append(out, RunningPod{UID: string(p.UID), Node: p.NodeName, Labels: p.Labels})
+			out = append(out, RunningPod{UID: string(p.UID), Node: p.NodeName, Labels: p.LabelSet})
 		}
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func TestTransformKeepsWhatTheOperatorReads(t *testing.T) {
 	}
 	out, _ := Transform(p)
 	o := out.(*Object)
-	if o.Name != "web-1" || o.Namespace != "prod" || o.UID != "u1" || o.ResourceVersion != "9" || o.Labels["app"] != "web" ||
+	if o.Name != "web-1" || o.Namespace != "prod" || o.UID != "u1" || o.ResourceVersion != "9" || o.LabelSet.Get("app") != "web" || o.Labels != nil ||
 		o.ServiceAccount != "web" || o.NodeName != "n1" || o.Annotations["example.com/role"] != "reader" {
 		t.Errorf("object = %+v", o)
 	}
@@ -61,8 +61,13 @@ func TestTransformKeepsWhatTheOperatorReads(t *testing.T) {
 		t.Error("a succeeded pod counts as running")
 	}
 	c := o.DeepCopyObject().(*Object)
-	c.Labels["app"] = "changed"
-	if o.Labels["app"] != "web" {
-		t.Error("deep copy shares the labels")
+	c.SetLabels(map[string]string{"app": "changed"})
+	if o.LabelSet.Get("app") != "web" || c.GetLabels()["app"] != "changed" {
+		t.Error("a copy's labels are not its own")
+	}
+	got := o.GetLabels()
+	got["app"] = "changed"
+	if o.LabelSet.Get("app") != "web" {
+		t.Error("GetLabels hands out the cached labels")
 	}
 }

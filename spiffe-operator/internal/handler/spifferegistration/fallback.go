@@ -82,13 +82,13 @@ func (p *policy) takenByOthers(w workload.Workload) bool {
 // podTakenByOthers reports whether a policy of pods the fallback policy p
 // yields to selects a pod with these labels, running as serviceAccount in
 // namespace.
-func (p *policy) podTakenByOthers(namespace, serviceAccount string, podLabels map[string]string) bool {
+func (p *policy) podTakenByOthers(namespace, serviceAccount string, podLabels labels.Labels) bool {
 	if p.others == nil {
 		return false
 	}
 	ns := p.others.namespaces[namespace]
 	for _, o := range p.others.pods {
-		if o.sel.SelectsNamespace(ns) && o.sel.SelectsAccount(serviceAccount) && o.pods.Matches(labels.Set(podLabels)) {
+		if o.sel.SelectsNamespace(ns) && o.sel.SelectsAccount(serviceAccount) && o.pods.Matches(podLabels) {
 			return true
 		}
 	}

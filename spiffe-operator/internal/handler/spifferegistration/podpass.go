@@ -6,7 +6,6 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
@@ -43,14 +42,14 @@ func (h *Handler) podPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration,
 			// spec.serviceAccountName narrows a policy of pods as it does
 			// one of workloads: whoever may create pods in the namespace
 			// can copy the labels under another account.
-			if !p.selection.SelectsAccount(pod.ServiceAccount) || !p.pods.Matches(labels.Set(pod.Labels)) ||
-				p.podTakenByOthers(pod.Namespace, pod.ServiceAccount, pod.Labels) {
+			if !p.selection.SelectsAccount(pod.ServiceAccount) || !p.pods.Matches(pod.LabelSet) ||
+				p.podTakenByOthers(pod.Namespace, pod.ServiceAccount, pod.LabelSet) {
 				return
 			}
 			kind, name := pods.Owner(pod)
 			selected = append(selected, podView{uid: string(pod.UID), namespace: pod.Namespace, name: pod.Name,
 				serviceAccount: pod.ServiceAccount, node: pod.NodeName, ownerKind: kind, ownerName: name,
-				labels: pod.Labels, annotations: pod.Annotations})
+				labels: pod.LabelSet.Map(), annotations: pod.Annotations})
 		})
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -63,7 +64,7 @@ func abxUnderTheAccountsEntry(ctx context.Context, t *testing.T) (*env, *v1alpha
 	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
 		deploy("a", "ab--x", "shop", map[string]string{"app": "ab--x"}))
 	pods := &podTable{pods: map[string][]entrysync.Pod{}}
-	pods.set("a", "shop", entrysync.Pod{UID: "abx-1", Labels: map[string]string{"app": "ab--x"}})
+	pods.set("a", "shop", entrysync.Pod{UID: "abx-1", Labels: labels.Set{"app": "ab--x"}})
 	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
 		ResyncInterval: time.Hour, Pods: pods.list})
 	p := newPolicy(nil)
@@ -112,7 +113,7 @@ func TestARefusalKeepsAWithdrawnIdentityOnlyForPodsThatRanAtTheWithdrawal(t *tes
 		map[string]string{"app": "web"})); err != nil {
 		t.Fatal(err)
 	}
-	pods.set("a", "shop", entrysync.Pod{UID: "tenant-1", Labels: map[string]string{"app": "web"}})
+	pods.set("a", "shop", entrysync.Pod{UID: "tenant-1", Labels: labels.Set{"app": "web"}})
 	if err := e.h.CreateOrUpdate(ctx, p); err == nil {
 		t.Fatal("SPIRE refused nothing")
 	}
@@ -123,7 +124,7 @@ func TestARefusalKeepsAWithdrawnIdentityOnlyForPodsThatRanAtTheWithdrawal(t *tes
 		t.Errorf("the pod that matched web's entry when it was withdrawn runs, served by no other entry, yet web's entry went: %v", got)
 	}
 	// That pod goes; a pod the tenant starts after the withdrawal runs.
-	pods.set("a", "shop", entrysync.Pod{UID: "tenant-2", Labels: map[string]string{"app": "web"}})
+	pods.set("a", "shop", entrysync.Pod{UID: "tenant-2", Labels: labels.Set{"app": "web"}})
 	passes(ctx, e.h, p, 3)
 	if got := paths(e.api); slices.Contains(got, "/ns/a/sa/shop/web") {
 		t.Errorf("web is withdrawn, yet a pod started after the withdrawal keeps its entry: %v", got)

@@ -61,7 +61,7 @@ func (p *policy) renderTemplates(vals template.Values, parent spiffeid.ID, names
 	for i, t := range p.dnsNames {
 		name, err := t.Render(vals)
 		if err == nil {
-			err = validDNSName(name)
+			err = validDNSName(name, strings.HasPrefix(t.String(), "*."))
 		}
 		if err != nil {
 			return e, ReasonInvalidDNSNameTemplate, fmt.Sprintf("spec.dnsNameTemplates[%d]", i), err
@@ -97,8 +97,16 @@ func (p *policy) newEntry(id, parent spiffeid.ID, namespace, serviceAccount stri
 	}
 }
 
-func validDNSName(name string) error {
-	check := strings.TrimPrefix(name, "*.")
+// validDNSName checks a rendered DNS name. A leading "*." (a wildcard) is
+// allowed only where the template itself starts with it (wildcard): a
+// variable renders one value, never template syntax, so a value of "*"
+// (a pod annotation, say, which may hold anything) must not widen a name
+// for one host into one for every host under the template's suffix.
+func validDNSName(name string, wildcard bool) error {
+	check := name
+	if wildcard {
+		check = strings.TrimPrefix(name, "*.")
+	}
 	if errs := validation.IsDNS1123Subdomain(check); len(errs) > 0 {
 		return fmt.Errorf("renders %q, not a DNS name: %s", name, strings.Join(errs, "; "))
 	}
