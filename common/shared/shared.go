@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,9 +28,10 @@ import (
 const CreateOnly = "1"
 
 // ErrLeftInPlace marks a release that could not take our fields out of a
-// shared object because the API server refuses the object without them:
-// it is immutable (a ConfigMap or Secret whose other writer set
-// immutable), or a field only we own is required. Another writer manages
+// shared object because the API server's validation refuses the object
+// without them: it is immutable (a ConfigMap or Secret whose other writer
+// set immutable), or a field only we own is required. (A refusal by an
+// admission policy or webhook, which may be lifted, is a plain error.) Another writer manages
 // a field of it, so it is not deleted either; it is left as it is. Callers
 // report it and go on: whoever may edit one object must not be able to
 // hold up the release of all the others, or the deletion of their owner.
@@ -111,7 +113,7 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 		empty.SetName(m.Name)
 		err := w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(w.FieldManager), client.ForceOwnership)
 		switch {
-		case apierrors.IsInvalid(err):
+		case refusedWithoutOurFields(err):
 			return "", fmt.Errorf("%w: the API server refuses it without our fields (it is immutable, or needs a field only we own) and another writer manages a field of it: %w", ErrLeftInPlace, err)
 		case err != nil:
 			return "", fmt.Errorf("drop our fields: %w", err)
@@ -128,6 +130,25 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 	}
 	// The delete event carries a newer resourceVersion than rv.
 	return nextRV(rv), nil
+}
+
+// refusedWithoutOurFields reports whether err is the API server's
+// validation of the object's fields refusing it without ours: a field that
+// is immutable (a ConfigMap or Secret with immutable set), one that is
+// required, one whose value is not valid without ours. A refusal by an
+// admission policy or webhook, which names no field and may be lifted,
+// stays a failure to retry.
+func refusedWithoutOurFields(err error) bool {
+	var se apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &se) || se.Status().Details == nil {
+		return false
+	}
+	for _, c := range se.Status().Details.Causes {
+		if c.Field != "" && strings.HasPrefix(string(c.Type), "FieldValue") {
+			return true
+		}
+	}
+	return false
 }
 
 // HeldByOther returns the holder that labels name under the holder label

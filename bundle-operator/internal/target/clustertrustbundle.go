@@ -3,12 +3,16 @@ package target
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/shared"
 )
 
 // ClusterTrustBundleGVK is the kind of the cluster-wide target: pods project
@@ -26,13 +30,20 @@ type ClusterTrustBundles struct {
 	Live client.Reader
 	// Client applies and deletes.
 	Client client.Client
+
+	// left remembers the ClusterTrustBundles a release left in place.
+	left leftInPlace
 }
+
+// kindClusterTrustBundle keys the ClusterTrustBundles a release left in place.
+const kindClusterTrustBundle Kind = "ClusterTrustBundle"
 
 // Sync makes the ClusterTrustBundle name hold pem and carry labels, and
 // releases the other ClusterTrustBundles of bundle (a renamed or removed
 // target) as shared.Writer.Release does: one only we write is deleted, one
-// another writer shares loses just our fields. An empty name releases them
-// all. Only an object labelled
+// another writer shares loses just our fields, and one the API server
+// refuses without our fields is left in place (Report.Left) and not tried
+// again until it changes. An empty name releases them all. Only an object labelled
 // as ours is force-applied; one of that name someone else created is
 // applied without force, so a conflict leaves it as it is and is reported.
 func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem []byte, labels map[string]string) Report {
@@ -46,18 +57,30 @@ func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem
 		rep.Fail("list ClusterTrustBundles of "+bundle, err)
 		return rep
 	}
+	var stale []*metav1.PartialObjectMetadata
 	for i := range l.Items {
-		m := &l.Items[i]
-		if m.Name == name {
+		if l.Items[i].Name != name {
+			stale = append(stale, &l.Items[i])
+		}
+	}
+	c.left.keepOnly(bundle, kindClusterTrustBundle, stale)
+	for _, m := range stale {
+		key := leftKey{bundle: bundle, kind: kindClusterTrustBundle, name: m.Name}
+		if c.left.unchanged(key, m.ResourceVersion) {
 			continue
 		}
-		stale := m.DeepCopy()
-		stale.SetGroupVersionKind(ClusterTrustBundleGVK)
-		if _, err := writer(c.Client).Release(ctx, stale); err != nil {
+		target := m.DeepCopy()
+		target.SetGroupVersionKind(ClusterTrustBundleGVK)
+		_, err := writer(c.Client).Release(ctx, target)
+		switch {
+		case errors.Is(err, shared.ErrLeftInPlace):
+			c.left.record(key, m.ResourceVersion)
+			rep.Left = append(rep.Left, fmt.Sprintf("ClusterTrustBundle %s: %v", m.Name, err))
+		case err != nil:
 			rep.Fail("release ClusterTrustBundle "+m.Name, err)
-			continue
+		default:
+			rep.Written++
 		}
-		rep.Written++
 	}
 	return rep
 }

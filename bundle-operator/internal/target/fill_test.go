@@ -68,7 +68,7 @@ func TestFillCreatesOnlyWhereNoObjectExists(t *testing.T) {
 				},
 			}).Build()
 			o := &Objects{
-				Cache:  fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(ours).Build(),
+				Cache:  ourHashAnnotation(fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(ours).Build()),
 				Client: writer,
 			}
 			rep, err := o.Fill(context.Background(), d)
@@ -125,4 +125,30 @@ func TestInjectionFillDecision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withManagedFields is a cache whose listed objects carry the managed
+// fields given, as the API server records them (the fake client keeps
+// none).
+type withManagedFields struct {
+	client.Reader
+	fields []metav1.ManagedFieldsEntry
+}
+
+// ourHashAnnotation is what our own apply of the hash annotation records.
+func ourHashAnnotation(r client.Reader) withManagedFields {
+	return withManagedFields{r, []metav1.ManagedFieldsEntry{managed(FieldManager, metav1.ManagedFieldsOperationApply,
+		`{"f:metadata":{"f:annotations":{"f:`+AnnotationHash+`":{}}}}`)}}
+}
+
+func (r withManagedFields) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	if err := r.Reader.List(ctx, l, opts...); err != nil {
+		return err
+	}
+	if pl, ok := l.(*metav1.PartialObjectMetadataList); ok {
+		for i := range pl.Items {
+			pl.Items[i].ManagedFields = r.fields
+		}
+	}
+	return nil
 }

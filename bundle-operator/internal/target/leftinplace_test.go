@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -26,7 +27,8 @@ func TestAReleaseTheAPIServerRefusesIsLeftInPlaceAndNotRetriedUntilTheObjectChan
 	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
 		Apply: func(_ context.Context, _ client.WithWatch, _ runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
 			applies++
-			return apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "ca", nil)
+			return apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "ca",
+				field.ErrorList{field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set")})
 		},
 	}).Build()
 	o := &Objects{Client: c}

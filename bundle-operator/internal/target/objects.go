@@ -166,8 +166,10 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 // bundle again the targets are in sync and are not written.
 //
 // d must be exactly what the existing targets hold: when targets of d.Name
-// exist and none carries d's hash, Fill creates nothing and returns an error
-// (the last good bundle it was given is not the one they were written with).
+// exist in the selected namespaces, with a hash annotation our field
+// manager still owns, and none carries d's hash, Fill creates nothing and
+// returns an error (the last good bundle it was given is not the one they
+// were written with).
 func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 	var rep Report
 	hash := Hash(d.Data)
@@ -184,7 +186,10 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 	}
 	existing, matching, other := 0, 0, ""
 	for _, m := range owned {
-		if m.Name != d.Name || !selected[m.Namespace] {
+		if m.Name != d.Name || !selected[m.Namespace] || !ownsHashAnnotation(m.ManagedFields) {
+			// Nor does a target whose hash annotation someone else wrote
+			// last: whoever may edit one namespace's target must not
+			// decide what another namespace gets.
 			continue
 		}
 		existing++
@@ -451,6 +456,27 @@ func InSync(m *metav1.PartialObjectMetadata, d Desired, hash string) bool {
 		}
 	}
 	return true
+}
+
+// ownsHashAnnotation reports whether our Apply entry owns the hash
+// annotation: no other writer has changed it since we wrote it.
+func ownsHashAnnotation(entries []metav1.ManagedFieldsEntry) bool {
+	for _, e := range entries {
+		if e.Manager != FieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Metadata struct {
+				Annotations map[string]json.RawMessage `json:"f:annotations"`
+			} `json:"f:metadata"`
+		}
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			return false
+		}
+		_, ok := fields.Metadata.Annotations["f:"+AnnotationHash]
+		return ok
+	}
+	return false
 }
 
 // ownedDataKeys returns the data keys our Apply entry owns.

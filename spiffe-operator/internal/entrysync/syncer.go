@@ -928,6 +928,16 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 	return nil
 }
 
+// HoldsNoneUnder reports whether SPIRE, as last read and written, holds no
+// entry of this operator's under parent: the parent was read, and every
+// entry of ours under it is gone.
+func (s *Syncer) HoldsNoneUnder(parent string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.views[parent]
+	return v != nil && v.valid && len(v.ours) == 0
+}
+
 // stillClaimed reports whether the holder of t still claims the key it
 // held; s.mu is held.
 func (s *Syncer) stillClaimed(t takeover) bool {
