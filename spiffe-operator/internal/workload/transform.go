@@ -10,35 +10,46 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/labelset"
 )
 
 // Object is what the cache keeps of a Deployment, StatefulSet or DaemonSet
-// (see Transform): the metadata selection reads, the pod template's service
-// account and the selector's labels. It is a fraction of the typed object's
-// size, which at 10,000 workloads is most of the operator's memory.
+// (see Transform): the metadata selection reads, its labels (as a compact
+// LabelSet; ObjectMeta.Labels stays nil), the pod template's service
+// account and the selector's labels. It is a fraction of the typed
+// object's size, which at 10,000 workloads is most of the operator's
+// memory.
 type Object struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
+	// LabelSet holds the workload's labels.
+	LabelSet labelset.Set
 	// WorkloadKind is Deployment, StatefulSet or DaemonSet.
 	WorkloadKind v1alpha1.WorkloadKind
 	// ServiceAccount is the pod template's spec.serviceAccountName, as set.
 	ServiceAccount string
-	// MatchLabels is spec.selector.matchLabels; it shares the map of Labels
+	// MatchLabels is spec.selector.matchLabels; it shares LabelSet's storage
 	// when both hold the same labels, as they usually do.
-	MatchLabels map[string]string
+	MatchLabels labelset.Set
 	// HasMatchExpressions is true when spec.selector uses expressions.
 	HasMatchExpressions bool
 }
 
 var _ client.Object = &Object{}
 
-// DeepCopyObject implements runtime.Object.
+// DeepCopyObject implements runtime.Object (label sets are never changed,
+// so the copy shares them).
 func (o *Object) DeepCopyObject() runtime.Object {
 	c := *o
 	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	c.MatchLabels = maps.Clone(o.MatchLabels)
 	return &c
 }
+
+// GetLabels implements metav1.Object: a new map of LabelSet.
+func (o *Object) GetLabels() map[string]string { return o.LabelSet.Map() }
+
+// SetLabels implements metav1.Object.
+func (o *Object) SetLabels(l map[string]string) { o.LabelSet = labelset.FromMap(l) }
 
 // slimMeta keeps the metadata the operator and the cache need.
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
@@ -56,11 +67,12 @@ func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 
 // compact returns the Object of a workload.
 func compact(tm metav1.TypeMeta, m metav1.ObjectMeta, kind v1alpha1.WorkloadKind, sel *metav1.LabelSelector, sa string) *Object {
-	o := &Object{TypeMeta: tm, ObjectMeta: slimMeta(m), WorkloadKind: kind, ServiceAccount: sa}
+	o := &Object{TypeMeta: tm, ObjectMeta: slimMeta(m), LabelSet: labelset.FromMap(m.Labels), WorkloadKind: kind, ServiceAccount: sa}
+	o.Labels = nil
 	if sel != nil {
-		o.MatchLabels = sel.MatchLabels
-		if maps.Equal(o.MatchLabels, o.Labels) && o.MatchLabels != nil {
-			o.MatchLabels = o.Labels
+		o.MatchLabels = o.LabelSet
+		if !maps.Equal(sel.MatchLabels, m.Labels) {
+			o.MatchLabels = labelset.FromMap(sel.MatchLabels)
 		}
 		o.HasMatchExpressions = len(sel.MatchExpressions) > 0
 	}

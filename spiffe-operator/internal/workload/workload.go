@@ -59,7 +59,11 @@ func FromObject(obj client.Object) (Workload, bool) {
 		kind, sel, sa = v1alpha1.WorkloadKindDaemonSet, o.Spec.Selector, o.Spec.Template.Spec.ServiceAccountName
 	case *Object:
 		w := Workload{Kind: o.WorkloadKind, Namespace: o.Namespace, Name: o.Name, ResourceVersion: o.ResourceVersion,
-			Labels: o.Labels, ServiceAccount: o.ServiceAccount, MatchLabels: o.MatchLabels, HasMatchExpressions: o.HasMatchExpressions}
+			Labels: o.LabelSet.Map(), ServiceAccount: o.ServiceAccount, HasMatchExpressions: o.HasMatchExpressions}
+		w.MatchLabels = w.Labels
+		if !o.MatchLabels.Equal(o.LabelSet) {
+			w.MatchLabels = o.MatchLabels.Map()
+		}
 		if w.ServiceAccount == "" {
 			w.ServiceAccount = "default"
 		}
@@ -123,13 +127,22 @@ func (sel Selection) SelectsNamespace(ns *corev1.Namespace) bool {
 		(sel.Namespaces == nil || sel.Namespaces.Matches(labels.Set(ns.Labels)))
 }
 
+// objectLabels returns the labels of a cached Object without copying them,
+// and those of any other object as a labels.Set.
+func objectLabels(obj client.Object) labels.Labels {
+	if o, ok := obj.(*Object); ok {
+		return o.LabelSet
+	}
+	return labels.Set(obj.GetLabels())
+}
+
 // selectsObject applies the workload tests of sel (labels, service account,
 // deletion) to obj.
 func (sel Selection) selectsObject(obj client.Object) (Workload, bool) {
 	if obj.GetDeletionTimestamp() != nil {
 		return Workload{}, false
 	}
-	if sel.Workloads != nil && !sel.Workloads.Matches(labels.Set(obj.GetLabels())) {
+	if sel.Workloads != nil && !sel.Workloads.Matches(objectLabels(obj)) {
 		return Workload{}, false
 	}
 	w, ok := FromObject(obj)
