@@ -14,17 +14,16 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
 
-// TestAPutBackDoesNotResurrectTheEntryOfAnOwnerReleasedMeanwhile: the
-// younger holder's entry is an admin one; the older object renders the
-// same key without admin and takes it over. While its create is in
-// flight, the younger object is deleted (released). The create fails: the
-// holder's entry must not come back, admin and all, and the older
-// object's retry must register its own.
-func TestAPutBackDoesNotResurrectTheEntryOfAnOwnerReleasedMeanwhile(t *testing.T) {
-	api := &slowList{EntryAPI: fake.New()}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: podW().labels})
+// adminEntryTakenOverByAFailingCreate sets up the put-back specs: the
+// younger owner holds an admin entry (heldID); the older one, known but
+// wanting nothing yet, is about to render the same key without admin (e),
+// and the create of its takeover will fail once.
+func adminEntryTakenOverByAFailingCreate(t *testing.T) (api *slowList, s *Syncer, older, younger Owner, heldID string, e entries.Entry) {
+	t.Helper()
+	api = &slowList{EntryAPI: fake.New()}
+	s = New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: podW().labels})
 	ctx := context.Background()
-	older, younger := owner("older", time.Hour), owner("younger", 0)
+	older, younger = owner("older", time.Hour), owner("younger", 0)
 	if _, err := s.Sync(ctx, older, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +33,20 @@ func TestAPutBackDoesNotResurrectTheEntryOfAnOwnerReleasedMeanwhile(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldID := out.Registered[held.Key()]
-	e := named("/shared", "a", "sa", "app", "web") // same key, not admin
+	e = named("/shared", "a", "sa", "app", "web") // same key, not admin
 	api.FailOnce[e.SpiffeID.String()] = codes.Internal
+	return api, s, older, younger, out.Registered[held.Key()], e
+}
+
+// TestAPutBackDoesNotResurrectTheEntryOfAnOwnerReleasedMeanwhile: the
+// younger holder's entry is an admin one; the older object renders the
+// same key without admin and takes it over. While its create is in
+// flight, the younger object is deleted (released). The create fails: the
+// holder's entry must not come back, admin and all, and the older
+// object's retry must register its own.
+func TestAPutBackDoesNotResurrectTheEntryOfAnOwnerReleasedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	api, s, older, younger, heldID, e := adminEntryTakenOverByAFailingCreate(t)
 	api.onCreate = func() {
 		// The younger object is deleted meanwhile.
 		if err := s.Release(ctx, younger, nil); err != nil {
@@ -48,7 +58,7 @@ func TestAPutBackDoesNotResurrectTheEntryOfAnOwnerReleasedMeanwhile(t *testing.T
 		t.Errorf("the younger object was released, yet its entry %s (admin=%v) was re-created by putBack: %v",
 			heldID, got.Admin, api.Writes())
 	}
-	out, err = s.Sync(ctx, older, ptrs([]entries.Entry{e}), nil)
+	out, err := s.Sync(ctx, older, ptrs([]entries.Entry{e}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,22 +152,8 @@ func (r *renamesOnce) Create(ctx context.Context, in []*types.Entry) ([]spire.Re
 // lands, or it stays in SPIRE, owned by a deleted object, until orphan
 // collection reads that parent again.
 func TestAPutBackRacingAReleaseDoesNotOutliveTheReleasedOwner(t *testing.T) {
-	api := &slowList{EntryAPI: fake.New()}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Pods: podW().labels})
 	ctx := context.Background()
-	older, younger := owner("older", time.Hour), owner("younger", 0)
-	if _, err := s.Sync(ctx, older, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	held := named("/shared", "a", "sa", "app", "web")
-	held.Admin = true
-	out, err := s.Sync(ctx, younger, ptrs([]entries.Entry{held}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	heldID := out.Registered[held.Key()]
-	e := named("/shared", "a", "sa", "app", "web") // same key, not admin
-	api.FailOnce[e.SpiffeID.String()] = codes.Internal
+	api, s, older, younger, heldID, e := adminEntryTakenOverByAFailingCreate(t)
 	api.onCreate = func() {
 		// The takeover's create: the next create is the put-back's.
 		api.mu.Lock()
@@ -173,7 +169,7 @@ func TestAPutBackRacingAReleaseDoesNotOutliveTheReleasedOwner(t *testing.T) {
 		t.Errorf("the younger object was released while its entry %s was being put back, and the entry stayed: %v",
 			heldID, api.Writes())
 	}
-	out, err = s.Sync(ctx, older, ptrs([]entries.Entry{e}), nil)
+	out, err := s.Sync(ctx, older, ptrs([]entries.Entry{e}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

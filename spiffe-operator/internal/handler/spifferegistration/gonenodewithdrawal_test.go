@@ -43,16 +43,7 @@ func TestAWithdrawnIdentityUnderAGoneNodeIsKeptOnlyForPodsOnThatNode(t *testing.
 	if got, want := entriesWithParents(e), []string{underN1, underN2}; !slices.Equal(got, want) {
 		t.Fatalf("n1's Node object is gone while web-1 runs there: entries = %v, want %v", got, want)
 	}
-	if err := e.c.Delete(ctx, web1); err != nil {
-		t.Fatal(err)
-	}
-	namespace.Labels = nil
-	if err := e.c.Update(ctx, namespace); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	withdrawOnceGone(ctx, t, e, p, namespace, web1)
 	if got, want := entriesWithParents(e), []string{underN2}; !slices.Equal(got, want) {
 		t.Errorf("the identity is withdrawn while only web-2 runs, on n2: entries = %v, want %v", got, want)
 	}

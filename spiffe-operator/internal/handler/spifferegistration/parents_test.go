@@ -117,12 +117,39 @@ func TestCreateThatLandedUnansweredKeepsItsParentRecorded(t *testing.T) {
 	}
 }
 
+// perEntryRule is SPIRE whose entry API fails, with the code and message
+// fail gives, the creates fail picks, and passes the others to the fake.
+type perEntryRule struct {
+	*spirefake.EntryAPI
+	fail func(e *types.Entry) (code codes.Code, message string, failed bool)
+}
+
+func (s perEntryRule) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
+	var pass []*types.Entry
+	var idx []int
+	out := make([]spire.Result, len(in))
+	for i, e := range in {
+		if code, msg, failed := s.fail(e); failed {
+			out[i] = spire.Result{Code: code, Message: msg}
+			continue
+		}
+		pass, idx = append(pass, e), append(idx, i)
+	}
+	res, err := s.EntryAPI.Create(ctx, pass)
+	for j, r := range res {
+		out[idx[j]] = r
+	}
+	return out, err
+}
+
 // spireDNSRules is SPIRE whose entry API checks DNS names as SPIRE's
 // x509util.ValidateLabel does (an IDNA profile with CheckHyphens): a label
 // with "--" in its third and fourth characters, which Kubernetes allows in
 // object names, is refused with InvalidArgument.
-type spireDNSRules struct {
-	*spirefake.EntryAPI
+func spireDNSRules(api *spirefake.EntryAPI) perEntryRule {
+	return perEntryRule{api, func(e *types.Entry) (codes.Code, string, bool) {
+		return codes.InvalidArgument, "failed to convert entry: invalid DNS name: idna error", spireRefusesDNS(e)
+	}}
 }
 
 var spireIDNA = idna.New(idna.StrictDomainName(true), idna.ValidateLabels(true), idna.VerifyDNSLength(true),
@@ -138,24 +165,6 @@ func spireRefusesDNS(e *types.Entry) bool {
 	return false
 }
 
-func (s spireDNSRules) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
-	var pass []*types.Entry
-	var idx []int
-	out := make([]spire.Result, len(in))
-	for i, e := range in {
-		if spireRefusesDNS(e) {
-			out[i] = spire.Result{Code: codes.InvalidArgument, Message: "failed to convert entry: invalid DNS name: idna error"}
-			continue
-		}
-		pass, idx = append(pass, e), append(idx, i)
-	}
-	res, err := s.EntryAPI.Create(ctx, pass)
-	for j, r := range res {
-		out[idx[j]] = r
-	}
-	return out, err
-}
-
 // TestRefusalInAnAccountDoesNotKeepAWithdrawnIdentity: with per-workload
 // identities, the policy stops selecting the workload web (an admin narrows
 // workloadSelector) once web's pods are gone, so its entry must go. A
@@ -169,7 +178,7 @@ func TestRefusalInAnAccountDoesNotKeepAWithdrawnIdentity(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
 		deploy("a", "web", "shop", map[string]string{"app": "web"}))
-	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour,
+	e.h.Syncer = entrysync.New(spireDNSRules(e.api), entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour,
 		Pods: func(context.Context, string, string) ([]entrysync.Pod, error) { return nil, nil }})
 	p := newPolicy(perWorkloadIdentities)
 	if err := e.h.CreateOrUpdate(ctx, p); err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
-	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 	spirefake "github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
 
@@ -69,26 +68,11 @@ func TestAWildcardWrittenInTheTemplateStaysAWildcard(t *testing.T) {
 // longer fails in the datastore ("Error 1406: Data too long for column
 // 'spiffe_id'"), which SPIRE's entry API answers with the per-entry code
 // Internal.
-type mysqlColumns struct {
-	*spirefake.EntryAPI
-}
-
-func (s mysqlColumns) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
-	var pass []*types.Entry
-	var idx []int
-	out := make([]spire.Result, len(in))
-	for i, e := range in {
-		if len("spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path) > 255 {
-			out[i] = spire.Result{Code: codes.Internal, Message: "failed to create entry: datastore-sql: Error 1406: Data too long for column 'spiffe_id' at row 1"}
-			continue
-		}
-		pass, idx = append(pass, e), append(idx, i)
-	}
-	res, err := s.EntryAPI.Create(ctx, pass)
-	for j, r := range res {
-		out[idx[j]] = r
-	}
-	return out, err
+func mysqlColumns(api *spirefake.EntryAPI) perEntryRule {
+	return perEntryRule{api, func(e *types.Entry) (codes.Code, string, bool) {
+		return codes.Internal, "failed to create entry: datastore-sql: Error 1406: Data too long for column 'spiffe_id' at row 1",
+			len("spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path) > 255
+	}}
 }
 
 // One namespace's entry whose create SPIRE keeps failing must not stop the
@@ -102,7 +86,7 @@ func TestAnotherNamespacesFailingCreateDoesNotKeepAWithdrawnIdentity(t *testing.
 	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), ns("b", map[string]string{"spiffe": "on"}),
 		deploy("a", "web", "web", map[string]string{"app": "web"}),
 		deploy("b", "api", "api", map[string]string{"app": "api"}))
-	e.h.Syncer = entrysync.New(mysqlColumns{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour,
+	e.h.Syncer = entrysync.New(mysqlColumns(e.api), entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour,
 		Pods: func(context.Context, string, string) ([]entrysync.Pod, error) { return nil, nil }})
 	p := newPolicy(nil)
 	if err := e.h.CreateOrUpdate(ctx, p); err != nil {

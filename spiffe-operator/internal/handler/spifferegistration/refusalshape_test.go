@@ -65,7 +65,7 @@ func abxUnderTheAccountsEntry(ctx context.Context, t *testing.T) (*env, *v1alpha
 		deploy("a", "ab--x", "shop", map[string]string{"app": "ab--x"}))
 	pods := &podTable{pods: map[string][]entrysync.Pod{}}
 	pods.set("a", "shop", entrysync.Pod{UID: "abx-1", Labels: labels.Set{"app": "ab--x"}})
-	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
+	e.h.Syncer = entrysync.New(spireDNSRules(e.api), entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
 		ResyncInterval: time.Hour, Pods: pods.list})
 	p := newPolicy(nil)
 	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
@@ -99,7 +99,7 @@ func TestARefusalKeepsAWithdrawnIdentityOnlyForPodsThatRanAtTheWithdrawal(t *tes
 	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
 		deploy("a", "web", "shop", map[string]string{"app": "web"}))
 	pods := &podTable{pods: map[string][]entrysync.Pod{}}
-	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
+	e.h.Syncer = entrysync.New(spireDNSRules(e.api), entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
 		ResyncInterval: time.Hour, Pods: pods.list})
 	p := newPolicy(perWorkloadIdentities)
 	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
@@ -147,7 +147,7 @@ func TestARefusedDeploymentWhosePodShapeCannotBeJudgedDoesNotKeepWithdrawnIdenti
 		labelledDeploy("b", "web", "shop", map[string]string{"app": "web", "tier": "fe"},
 			map[string]string{"app": "web", "tier": "fe"}))
 	pods := &podTable{pods: map[string][]entrysync.Pod{}}
-	e.h.Syncer = entrysync.New(spireDNSRules{e.api}, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
+	e.h.Syncer = entrysync.New(spireDNSRules(e.api), entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
 		ResyncInterval: time.Hour, Pods: pods.list})
 	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
 		perWorkloadIdentities(s)
