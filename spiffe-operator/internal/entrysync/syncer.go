@@ -86,6 +86,8 @@ type Syncer struct {
 	withdrawn map[string]map[string]bool
 	// masks are the scheduled checks of foreign entries that mask ours, by ID.
 	masks map[string]*maskCheck
+	// releasing counts the Release calls in progress, by owner tag.
+	releasing map[string]int
 }
 
 // New returns a Syncer writing through api.
@@ -97,7 +99,8 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 		opts.Notify = func(Owner) {}
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
-		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{}}
+		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{},
+		releasing: map[string]int{}}
 }
 
 // Masked is a wanted entry that another holder has.
@@ -223,6 +226,17 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		held []entries.Entry
 	)
 	tag := owner.Tag()
+	// Until its claims go, a put-back of one of its entries (see putBack)
+	// must take the owner as released: this release reads the view now and
+	// would not see an entry put back while it deletes.
+	s.releasing[tag]++
+	defer func() {
+		s.mu.Lock()
+		if s.releasing[tag]--; s.releasing[tag] <= 0 {
+			delete(s.releasing, tag)
+		}
+		s.mu.Unlock()
+	}()
 	for parent, v := range s.views {
 		for id, o := range v.ours {
 			if o.owner == tag {
@@ -768,13 +782,8 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			retry = fmt.Errorf("create %d entries: %s: %w", len(failedCreates), describe(failedCreates), ErrTransient)
 		}
 	}
-	// Creates SPIRE refused, or failed for a cause that may pass, hold back
-	// the stale entries they may be meant to replace; the rest of the pass
-	// goes on, so that an entry whose create keeps failing (one a tenant
-	// can make SPIRE's datastore fail every time, say) holds back nothing
-	// outside its own account. A refused update leaves its entry in place
-	// and replaces nothing.
-	held := append(slices.Clip(out.Failed[failedBefore:]), failedCreates...)
+	// A refused update leaves its entry in place and replaces nothing.
+	refused := out.Failed[failedBefore:]
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
 		if !errors.Is(err, ErrTransient) {
 			return errors.Join(retry, err)
@@ -782,11 +791,68 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		retry = errors.Join(retry, err)
 	}
 	stale := p.stale
-	if len(held) > 0 {
-		stale = s.withoutReplaced(ctx, owner, stale, held)
-		out.HeldBack = len(p.stale) - len(stale)
+	if len(failedCreates) > 0 {
+		stale = s.withoutAccountsOf(stale, failedCreates)
 	}
+	if len(refused) > 0 {
+		stale = s.withoutReplaced(ctx, owner, stale, refused)
+	}
+	out.HeldBack = len(p.stale) - len(stale)
 	return errors.Join(retry, s.deleteStale(ctx, stale))
+}
+
+// withoutAccountsOf leaves out of stale every entry of the namespaces and
+// service accounts of the creates SPIRE failed for a cause that may pass
+// (failed): the create may land at the next try, and until then the old
+// entries of those accounts stay, whatever they select and whichever pods
+// run (make-before-break). The rest goes on, so that an entry whose create
+// keeps failing (one a tenant can make SPIRE's datastore fail every time,
+// say) holds back nothing outside its own account. An entry whose account
+// its selectors do not name (no k8s:ns and k8s:sa) is held back whenever
+// any create failed, and every entry is when such a create failed.
+func (s *Syncer) withoutAccountsOf(stale []deletion, failed []Failed) []deletion {
+	accounts := map[string]bool{}
+	for i := range failed {
+		a, ok := accountOf(&failed[i].Entry)
+		if !ok {
+			return nil
+		}
+		accounts[a] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var remaining []deletion
+	for _, d := range stale {
+		v := s.views[d.parent]
+		if v == nil || v.ours[d.id] == nil {
+			continue
+		}
+		if a, ok := accountOf(&v.ours[d.id].entry); ok && !accounts[a] {
+			remaining = append(remaining, d)
+		}
+	}
+	return remaining
+}
+
+// accountOf returns "namespace/serviceAccount" of the pods e selects, when
+// its selectors name both (k8s:ns and k8s:sa, once each).
+func accountOf(e *entries.Entry) (string, bool) {
+	var ns, sa []string
+	for _, sel := range e.Selectors {
+		if sel.Type != "k8s" {
+			continue
+		}
+		if v, ok := strings.CutPrefix(sel.Value, "ns:"); ok {
+			ns = append(ns, v)
+		}
+		if v, ok := strings.CutPrefix(sel.Value, "sa:"); ok {
+			sa = append(sa, v)
+		}
+	}
+	if len(ns) != 1 || len(sa) != 1 {
+		return "", false
+	}
+	return ns[0] + "/" + sa[0], true
 }
 
 // describe names up to three failed entries and SPIRE's messages, for the
@@ -941,6 +1007,9 @@ func (s *Syncer) HoldsNoneUnder(parent string) bool {
 // stillClaimed reports whether the holder of t still claims the key it
 // held; s.mu is held.
 func (s *Syncer) stillClaimed(t takeover) bool {
+	if s.releasing[t.holder] > 0 {
+		return false
+	}
 	_, known, _ := s.claims.known(t.holder, t.by.Key())
 	return known
 }

@@ -214,7 +214,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	owner := h.ownerFor(obj, p)
 	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
 	if p.perNode() {
-		h.parents.forgetEmpty(h.Syncer.HoldsNoneUnder)
+		h.parents.forgetEmpty(h.now(), h.Syncer.HoldsNoneUnder)
 	}
 	obj.Status.ParentIDs = out.Parents
 	for _, f := range out.Failed {
@@ -283,7 +283,7 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeRegistration) 
 	if err := h.Syncer.Release(ctx, owner, entrysync.ParseParents(obj.Status.ParentIDs, obj.Spec.ParentID)); err != nil {
 		return SpireError(err)
 	}
-	h.parents.forgetEmpty(h.Syncer.HoldsNoneUnder)
+	h.parents.forgetEmpty(h.now(), h.Syncer.HoldsNoneUnder)
 	h.Metrics.Forget(owner)
 	h.memo.forget(obj.UID)
 	h.Dirty.forget(obj.Name)
