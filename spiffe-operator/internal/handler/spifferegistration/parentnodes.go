@@ -24,10 +24,9 @@ type renderedParents struct {
 }
 
 // forgetGrace is how long a parent must stay empty, without being rendered
-// again, before it is forgotten: longer than a SPIRE call may take
-// (--spire-rpc-timeout, 30s by default), so that an entry another
-// policy's pass is creating under it meanwhile is not left behind under a
-// parent whose node is forgotten.
+// again, before it is forgotten. Prunes run only while no other pass
+// writes (see Handler.pruneParents); the grace covers what a pass does
+// between rendering a parent and starting to write.
 const forgetGrace = 2 * time.Minute
 
 // record notes that parent was rendered for the node named node.
