@@ -56,32 +56,7 @@ func TestAParentRenderedWhileAnotherPolicyPrunesIsRemembered(t *testing.T) {
 		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}),
 		deploy("b", "api", "api", map[string]string{"app": "api"}))
 	api := &hookedCreate{EntryAPI: e.api}
-	e.h.Syncer = entrysync.New(api, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
-		ResyncInterval: time.Hour, Pods: pods.Lister(pods.Source{Reader: e.c})})
-	e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
-	policy := func(name, uid, team string) *v1alpha1.SpiffeRegistration {
-		p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-			s.ParentID = ""
-			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"t": team}}
-		})
-		p.Name, p.UID = name, k8stypes.UID(uid)
-		return p
-	}
-	p1 := policy("p1", "11111111-0000-0000-0000-000000000001", "a")
-	p2 := policy("p2", "22222222-0000-0000-0000-000000000002", "b")
-	const n1Parent = "spiffe://example.org/spire/agent/k8s_psat/c1/uid-n1"
-	if err := e.h.CreateOrUpdate(ctx, p1); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.c.Delete(ctx, runningPod("a", "web-1", "shop", "n1", nil)); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.h.CreateOrUpdate(ctx, p1); err != nil {
-		t.Fatal(err)
-	}
-	if got := entriesWithParents(e); len(got) != 0 {
-		t.Fatalf("setup: entries = %v, want none", got)
-	}
+	p1, p2 := twoTeamsAfterN1Emptied(ctx, t, e, api)
 	if err := e.c.Create(ctx, runningPod("b", "api-1", "api", "n1", map[string]string{"app": "api"})); err != nil {
 		t.Fatal(err)
 	}
@@ -103,13 +78,61 @@ func TestAParentRenderedWhileAnotherPolicyPrunesIsRemembered(t *testing.T) {
 	}
 	// n1 is re-created under a new UID; a bare pod of b's account runs on
 	// n3, whose Node object is gone (no entry can be rendered for it).
-	if err := e.c.Delete(ctx, node("n1")); err != nil {
+	recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx, t, e, p2, "n3")
+}
+
+// n1Parent is the parent ID of n1's agent under the default template.
+const n1Parent = "spiffe://example.org/spire/agent/k8s_psat/c1/uid-n1"
+
+// twoTeamsAfterN1Emptied wires e's handler to api, reading pods and nodes
+// as in production, and returns two policies of per-node parents: p1 for
+// namespace a (t=a), p2 for namespace b (t=b). p1 has registered web-1's
+// entry under n1 and withdrawn it once web-1 went: SPIRE holds no entry
+// under n1's parent.
+func twoTeamsAfterN1Emptied(ctx context.Context, t *testing.T, e *env, api spire.EntryAPI) (p1, p2 *v1alpha1.SpiffeRegistration) {
+	t.Helper()
+	e.h.Syncer = entrysync.New(api, entrysync.Options{IDs: entries.IDScheme{Prefix: "trustplane."},
+		ResyncInterval: time.Hour, Pods: pods.Lister(pods.Source{Reader: e.c})})
+	e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
+	policy := func(name, uid, team string) *v1alpha1.SpiffeRegistration {
+		p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.ParentID = ""
+			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"t": team}}
+		})
+		p.Name, p.UID = name, k8stypes.UID(uid)
+		return p
+	}
+	p1 = policy("p1", "11111111-0000-0000-0000-000000000001", "a")
+	p2 = policy("p2", "22222222-0000-0000-0000-000000000002", "b")
+	if err := e.h.CreateOrUpdate(ctx, p1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Delete(ctx, runningPod("a", "web-1", "shop", "n1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.CreateOrUpdate(ctx, p1); err != nil {
+		t.Fatal(err)
+	}
+	if got := entriesWithParents(e); len(got) != 0 {
+		t.Fatalf("setup: entries = %v, want none", got)
+	}
+	return p1, p2
+}
+
+// recreateN1AndCheckABarePodElsewhereKeepsNothing re-creates n1 under a new
+// UID, starts a bare pod of b's account on node (whose Node object does not
+// exist, so no entry can be rendered for it), runs p2 twice, and checks
+// that p2's entry under n1's old parent is gone: n1's agent cannot serve a
+// pod on another node.
+func recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx context.Context, t *testing.T, e *env, p2 *v1alpha1.SpiffeRegistration, node string) {
+	t.Helper()
+	if err := e.c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-n1-b"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.Create(ctx, runningPod("b", "bare", "api", "n3", map[string]string{"other": "x"})); err != nil {
+	if err := e.c.Create(ctx, runningPod("b", "bare", "api", node, map[string]string{"other": "x"})); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
@@ -120,8 +143,8 @@ func TestAParentRenderedWhileAnotherPolicyPrunesIsRemembered(t *testing.T) {
 	t.Logf("after re-creation: %v", entriesWithParents(e))
 	for _, got := range entriesWithParents(e) {
 		if got == "/ns/b/sa/api /spire/agent/k8s_psat/c1/uid-n1" {
-			t.Errorf("the entry under n1's old parent stays for a pod on n3, which n1's agent cannot serve: %v",
-				entriesWithParents(e))
+			t.Errorf("the entry under n1's old parent stays for a pod on %s, which n1's agent cannot serve: %v",
+				node, entriesWithParents(e))
 		}
 	}
 }
