@@ -23,7 +23,6 @@ var ErrNeedFullSync = errors.New("incremental sync not possible, a full sync is 
 // involved and a full Sync of owner before it; otherwise it returns
 // ErrNeedFullSync without calling SPIRE. Errors are those of Sync.
 func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entries.Entry) (Outcome, error) {
-	defer s.busy()()
 	out := Outcome{Registered: make(map[entries.Key]string, len(want))}
 	tag := owner.Tag()
 	s.mu.Lock()

@@ -88,8 +88,6 @@ type Syncer struct {
 	masks map[string]*maskCheck
 	// releasing counts the Release calls in progress, by owner tag.
 	releasing map[string]int
-	// inFlight counts the calls in progress that may write (see InFlight).
-	inFlight int
 }
 
 // New returns a Syncer writing through api.
@@ -160,7 +158,6 @@ type Outcome struct {
 // not be read or written; nothing is lost then, the next pass re-reads
 // SPIRE and resumes.
 func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry, also []spiffeid.ID) (out Outcome, err error) {
-	defer s.busy()()
 	out = Outcome{Registered: make(map[entries.Key]string, len(want))}
 	parents := map[string]spiffeid.ID{}
 	for _, e := range want {
@@ -211,7 +208,6 @@ func (s *Syncer) finish(ctx context.Context, owner Owner, notify []Owner, p *pla
 // Release deletes every entry owner holds, under the given parents and any
 // other parent the view knows, and hands its claims to the next owners.
 func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID) error {
-	defer s.busy()()
 	all := map[string]spiffeid.ID{}
 	for _, p := range parents {
 		all[p.String()] = p
@@ -996,38 +992,6 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		return fmt.Errorf("put back entries taken over: %v: %w", failed, ErrTransient)
 	}
 	return nil
-}
-
-// busy counts a call in progress that may write (see InFlight); the
-// function it returns ends it.
-func (s *Syncer) busy() func() {
-	s.mu.Lock()
-	s.inFlight++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		s.inFlight--
-		s.mu.Unlock()
-	}
-}
-
-// InFlight returns the number of Sync, SyncDelta and Release calls in
-// progress: while one is, an entry may be on its way to a parent whose
-// view holds none yet.
-func (s *Syncer) InFlight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inFlight
-}
-
-// HoldsNoneUnder reports whether SPIRE, as last read and written, holds no
-// entry of this operator's under parent: the parent was read, and every
-// entry of ours under it is gone.
-func (s *Syncer) HoldsNoneUnder(parent string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.views[parent]
-	return v != nil && v.valid && len(v.ours) == 0
 }
 
 // stillClaimed reports whether the holder of t still claims the key it

@@ -213,9 +213,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 
 	owner := h.ownerFor(obj, p)
 	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
-	if p.perNode() {
-		h.pruneParents()
-	}
+
 	obj.Status.ParentIDs = out.Parents
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
@@ -283,7 +281,6 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeRegistration) 
 	if err := h.Syncer.Release(ctx, owner, entrysync.ParseParents(obj.Status.ParentIDs, obj.Spec.ParentID)); err != nil {
 		return SpireError(err)
 	}
-	h.pruneParents()
 	h.Metrics.Forget(owner)
 	h.memo.forget(obj.UID)
 	h.Dirty.forget(obj.Name)
@@ -312,16 +309,6 @@ func (h *Handler) podSource() pods.Source {
 		return *h.Pods
 	}
 	return pods.Source{Reader: h.Reader}
-}
-
-// pruneParents forgets the rendered parents that have stayed empty (see
-// renderedParents.forgetEmpty), when no other pass is in progress: one may
-// have rendered a parent and be writing its entries there, which can take
-// many SPIRE calls.
-func (h *Handler) pruneParents() {
-	if h.Syncer.InFlight() == 0 {
-		h.parents.forgetEmpty(h.now(), h.Syncer.HoldsNoneUnder)
-	}
 }
 
 func (h *Handler) now() time.Time {

@@ -32,7 +32,7 @@ func (h *hookedList) ListByParent(ctx context.Context, parent spiffeid.ID) ([]*t
 
 // TestAParentRenderedBeforeASlowPassOfSeveralCallsIsRemembered: as in
 // TestAParentRenderedWhileAnotherPolicyPrunesIsRemembered, but p2's pass
-// renders n1's parent, then spends longer than forgetGrace on other SPIRE
+// renders n1's parent, then spends minutes on other SPIRE
 // calls, each well under the RPC timeout (here: reading the entries under
 // the parents of n2..n7, which nobody read before, 25s each; list pages and
 // create batches of 50 add up the same way) before its create under n1's

@@ -3,32 +3,29 @@ package spifferegistration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 )
 
-// TestTheRenderedParentsOfNodesAndPoliciesLongGoneAreForgotten: per-node
-// parents under the default k8s_psat template (a parent per node UID). A
-// node pool churns: the Node n1 is deleted and created again under a new
-// UID 200 times while web runs there, a pass each time, no entry under its
-// old parents is left, and then the policy itself is deleted. What the handler remembers
-// of the node each parent was rendered for must not keep growing with the
-// node incarnations the cluster ever had, nor outlive every policy.
-func TestTheRenderedParentsOfNodesAndPoliciesLongGoneAreForgotten(t *testing.T) {
+// TestTheRenderedParentsOfNodesLongGoneAreForgotten: per-node parents under
+// the default k8s_psat template (a parent per node UID). A node pool
+// churns: the Node n1 is deleted and created again under a new UID 200
+// times while web runs there, a pass each time. What the handler remembers
+// of the node each parent was rendered for must not grow with the node
+// incarnations the cluster ever had: it keeps the most recently rendered
+// parents, up to its bound (10 here), and the current one among them.
+func TestTheRenderedParentsOfNodesLongGoneAreForgotten(t *testing.T) {
 	ctx := context.Background()
 	e, p := perNodeEnv(t, ns("a", map[string]string{"spiffe": "on"}), node("n1"),
 		deploy("a", "web", "shop", map[string]string{"app": "web"}),
 		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}))
-	// Every pass comes a prune's grace after the last one.
-	clock := time.Now()
-	e.h.Now = func() time.Time { return clock }
+	e.h.parents.max = 10
 	prev := node("n1")
 	for i := 0; i < 200; i++ {
-		clock = clock.Add(forgetGrace)
 		if err := e.c.Delete(ctx, prev); err != nil {
 			t.Fatal(err)
 		}
@@ -39,27 +36,40 @@ func TestTheRenderedParentsOfNodesAndPoliciesLongGoneAreForgotten(t *testing.T) 
 		if err := e.h.CreateOrUpdate(ctx, p); err != nil {
 			t.Fatal(err)
 		}
+		if n := e.h.parents.len(); n > 10 {
+			t.Fatalf("after %d re-creations %d rendered parents are remembered, over the bound of 10", i+1, n)
+		}
 	}
-	if got := entriesWithParents(e); len(got) != 1 {
-		t.Fatalf("entries = %v, want the one under n1's current parent", got)
+	want := []string{"/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n1-199"}
+	if got := entriesWithParents(e); !slices.Equal(got, want) {
+		t.Fatalf("entries = %v, want %v", got, want)
 	}
-	e.h.parents.mu.Lock()
-	remembered := len(e.h.parents.node)
-	e.h.parents.mu.Unlock()
-	if remembered > 2 {
-		t.Errorf("one node, one entry in SPIRE, yet %d rendered parents are remembered", remembered)
+	if node, ok := e.h.parents.nodeOf("spiffe://example.org/spire/agent/k8s_psat/c1/uid-n1-199"); !ok || node != "n1" {
+		t.Errorf("the current parent is not remembered: %q, %v", node, ok)
 	}
-	if err := e.h.Delete(ctx, p); err != nil {
-		t.Fatal(err)
+	if _, ok := e.h.parents.nodeOf("spiffe://example.org/spire/agent/k8s_psat/c1/uid-n1-0"); ok {
+		t.Error("a parent rendered 200 incarnations ago is still remembered")
 	}
-	// A prune a grace later (any other policy's pass) forgets what the
-	// deletion left empty.
-	clock = clock.Add(forgetGrace)
-	e.h.parents.forgetEmpty(e.h.now(), e.h.Syncer.HoldsNoneUnder)
-	e.h.parents.mu.Lock()
-	remembered = len(e.h.parents.node)
-	e.h.parents.mu.Unlock()
-	if remembered != 0 {
-		t.Errorf("the only policy is deleted, yet %d rendered parents are remembered", remembered)
+}
+
+// TestRenderedParentsKeepTheRecentlyRenderedAndNameNoNodeWhenAmbiguous: a
+// parent rendered again counts as recent, so churn elsewhere does not
+// evict it; a parent rendered for two node names names neither.
+func TestRenderedParentsKeepTheRecentlyRenderedAndNameNoNodeWhenAmbiguous(t *testing.T) {
+	r := renderedParents{max: 3}
+	r.record("p-stable", "n1")
+	for i := 0; i < 10; i++ {
+		r.record(fmt.Sprintf("p-churn-%d", i), fmt.Sprintf("c%d", i))
+		r.record("p-stable", "n1")
+	}
+	if node, ok := r.nodeOf("p-stable"); !ok || node != "n1" || r.len() != 3 {
+		t.Errorf("p-stable: %q, %v; %d remembered, want n1 and 3", node, ok, r.len())
+	}
+	if _, ok := r.nodeOf("p-churn-0"); ok {
+		t.Error("the oldest parent beyond the bound is still remembered")
+	}
+	r.record("p-stable", "n2")
+	if node, ok := r.nodeOf("p-stable"); ok {
+		t.Errorf("a parent rendered for n1 and n2 names %q", node)
 	}
 }
