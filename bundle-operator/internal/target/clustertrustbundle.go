@@ -3,16 +3,12 @@ package target
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/trustplane/trustplane/common/shared"
 )
 
 // ClusterTrustBundleGVK is the kind of the cluster-wide target: pods project
@@ -66,21 +62,8 @@ func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem
 	c.left.keepOnly(bundle, kindClusterTrustBundle, stale)
 	for _, m := range stale {
 		key := leftKey{bundle: bundle, kind: kindClusterTrustBundle, name: m.Name}
-		if c.left.unchanged(key, m.ResourceVersion) {
-			continue
-		}
-		target := m.DeepCopy()
-		target.SetGroupVersionKind(ClusterTrustBundleGVK)
-		_, err := writer(c.Client).Release(ctx, target)
-		switch {
-		case errors.Is(err, shared.ErrLeftInPlace):
-			c.left.record(key, m.ResourceVersion)
-			rep.Left = append(rep.Left, fmt.Sprintf("ClusterTrustBundle %s: %v", m.Name, err))
-		case err != nil:
-			rep.Fail("release ClusterTrustBundle "+m.Name, err)
-		default:
-			rep.Written++
-		}
+		_, r, _ := c.left.release(ctx, writer(c.Client), key, m, ClusterTrustBundleGVK, "ClusterTrustBundle "+m.Name)
+		rep.Add(r)
 	}
 	return rep
 }

@@ -84,6 +84,33 @@ func (l *leftInPlace) record(k leftKey, rv string) {
 	l.rv[k] = rv
 }
 
+// release releases m, the target key names (what, in reports), through w,
+// as an object of kind gvk, unless a release of it left it in place and it
+// has not changed since. One the API server refuses without our fields
+// (shared.ErrLeftInPlace) is recorded and named in the report's Left, not
+// failed. It returns the resourceVersion the release leads to, the report
+// of the write, and whether the object was released.
+func (l *leftInPlace) release(ctx context.Context, w shared.Writer, key leftKey, m *metav1.PartialObjectMetadata,
+	gvk schema.GroupVersionKind, what string) (rv string, rep Report, released bool) {
+	if l.unchanged(key, m.ResourceVersion) {
+		return "", rep, false
+	}
+	target := m.DeepCopy()
+	target.SetGroupVersionKind(gvk)
+	rv, err := w.Release(ctx, target)
+	switch {
+	case errors.Is(err, shared.ErrLeftInPlace):
+		l.record(key, m.ResourceVersion)
+		rep.Left = append(rep.Left, fmt.Sprintf("%s: %v", what, err))
+	case err != nil:
+		rep.Fail("release "+what, err)
+	default:
+		rep.Written++
+		return rv, rep, true
+	}
+	return "", rep, false
+}
+
 // keepOnly forgets the targets of bundle and kind that are not in stale:
 // released since, deleted, or no longer labelled as the bundle's.
 func (l *leftInPlace) keepOnly(bundle string, kind Kind, stale []*metav1.PartialObjectMetadata) {
@@ -121,6 +148,15 @@ type Desired struct {
 	Labels map[string]string
 }
 
+// selected returns d's namespaces as a set.
+func (d Desired) selected() map[string]bool {
+	set := make(map[string]bool, len(d.Namespaces))
+	for _, ns := range d.Namespaces {
+		set[ns] = true
+	}
+	return set
+}
+
 // Sync brings every selected namespace's target in line with d and releases
 // our targets in namespaces that are no longer selected (or under an old
 // name). Unchanged targets are not written.
@@ -139,10 +175,7 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 		record(o.syncOne(ctx, d, d.Namespaces[i], hash))
 	})
 
-	selected := make(map[string]bool, len(d.Namespaces))
-	for _, ns := range d.Namespaces {
-		selected[ns] = true
-	}
+	selected := d.selected()
 	owned, err := o.list(ctx, d.Kind, d.Bundle)
 	if err != nil {
 		rep.Fail(fmt.Sprintf("list %ss of %s", d.Kind, d.Bundle), err)
@@ -180,10 +213,7 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 	// Only the targets of selected namespaces count: an object anyone
 	// labels as the bundle's in a namespace it does not select is no
 	// target, and must not stop the selected ones from getting the bundle.
-	selected := make(map[string]bool, len(d.Namespaces))
-	for _, ns := range d.Namespaces {
-		selected[ns] = true
-	}
+	selected := d.selected()
 	existing, matching, other := 0, 0, ""
 	for _, m := range owned {
 		if m.Name != d.Name || !selected[m.Namespace] || !ownsHashAnnotation(m.ManagedFields) {
@@ -458,51 +488,55 @@ func InSync(m *metav1.PartialObjectMetadata, d Desired, hash string) bool {
 	return true
 }
 
-// ownsHashAnnotation reports whether our Apply entry owns the hash
-// annotation: no other writer has changed it since we wrote it.
-func ownsHashAnnotation(entries []metav1.ManagedFieldsEntry) bool {
+// appliedFields is what our Apply entry in a target's managed fields owns
+// of its data and annotations.
+type appliedFields struct {
+	Data       map[string]json.RawMessage `json:"f:data"`
+	BinaryData map[string]json.RawMessage `json:"f:binaryData"`
+	Metadata   struct {
+		Annotations map[string]json.RawMessage `json:"f:annotations"`
+	} `json:"f:metadata"`
+}
+
+// ourApply returns the fields our Apply entry owns, and false when there is
+// no such entry or it does not parse.
+func ourApply(entries []metav1.ManagedFieldsEntry) (appliedFields, bool) {
+	var fields appliedFields
 	for _, e := range entries {
 		if e.Manager != FieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
 			continue
 		}
-		var fields struct {
-			Metadata struct {
-				Annotations map[string]json.RawMessage `json:"f:annotations"`
-			} `json:"f:metadata"`
-		}
 		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
-			return false
+			return appliedFields{}, false
 		}
-		_, ok := fields.Metadata.Annotations["f:"+AnnotationHash]
-		return ok
+		return fields, true
 	}
-	return false
+	return fields, false
+}
+
+// ownsHashAnnotation reports whether our Apply entry owns the hash
+// annotation: no other writer has changed it since we wrote it.
+func ownsHashAnnotation(entries []metav1.ManagedFieldsEntry) bool {
+	fields, ok := ourApply(entries)
+	_, owned := fields.Metadata.Annotations["f:"+AnnotationHash]
+	return ok && owned
 }
 
 // ownedDataKeys returns the data keys our Apply entry owns.
 func ownedDataKeys(entries []metav1.ManagedFieldsEntry) (map[string]bool, bool) {
-	for _, e := range entries {
-		if e.Manager != FieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
-			continue
-		}
-		var fields struct {
-			Data       map[string]json.RawMessage `json:"f:data"`
-			BinaryData map[string]json.RawMessage `json:"f:binaryData"`
-		}
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
-			return nil, false
-		}
-		keys := make(map[string]bool, len(fields.Data)+len(fields.BinaryData))
-		for _, m := range []map[string]json.RawMessage{fields.Data, fields.BinaryData} {
-			for k := range m {
-				if len(k) > 2 && k[:2] == "f:" {
-					keys[k[2:]] = true
-				}
+	fields, ok := ourApply(entries)
+	if !ok {
+		return nil, false
+	}
+	keys := make(map[string]bool, len(fields.Data)+len(fields.BinaryData))
+	for _, m := range []map[string]json.RawMessage{fields.Data, fields.BinaryData} {
+		for k := range m {
+			if len(k) > 2 && k[:2] == "f:" {
+				keys[k[2:]] = true
 			}
 		}
-		return keys, true
 	}
-	return nil, false
+	return keys, true
 }
 
 // release takes our keys out of m, a target of bundle: an object only we
@@ -513,33 +547,20 @@ func ownedDataKeys(entries []metav1.ManagedFieldsEntry) (map[string]bool, bool) 
 // made it immutable, say) is left in place and reported in Report.Left,
 // not as a failure, and not tried again until it changes.
 func (o *Objects) release(ctx context.Context, bundle string, kind Kind, m *metav1.PartialObjectMetadata) Report {
-	var rep Report
-	what := fmt.Sprintf("release %s %s/%s", kind, m.Namespace, m.Name)
-	key := leftKey{bundle: bundle, kind: kind, namespace: m.Namespace, name: m.Name}
-	if !o.expectationsMet(kind, m.Namespace, m.Name, m.ResourceVersion) || o.left.unchanged(key, m.ResourceVersion) {
-		return rep
+	if !o.expectationsMet(kind, m.Namespace, m.Name, m.ResourceVersion) {
+		return Report{}
 	}
-	target := m.DeepCopy()
-	target.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind)))
 	w := writer(o.Client)
 	deletes := !w.Shared(m.ManagedFields)
-	rv, err := w.Release(ctx, target)
+	key := leftKey{bundle: bundle, kind: kind, namespace: m.Namespace, name: m.Name}
+	rv, rep, released := o.left.release(ctx, w, key, m, corev1.SchemeGroupVersion.WithKind(string(kind)),
+		fmt.Sprintf("%s %s/%s", kind, m.Namespace, m.Name))
 	switch {
-	case err == nil && deletes:
+	case released && deletes:
 		o.expectGone(kind, m.Namespace, m.Name, rv)
-	case err == nil:
+	case released:
 		o.expect(kind, m.Namespace, m.Name, rv)
 	}
-	if errors.Is(err, shared.ErrLeftInPlace) {
-		o.left.record(key, m.ResourceVersion)
-		rep.Left = append(rep.Left, fmt.Sprintf("%s %s/%s: %v", kind, m.Namespace, m.Name, err))
-		return rep
-	}
-	if err != nil {
-		rep.Fail(what, err)
-		return rep
-	}
-	rep.Written++
 	return rep
 }
 
