@@ -31,10 +31,11 @@ const CreateOnly = "1"
 // shared object because the API server's validation refuses the object
 // without them: it is immutable (a ConfigMap or Secret whose other writer
 // set immutable), or a field only we own is required. (A refusal by an
-// admission policy or webhook, which may be lifted, is a plain error.) Another writer manages
-// a field of it, so it is not deleted either; it is left as it is. Callers
-// report it and go on: whoever may edit one object must not be able to
-// hold up the release of all the others, or the deletion of their owner.
+// admission policy or webhook, which may be lifted, is a plain error.)
+// Another writer manages a field of it, so it is not deleted either; it is
+// left as it is. Callers report it and go on: whoever may edit one object
+// must not be able to hold up the release of all the others, or the
+// deletion of their owner.
 var ErrLeftInPlace = errors.New("left in place")
 
 // Writer writes shared children as one field manager.

@@ -76,6 +76,30 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 	return sh, sh.Namespace != "" && sh.ServiceAccount != ""
 }
 
+// AccountOf returns "namespace/serviceAccount" of the pods e selects, when
+// its selectors name both (k8s:ns and k8s:sa, once each), whatever other
+// selectors it has: unlike ShapeOf, it tells the account of an entry whose
+// pods the pod cache cannot judge. It is the key of a PodShape's Namespace
+// and ServiceAccount joined by "/".
+func AccountOf(e *Entry) (string, bool) {
+	var ns, sa []string
+	for _, sel := range e.Selectors {
+		if sel.Type != "k8s" {
+			continue
+		}
+		if v, ok := strings.CutPrefix(sel.Value, "ns:"); ok {
+			ns = append(ns, v)
+		}
+		if v, ok := strings.CutPrefix(sel.Value, "sa:"); ok {
+			sa = append(sa, v)
+		}
+	}
+	if len(ns) != 1 || len(sa) != 1 {
+		return "", false
+	}
+	return ns[0] + "/" + sa[0], true
+}
+
 // MatchesPod reports whether the pod with the given UID and labels (in the
 // shape's namespace and service account) is selected by the shape.
 func (sh PodShape) MatchesPod(uid string, podLabels labels.Labels) bool {

@@ -813,7 +813,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 func (s *Syncer) withoutAccountsOf(stale []deletion, failed []Failed) []deletion {
 	accounts := map[string]bool{}
 	for i := range failed {
-		a, ok := accountOf(&failed[i].Entry)
+		a, ok := entries.AccountOf(&failed[i].Entry)
 		if !ok {
 			return nil
 		}
@@ -827,32 +827,11 @@ func (s *Syncer) withoutAccountsOf(stale []deletion, failed []Failed) []deletion
 		if v == nil || v.ours[d.id] == nil {
 			continue
 		}
-		if a, ok := accountOf(&v.ours[d.id].entry); ok && !accounts[a] {
+		if a, ok := entries.AccountOf(&v.ours[d.id].entry); ok && !accounts[a] {
 			remaining = append(remaining, d)
 		}
 	}
 	return remaining
-}
-
-// accountOf returns "namespace/serviceAccount" of the pods e selects, when
-// its selectors name both (k8s:ns and k8s:sa, once each).
-func accountOf(e *entries.Entry) (string, bool) {
-	var ns, sa []string
-	for _, sel := range e.Selectors {
-		if sel.Type != "k8s" {
-			continue
-		}
-		if v, ok := strings.CutPrefix(sel.Value, "ns:"); ok {
-			ns = append(ns, v)
-		}
-		if v, ok := strings.CutPrefix(sel.Value, "sa:"); ok {
-			sa = append(sa, v)
-		}
-	}
-	if len(ns) != 1 || len(sa) != 1 {
-		return "", false
-	}
-	return ns[0] + "/" + sa[0], true
 }
 
 // describe names up to three failed entries and SPIRE's messages, for the
