@@ -488,44 +488,42 @@ func InSync(m *metav1.PartialObjectMetadata, d Desired, hash string) bool {
 	return true
 }
 
-// appliedFields is what our Apply entry in a target's managed fields owns
-// of its data and annotations.
-type appliedFields struct {
-	Data       map[string]json.RawMessage `json:"f:data"`
-	BinaryData map[string]json.RawMessage `json:"f:binaryData"`
-	Metadata   struct {
-		Annotations map[string]json.RawMessage `json:"f:annotations"`
-	} `json:"f:metadata"`
-}
-
-// ourApply returns the fields our Apply entry owns, and false when there is
-// no such entry or it does not parse.
-func ourApply(entries []metav1.ManagedFieldsEntry) (appliedFields, bool) {
-	var fields appliedFields
+// ourApply returns the raw fields of our Apply entry in a target's managed
+// fields, and false when there is none. Each reader decodes only the part
+// it reads, so a part it does not read never makes it fail.
+func ourApply(entries []metav1.ManagedFieldsEntry) ([]byte, bool) {
 	for _, e := range entries {
-		if e.Manager != FieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
-			continue
+		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.FieldsV1 != nil {
+			return e.FieldsV1.Raw, true
 		}
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
-			return appliedFields{}, false
-		}
-		return fields, true
 	}
-	return fields, false
+	return nil, false
 }
 
 // ownsHashAnnotation reports whether our Apply entry owns the hash
 // annotation: no other writer has changed it since we wrote it.
 func ownsHashAnnotation(entries []metav1.ManagedFieldsEntry) bool {
-	fields, ok := ourApply(entries)
+	raw, ok := ourApply(entries)
+	var fields struct {
+		Metadata struct {
+			Annotations map[string]json.RawMessage `json:"f:annotations"`
+		} `json:"f:metadata"`
+	}
+	if !ok || json.Unmarshal(raw, &fields) != nil {
+		return false
+	}
 	_, owned := fields.Metadata.Annotations["f:"+AnnotationHash]
-	return ok && owned
+	return owned
 }
 
 // ownedDataKeys returns the data keys our Apply entry owns.
 func ownedDataKeys(entries []metav1.ManagedFieldsEntry) (map[string]bool, bool) {
-	fields, ok := ourApply(entries)
-	if !ok {
+	raw, ok := ourApply(entries)
+	var fields struct {
+		Data       map[string]json.RawMessage `json:"f:data"`
+		BinaryData map[string]json.RawMessage `json:"f:binaryData"`
+	}
+	if !ok || json.Unmarshal(raw, &fields) != nil {
 		return nil, false
 	}
 	keys := make(map[string]bool, len(fields.Data)+len(fields.BinaryData))
