@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,10 +40,20 @@ func (e *RefError) Error() string { return e.err.Error() }
 // Unwrap returns the underlying error.
 func (e *RefError) Unwrap() error { return e.err }
 
+// InferencePoolCRDName is the name of the InferencePool
+// CustomResourceDefinition.
+const InferencePoolCRDName = "inferencepools." + v1alpha1.InferencePoolGroup
+
 // Resolver reads pools.
 type Resolver struct {
 	// Reader reads pools; the manager's cached client in production.
 	Reader client.Reader
+	// CRDReader reads the InferencePool CRD uncached (the manager's API
+	// reader in production), to confirm that a kind the REST mapper does not
+	// know is really not served before a binding is told its CRD is missing:
+	// a stale discovery answer from one API server replica is not a missing
+	// CRD. Nil means Reader.
+	CRDReader client.Reader
 }
 
 // Selector returns the pool's selector labels. Errors are a *RefError, a
@@ -55,6 +66,9 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(InferencePoolGVK())
 		if err := r.Reader.Get(ctx, key, u); err != nil {
+			if meta.IsNoMatchError(err) {
+				return nil, r.unmapped(ctx, ref, err)
+			}
 			return nil, readError(ref, namespace, err)
 		}
 		return InferencePoolSelector(u)
@@ -120,13 +134,87 @@ func LabelSelectorLabels(sel *metav1.LabelSelector) (map[string]string, error) {
 }
 
 func readError(ref v1alpha1.PoolReference, namespace string, err error) error {
-	switch {
-	case meta.IsNoMatchError(err):
-		return &RefError{Reason: v1alpha1.ReasonInferencePoolCRDMissing,
-			err: fmt.Errorf("the %s CRD (%s) is not installed: %w", ref.Kind, InferencePoolGVK().GroupVersion(), err)}
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		return &RefError{Reason: v1alpha1.ReasonTargetPoolNotFound,
 			err: fmt.Errorf("%s %s/%s not found", ref.Kind, namespace, ref.Name)}
 	}
 	return fmt.Errorf("get %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
+}
+
+// unmapped judges a NoMatch for InferencePools by the CRD itself, read
+// uncached. Only a CRD that is absent, being deleted, not established or
+// not serving the version the operator reads is a missing CRD (a *RefError
+// with InferencePoolCRDMissing, which withdraws the binding's outputs).
+// A CRD that serves it means the mapper's discovery answer was stale, and a
+// CRD that cannot be read proves nothing: both are transient errors, which
+// keep the binding's outputs and are retried.
+func (r Resolver) unmapped(ctx context.Context, ref v1alpha1.PoolReference, noMatch error) error {
+	gv := InferencePoolGVK().GroupVersion()
+	reader := r.CRDReader
+	if reader == nil {
+		reader = r.Reader
+	}
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	err := reader.Get(ctx, client.ObjectKey{Name: InferencePoolCRDName}, crd)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &RefError{Reason: v1alpha1.ReasonInferencePoolCRDMissing,
+			err: fmt.Errorf("the %s CRD (%s) is not installed: %w", ref.Kind, gv, noMatch)}
+	case err != nil:
+		return fmt.Errorf("the API server does not map %s %s, and its CRD %s could not be read to confirm it is missing (retrying, outputs kept): %w; read the CRD: %w",
+			ref.Kind, gv, InferencePoolCRDName, noMatch, err)
+	}
+	if why := CRDNotServing(crd, gv.Version); why != "" {
+		return &RefError{Reason: v1alpha1.ReasonInferencePoolCRDMissing,
+			err: fmt.Errorf("the %s CRD %s %s: %w", ref.Kind, InferencePoolCRDName, why, noMatch)}
+	}
+	return fmt.Errorf("the API server does not map %s %s although its CRD %s serves it (discovery not yet up to date; retrying, outputs kept): %w",
+		ref.Kind, gv, InferencePoolCRDName, noMatch)
+}
+
+// CRDNotServing tells why the CustomResourceDefinition crd, read as
+// unstructured, does not serve version, or returns "" when it does: it is
+// established, not being deleted, and lists version as served.
+func CRDNotServing(crd *unstructured.Unstructured, version string) string {
+	if crd.GetDeletionTimestamp() != nil {
+		return "is being deleted"
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	var served []string
+	servesVersion := false
+	for _, v := range versions {
+		m, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(m, "name")
+		on, _, _ := unstructured.NestedBool(m, "served")
+		if !on {
+			continue
+		}
+		served = append(served, name)
+		if name == version {
+			servesVersion = true
+		}
+	}
+	if !servesVersion {
+		if len(served) == 0 {
+			return fmt.Sprintf("serves no version (the operator reads %s)", version)
+		}
+		return fmt.Sprintf("does not serve %s, which the operator reads (it serves %s): install a release of the CRD that serves %s", version, strings.Join(served, ", "), version)
+	}
+	conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		typ, _, _ := unstructured.NestedString(m, "type")
+		status, _, _ := unstructured.NestedString(m, "status")
+		if typ == "Established" && status == "True" {
+			return ""
+		}
+	}
+	return "is not established yet"
 }

@@ -198,6 +198,7 @@ func register(ctx context.Context, mgr ctrl.Manager, s Settings, m *controller.M
 		return fmt.Errorf("find the served output kinds: %w", err)
 	}
 	s.Handler.ServedOutputs = served
+	s.Handler.APIReader = mgr.GetAPIReader()
 	h, err := identitybinding.New(mgr.GetClient(), s.Handler)
 	if err != nil {
 		return fmt.Errorf("build handler: %w", err)

@@ -50,6 +50,11 @@ type Options struct {
 	// MaxSVIDTTL is the longest X509-SVID or JWT-SVID TTL a binding may ask
 	// for; zero means DefaultMaxSVIDTTL.
 	MaxSVIDTTL time.Duration
+	// APIReader reads uncached (the manager's API reader in production): the
+	// InferencePool CRD, to confirm it is really not served before bindings
+	// are told it is missing and their outputs withdrawn. Nil means the
+	// handler's client.
+	APIReader client.Reader
 }
 
 // DefaultMaxSVIDTTL is the longest SVID TTL a binding may ask for unless
@@ -100,7 +105,7 @@ func New(c client.Client, opts Options) (*Handler, error) {
 	if opts.MaxSVIDTTL < 0 {
 		return nil, fmt.Errorf("max SVID TTL %s is negative", opts.MaxSVIDTTL)
 	}
-	return &Handler{client: c, pools: pool.Resolver{Reader: c}, opts: opts}, nil
+	return &Handler{client: c, pools: pool.Resolver{Reader: c, CRDReader: opts.APIReader}, opts: opts}, nil
 }
 
 // CreateOrUpdate runs one pass. The checks run in a fixed order, and the

@@ -112,6 +112,7 @@ func newHandler(t *testing.T, c client.Client) *identitybinding.Handler {
 	h, err := identitybinding.New(c, identitybinding.Options{
 		TrustDomain: td, ParentID: "spiffe://example.org/nodes",
 		CRDMissingRetry: 45 * time.Second, WithdrawalRetry: 100 * time.Millisecond,
+		APIReader: cp.Client,
 	})
 	if err != nil {
 		t.Fatal(err)
