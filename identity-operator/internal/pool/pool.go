@@ -180,23 +180,15 @@ func CRDNotServing(crd *unstructured.Unstructured, version string) string {
 	if crd.GetDeletionTimestamp() != nil {
 		return "is being deleted"
 	}
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	var served []string
 	servesVersion := false
-	for _, v := range versions {
-		m, ok := v.(map[string]any)
-		if !ok {
-			continue
-		}
-		name, _, _ := unstructured.NestedString(m, "name")
-		on, _, _ := unstructured.NestedBool(m, "served")
-		if !on {
+	for _, v := range nestedObjects(crd.Object, "spec", "versions") {
+		name, _, _ := unstructured.NestedString(v, "name")
+		if on, _, _ := unstructured.NestedBool(v, "served"); !on {
 			continue
 		}
 		served = append(served, name)
-		if name == version {
-			servesVersion = true
-		}
+		servesVersion = servesVersion || name == version
 	}
 	if !servesVersion {
 		if len(served) == 0 {
@@ -204,17 +196,25 @@ func CRDNotServing(crd *unstructured.Unstructured, version string) string {
 		}
 		return fmt.Sprintf("does not serve %s, which the operator reads (it serves %s): install a release of the CRD that serves %s", version, strings.Join(served, ", "), version)
 	}
-	conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	for _, c := range conditions {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		typ, _, _ := unstructured.NestedString(m, "type")
-		status, _, _ := unstructured.NestedString(m, "status")
+	for _, c := range nestedObjects(crd.Object, "status", "conditions") {
+		typ, _, _ := unstructured.NestedString(c, "type")
+		status, _, _ := unstructured.NestedString(c, "status")
 		if typ == "Established" && status == "True" {
 			return ""
 		}
 	}
 	return "is not established yet"
+}
+
+// nestedObjects returns the elements of the list at fields in obj that are
+// objects; a missing or malformed list, or element, gives nothing.
+func nestedObjects(obj map[string]any, fields ...string) []map[string]any {
+	list, _, _ := unstructured.NestedSlice(obj, fields...)
+	var out []map[string]any
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
