@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trustplane/trustplane/common/config"
@@ -67,7 +65,6 @@ type figure struct {
 // BenchmarkThousandBindings creates 1,000 bindings (10 service accounts,
 // 100 variants each) and measures the operator until all are Ready.
 func BenchmarkThousandBindings(b *testing.B) {
-	log.SetLogger(logr.Discard())
 	td := spiffeid.RequireTrustDomainFromString(trustDomain)
 	scheme, err := setup.NewScheme()
 	if err != nil {
