@@ -9,8 +9,9 @@ import (
 )
 
 // TestCRDNotServingSaysWhyAVersionIsNotServed: only a CRD that is
-// established, not being deleted and lists the version as served serves it;
-// every other shape, malformed ones included, says why not and never panics.
+// established, not being deleted, has accepted the kind and lists the
+// version as served serves it; every other shape, malformed ones included,
+// says why not and never panics.
 func TestCRDNotServingSaysWhyAVersionIsNotServed(t *testing.T) {
 	established := []any{map[string]any{"type": "Established", "status": "True"}}
 	crd := func(versions any, conditions any) *unstructured.Unstructured {
@@ -18,15 +19,22 @@ func TestCRDNotServingSaysWhyAVersionIsNotServed(t *testing.T) {
 		if versions != nil {
 			o["spec"].(map[string]any)["versions"] = versions
 		}
+		status := map[string]any{"acceptedNames": map[string]any{"kind": "InferencePool"}}
 		if conditions != nil {
-			o["status"] = map[string]any{"conditions": conditions}
+			status["conditions"] = conditions
 		}
+		o["status"] = status
 		return &unstructured.Unstructured{Object: o}
 	}
 	version := func(name string, served bool) map[string]any { return map[string]any{"name": name, "served": served} }
 	deleting := crd([]any{version("v1", true)}, established)
 	now := metav1.Now()
 	deleting.SetDeletionTimestamp(&now)
+	withAccepted := func(accepted any) *unstructured.Unstructured {
+		c := crd([]any{version("v1", true)}, established)
+		c.Object["status"].(map[string]any)["acceptedNames"] = accepted
+		return c
+	}
 
 	cases := []struct {
 		name string
@@ -45,10 +53,15 @@ func TestCRDNotServingSaysWhyAVersionIsNotServed(t *testing.T) {
 		{"no conditions", crd([]any{version("v1", true)}, nil), "not established"},
 		{"a condition not an object", crd([]any{version("v1", true)}, []any{"Established"}), "not established"},
 		{"being deleted", deleting, "being deleted"},
+		{"another kind under the same name", withAccepted(map[string]any{"kind": "InferencePoolX"}), "defines the kind InferencePoolX, not InferencePool"},
+		{"kind in another case", withAccepted(map[string]any{"kind": "inferencepool"}), "defines the kind inferencepool"},
+		{"no accepted names", withAccepted(nil), "has not accepted the kind InferencePool"},
+		{"accepted names not an object", withAccepted("InferencePool"), "has not accepted the kind InferencePool"},
+		{"accepted kind not a string", withAccepted(map[string]any{"kind": true}), "has not accepted the kind InferencePool"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := CRDNotServing(tc.crd, "v1")
+			got := CRDNotServing(tc.crd, "InferencePool", "v1")
 			switch {
 			case tc.want == "" && got != "":
 				t.Fatalf("want v1 served, got %q", got)

@@ -165,7 +165,7 @@ func (r Resolver) unmapped(ctx context.Context, ref v1alpha1.PoolReference, noMa
 		return fmt.Errorf("the API server does not map %s %s, and its CRD %s could not be read to confirm it is missing (retrying, outputs kept): %w; read the CRD: %w",
 			ref.Kind, gv, InferencePoolCRDName, noMatch, err)
 	}
-	if why := CRDNotServing(crd, gv.Version); why != "" {
+	if why := CRDNotServing(crd, ref.Kind, gv.Version); why != "" {
 		return &RefError{Reason: v1alpha1.ReasonInferencePoolCRDMissing,
 			err: fmt.Errorf("the %s CRD %s %s: %w", ref.Kind, InferencePoolCRDName, why, noMatch)}
 	}
@@ -174,11 +174,20 @@ func (r Resolver) unmapped(ctx context.Context, ref v1alpha1.PoolReference, noMa
 }
 
 // CRDNotServing tells why the CustomResourceDefinition crd, read as
-// unstructured, does not serve version, or returns "" when it does: it is
-// established, not being deleted, and lists version as served.
-func CRDNotServing(crd *unstructured.Unstructured, version string) string {
+// unstructured, does not serve kind in version, or returns "" when it does:
+// it is established, not being deleted, has accepted kind as its kind and
+// lists version as served. A CRD of the same name that defines another kind
+// (deleted and created again with other names) does not serve kind: the
+// REST mapper will never map it, so waiting for discovery would wait forever.
+func CRDNotServing(crd *unstructured.Unstructured, kind, version string) string {
 	if crd.GetDeletionTimestamp() != nil {
 		return "is being deleted"
+	}
+	if accepted, _, _ := unstructured.NestedString(crd.Object, "status", "acceptedNames", "kind"); accepted != kind {
+		if accepted == "" {
+			return fmt.Sprintf("has not accepted the kind %s (no accepted names yet)", kind)
+		}
+		return fmt.Sprintf("defines the kind %s, not %s: install the CRD that defines %s", accepted, kind, kind)
 	}
 	var served []string
 	servesVersion := false

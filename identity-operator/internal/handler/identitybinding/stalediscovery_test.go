@@ -2,13 +2,17 @@ package identitybinding_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -142,10 +146,98 @@ func TestTheInstalledCRDIsReadAsServingV1(t *testing.T) {
 	if err := cp.Client.Get(context.Background(), client.ObjectKey{Name: pool.InferencePoolCRDName}, crd); err != nil {
 		t.Fatal(err)
 	}
-	if why := pool.CRDNotServing(crd, pool.InferencePoolGVK().Version); why != "" {
+	if why := pool.CRDNotServing(crd, pool.InferencePoolGVK().Kind, pool.InferencePoolGVK().Version); why != "" {
 		t.Fatalf("the installed CRD serves %s and is established, got %q", pool.InferencePoolGVK().Version, why)
 	}
-	if why := pool.CRDNotServing(crd, "v9"); !strings.Contains(why, "does not serve v9") || !strings.Contains(why, "it serves v1") {
+	if why := pool.CRDNotServing(crd, pool.InferencePoolGVK().Kind, "v9"); !strings.Contains(why, "does not serve v9") || !strings.Contains(why, "it serves v1") {
 		t.Fatalf("want the served versions named for a version it lacks, got %q", why)
+	}
+}
+
+// crdClient is a client that reads, updates and deletes
+// CustomResourceDefinitions.
+func crdClient(t *testing.T) client.Client {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cp.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// deleteInferencePoolCRD deletes the InferencePool CRD and waits until it is
+// gone.
+func deleteInferencePoolCRD(t *testing.T, crds client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	if err := crds.Delete(ctx, schemalessInferencePoolCRD()); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() bool {
+		err := crds.Get(ctx, client.ObjectKey{Name: pool.InferencePoolCRDName}, &apiextensionsv1.CustomResourceDefinition{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 200*time.Millisecond).Should(BeTrue(), "the InferencePool CRD is not deleted")
+}
+
+// A CRD that no longer defines v1 InferencePools (created again under the
+// same name with another kind, or no longer serving v1) will never be
+// mapped: the NoMatch a restarted operator gets is permanent, not a stale
+// discovery answer. The binding is told the CRD is missing and withdraws
+// its outputs, instead of retrying for ever with them kept.
+func TestACRDThatNoLongerDefinesV1InferencePoolsIsReportedMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name, says string
+		change     func(t *testing.T, crds client.Client)
+	}{
+		{"created again with another kind", "defines the kind InferencePoolX, not InferencePool", func(t *testing.T, crds client.Client) {
+			deleteInferencePoolCRD(t, crds)
+			other := schemalessInferencePoolCRD()
+			other.Spec.Names.Kind, other.Spec.Names.ListKind = "InferencePoolX", "InferencePoolXList"
+			if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{other}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"v1 no longer served", "does not serve v1, which the operator reads (it serves v1alpha2)", func(t *testing.T, crds client.Client) {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := crds.Get(context.Background(), client.ObjectKey{Name: pool.InferencePoolCRDName}, crd); err != nil {
+				t.Fatal(err)
+			}
+			v1 := crd.Spec.Versions[0]
+			v1.Served = false
+			older := *v1.DeepCopy()
+			older.Name, older.Served, older.Storage = "v1alpha2", true, false
+			crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{v1, older}
+			if err := crds.Update(context.Background(), crd); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cachedClient(t)
+			b := readyBindingToAPool(t, c)
+			crds := crdClient(t)
+			t.Cleanup(func() { deleteInferencePoolCRD(t, crds); installInferencePoolCRD(t) })
+			tc.change(t, crds)
+
+			// A restarted operator: a client whose REST mapper learns from
+			// discovery now.
+			fresh := cachedClient(t)
+			var err error
+			NewWithT(t).Eventually(func() string {
+				err = reconcile(t, newHandler(t, fresh), fresh, b)
+				return ctrlerrors.Reason(err, "")
+			}, 30*time.Second, 200*time.Millisecond).Should(Equal(v1alpha1.ReasonInferencePoolCRDMissing),
+				func() string { return fmt.Sprintf("last error: %v", err) })
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("want the error to say %q, got %v", tc.says, err)
+			}
+			if n := entriesOf(t, b); n != 0 {
+				t.Fatalf("no CRD serves v1 InferencePools, yet the binding keeps %d output(s)", n)
+			}
+		})
 	}
 }
