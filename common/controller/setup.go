@@ -3,15 +3,18 @@ package controller
 import (
 	"context"
 	"maps"
+	"slices"
 
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/object"
 )
 
@@ -62,4 +65,29 @@ func LabelsOrDeletionChanged() predicate.Predicate {
 		return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
 			(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
 	}}
+}
+
+// SpecOrMetadataChanged reports whether an update of an object the
+// Controller reconciles changed more than its status: the generation (the
+// spec), labels, annotations, finalizers or the deletion mark. Use it to
+// drop the events of the Controller's own status writes. The Controller's
+// own finalizer being added is not a change either: the Controller adds it
+// at the start of an object's first pass, which then reconciles the very
+// object it patched (a patch that conflicts re-reads it), so the event would
+// only cost a second pass, for a large object a full one. Any other change
+// made at the same time, the finalizer taken off, or other finalizers
+// changed, counts.
+func SpecOrMetadataChanged(old, new client.Object) bool {
+	return old.GetGeneration() != new.GetGeneration() ||
+		!maps.Equal(old.GetLabels(), new.GetLabels()) ||
+		!maps.Equal(old.GetAnnotations(), new.GetAnnotations()) ||
+		!(slices.Equal(old.GetFinalizers(), new.GetFinalizers()) || ownFinalizerAdded(old.GetFinalizers(), new.GetFinalizers())) ||
+		(old.GetDeletionTimestamp() == nil) != (new.GetDeletionTimestamp() == nil)
+}
+
+// ownFinalizerAdded reports whether new is old with labels.Finalizer
+// appended, as the Controller's patch adds it.
+func ownFinalizerAdded(old, new []string) bool {
+	return !slices.Contains(old, labels.Finalizer) && len(new) == len(old)+1 &&
+		new[len(old)] == labels.Finalizer && slices.Equal(old, new[:len(old)])
 }

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trustplane/trustplane/common/labels"
+
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
 )
@@ -116,5 +118,38 @@ func TestAFailedPolicyListIsRetriedWithAFullPassOfEveryPolicy(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"all", "match", "other"}) {
 		t.Errorf("retried %v", got)
+	}
+}
+
+// A policy's first pass adds the framework's finalizer; the update event of
+// that write must not queue the policy again: with nothing recorded, that
+// second pass is a full one, which at 100,000 workloads took seconds right
+// after the first pass and delayed the workloads created meanwhile. Status
+// writes are dropped the same way; spec and metadata changes pass, as do
+// updates of other kinds.
+func TestTheFrameworksOwnWritesToAPolicyStartNoPass(t *testing.T) {
+	filter := ignoreOwnStatusUpdates()
+	before := policy("p", nil)
+	before.Generation = 1
+	withFinalizer := before.DeepCopy()
+	withFinalizer.Finalizers = []string{labels.Finalizer}
+	withStatus := withFinalizer.DeepCopy()
+	withStatus.Status.EntriesRegistered = 7
+	edited := withFinalizer.DeepCopy()
+	edited.Generation = 2
+	for _, tc := range []struct {
+		name     string
+		old, new client.Object
+		want     bool
+	}{
+		{"finalizer added", before, withFinalizer, false},
+		{"status written", withFinalizer, withStatus, false},
+		{"spec edited", withFinalizer, edited, true},
+		{"finalizer taken off", withFinalizer, before, true},
+		{"a namespace with the finalizer added", &corev1.Namespace{}, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Finalizers: []string{labels.Finalizer}}}, true},
+	} {
+		if got := filter.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: passes = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

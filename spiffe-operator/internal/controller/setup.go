@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -265,7 +264,7 @@ func ignoreFederationStatusUpdates() predicate.Predicate {
 		if _, ok := e.ObjectNew.(*v1alpha1.SpiffeFederation); !ok {
 			return true
 		}
-		return specOrMetadataChanged(e.ObjectOld, e.ObjectNew)
+		return controller.SpecOrMetadataChanged(e.ObjectOld, e.ObjectNew)
 	}}
 }
 
@@ -276,8 +275,9 @@ func nodeCreatedOrDeleted() predicate.Predicate {
 }
 
 // ignoreOwnStatusUpdates drops update events of our own kinds that change
-// only the status (the controller's own writes), which would otherwise cost
-// a full pass each; events of other kinds pass.
+// only the status, or only add the framework's finalizer (the controller's
+// own writes), which would otherwise cost a full pass each; events of other
+// kinds pass.
 func ignoreOwnStatusUpdates() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		switch e.ObjectNew.(type) {
@@ -285,19 +285,8 @@ func ignoreOwnStatusUpdates() predicate.Predicate {
 		default:
 			return true
 		}
-		return specOrMetadataChanged(e.ObjectOld, e.ObjectNew)
+		return controller.SpecOrMetadataChanged(e.ObjectOld, e.ObjectNew)
 	}}
-}
-
-// specOrMetadataChanged reports whether an update changed more than the
-// status: the generation (spec), labels, annotations, finalizers or the
-// deletion mark.
-func specOrMetadataChanged(o, n client.Object) bool {
-	return o.GetGeneration() != n.GetGeneration() ||
-		!maps.Equal(o.GetLabels(), n.GetLabels()) ||
-		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
-		!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
-		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 }
 
 // AliveOwners returns an entrysync.Options.Alive that reads every
