@@ -532,6 +532,28 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		}, "10s").Should(BeTrue())
 	})
 
+	It("runs one pass per change: its own finalizer and status writes start no other", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		w := newWidget(ns, "one-pass", true, "a")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		key := client.ObjectKeyFromObject(w)
+		Eventually(func() bool {
+			return condition.IsReady(get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget))
+		}, "10s").Should(BeTrue())
+		// The pass added the finalizer and wrote the status: two update
+		// events of the widget, neither a change of spec or metadata.
+		Consistently(func() int64 { return h.calls(key) }, "2s", "100ms").Should(Equal(int64(1)))
+
+		get(ctx, w)
+		w.Spec.Data = map[string]string{"k": "changed"}
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		Eventually(func() int64 { return h.calls(key) }, "10s").Should(Equal(int64(2)))
+		Eventually(func() int64 {
+			return get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget).Status.ObservedGeneration
+		}, "10s").Should(Equal(w.Generation))
+		Consistently(func() int64 { return h.calls(key) }, "2s", "100ms").Should(Equal(int64(2)))
+	})
+
 	It("failure mode 8: backs off a terminal error instead of hot-looping", func(ctx context.Context) {
 		ns := newNamespace(ctx)
 		w := newWidget(ns, "terminal", true, "a")

@@ -32,11 +32,16 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 
 // NewBuilder returns a controller-runtime builder for kind T, named after the
 // controller, with the configured MaxConcurrentReconciles and a per-item
-// exponential rate limiter from requeue-after-on-error to max-backoff. Add
-// Owns and Watches to it and finish with Complete(&Reconciler{...}), or use
-// SetupWithManager. forOpts (e.g. builder.WithPredicates) apply to T's watch.
+// exponential rate limiter from requeue-after-on-error to max-backoff. T's
+// watch drops the updates that change neither spec nor metadata
+// (SpecOrMetadataChanged): the Controller's own status writes and finalizer,
+// which would otherwise start a second pass after every pass that wrote
+// them. Add Owns and Watches to it and finish with
+// Complete(&Reconciler{...}), or use SetupWithManager. forOpts (e.g.
+// builder.WithPredicates) apply to T's watch as well.
 func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject func() T, forOpts ...builder.ForOption) *builder.Builder {
 	cfg := c.opts.Config
+	forOpts = append([]builder.ForOption{builder.WithPredicates(OwnWritesDropped())}, forOpts...)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(newObject(), forOpts...).
 		Named(c.name).
@@ -64,6 +69,15 @@ func LabelsOrDeletionChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
 			(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	}}
+}
+
+// OwnWritesDropped passes creations, deletions and the updates for which
+// SpecOrMetadataChanged is true; NewBuilder puts it on the reconciled
+// kind's watch.
+func OwnWritesDropped() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return SpecOrMetadataChanged(e.ObjectOld, e.ObjectNew)
 	}}
 }
 
