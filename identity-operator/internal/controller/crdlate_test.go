@@ -10,8 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -38,8 +40,11 @@ import (
 // the operator is idle, so each later step can only happen through the CRD
 // watcher: the requeue when it finds the CRD, then the events of the
 // InferencePool watch it adds to the running controller. (Without the
-// watcher, or without either of its two sources, or with pool update events
-// filtered out, the spec fails at the matching step.)
+// watcher, or without its InferencePool watch, or with pool update events
+// filtered out, the spec fails at the matching step; the requeue when the
+// CRD appears comes from both the watcher and the CRD monitor.) Then the
+// CRD stops serving v1 and serves it again while the operator runs: only
+// the CRD monitor can tell, and without it the spec fails there.
 var _ = Describe("InferencePool CRD installed after startup: pools are watched without a restart", func() {
 	It("reports InferencePoolCRDMissing, then converges and follows pool changes once the CRD is installed", func(ctx SpecContext) {
 		external, err := testsupport.ExternalCRDs()
@@ -172,5 +177,57 @@ var _ = Describe("InferencePool CRD installed after startup: pools are watched w
 			ContainElement("k8s:pod-label:app:llm-v2"), Not(ContainElement("k8s:pod-label:app:llm"))))
 		Eventually(func(g Gomega) []string { return getBinding(g).Status.Selectors }).
 			Should(ContainElement("k8s:pod-label:app:llm-v2"))
+		settle()
+
+		// The REST mapper keeps the v1 mapping it learned and the informer
+		// the pools it listed: only the CRD monitor can tell the operator.
+		setV1Served := func(served bool) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				crd := &unstructured.Unstructured{}
+				crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+				g.Expect(c.Get(ctx, client.ObjectKey{Name: pool.InferencePoolCRDName}, crd)).To(Succeed())
+				versions, _, err := unstructured.NestedSlice(crd.Object, "spec", "versions")
+				g.Expect(err).NotTo(HaveOccurred())
+				var kept []any
+				for _, v := range versions {
+					v := v.(map[string]any)
+					switch v["name"] {
+					case "v1":
+						v["served"] = served
+						kept = append(kept, v)
+					case "v1alpha2":
+					default:
+						kept = append(kept, v)
+					}
+				}
+				if !served {
+					older := map[string]any{}
+					for k, val := range kept[0].(map[string]any) {
+						older[k] = val
+					}
+					older["name"], older["served"], older["storage"] = "v1alpha2", true, false
+					kept = append(kept, older)
+				}
+				g.Expect(unstructured.SetNestedSlice(crd.Object, kept, "spec", "versions")).To(Succeed())
+				g.Expect(c.Update(ctx, crd)).To(Succeed())
+			}).Should(Succeed())
+		}
+		entryGone := func(g Gomega) bool {
+			err := c.Get(ctx, client.ObjectKey{Name: output.Name(ns, b.Name)}, &spiffev1alpha1.SpiffeEntry{})
+			return apierrors.IsNotFound(err)
+		}
+
+		By("making the CRD stop serving v1 while the operator runs: the binding withdraws its output")
+		setV1Served(false)
+		Eventually(readyReason).Should(Equal(v1alpha1.ReasonInferencePoolCRDMissing))
+		Eventually(entryGone).Should(BeTrue())
+		Expect(getBinding(Default).Status.Outputs).To(BeEmpty())
+		settle()
+
+		By("serving v1 again: the binding recovers its output without a restart")
+		setV1Served(true)
+		Eventually(readyReason).Should(Equal("True"))
+		Eventually(entrySelectors).Should(ContainElement("k8s:pod-label:app:llm-v2"))
 	}, SpecTimeout(2*time.Minute))
 })

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
@@ -58,9 +59,15 @@ type SetupOptions struct {
 	// are deleted; 0 means DefaultOrphanSweepInterval.
 	OrphanSweepInterval time.Duration
 	// CRDPollInterval is how often the operator checks whether the
-	// InferencePool CRD has been installed, while it is missing; 0 means
+	// InferencePool CRD has been installed, while it is missing, and reads
+	// it to see whether it still serves v1 (CRDServing); 0 means
 	// DefaultCRDPollInterval.
 	CRDPollInterval time.Duration
+	// CRDServing, when set, is kept up to date by reading the InferencePool
+	// CRD every CRDPollInterval while the operator runs (give the same one
+	// to the handler): a CRD deleted, or no longer serving v1, is noticed
+	// without a restart.
+	CRDServing *pool.Serving
 }
 
 // Setup registers the indexes and the controller c with mgr. It fails with
@@ -111,9 +118,30 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 			b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(m.outputBindings))
 		}
 	}
+	interval := opts.CRDPollInterval
+	if interval <= 0 {
+		interval = DefaultCRDPollInterval
+	}
+	var crdChanged chan event.TypedGenericEvent[*v1alpha1.IdentityBinding]
+	if opts.CRDServing != nil {
+		crdChanged = make(chan event.TypedGenericEvent[*v1alpha1.IdentityBinding])
+		b = b.WatchesRawSource(source.Channel(crdChanged, &handler.TypedEnqueueRequestForObject[*v1alpha1.IdentityBinding]{}))
+	}
 	ctl, err := b.Build(&controller.Reconciler[*v1alpha1.IdentityBinding]{Controller: c, NewObject: newObject})
 	if err != nil {
 		return fmt.Errorf("build controller %s: %w", c.Name(), err)
+	}
+	if opts.CRDServing != nil {
+		if err := mgr.Add(&crdMonitor{
+			reader:   mgr.GetAPIReader(),
+			bindings: mgr.GetClient(),
+			serving:  opts.CRDServing,
+			requeue:  crdChanged,
+			interval: interval,
+			log:      mgr.GetLogger().WithValues("controller", c.Name(), "runnable", "inferencepool-crd-monitor"),
+		}); err != nil {
+			return fmt.Errorf("add the InferencePool CRD monitor: %w", err)
+		}
 	}
 	if err := mgr.Add(&orphanSweeper{
 		client:    mgr.GetClient(),
@@ -126,10 +154,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 	}
 	if inferencePools {
 		return nil
-	}
-	interval := opts.CRDPollInterval
-	if interval <= 0 {
-		interval = DefaultCRDPollInterval
 	}
 	log := mgr.GetLogger().WithValues("controller", c.Name())
 	log.Info("InferencePool CRD not installed: bindings to InferencePools report InferencePoolCRDMissing until it is; the operator checks for it periodically and starts watching InferencePools once it is installed, no restart needed",

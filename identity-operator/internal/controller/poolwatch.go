@@ -25,7 +25,8 @@ import (
 )
 
 // DefaultCRDPollInterval is how often the operator checks whether the
-// InferencePool CRD has been installed, while it is missing.
+// InferencePool CRD has been installed, while it is missing, and whether it
+// still serves v1 InferencePools, while the operator runs.
 const DefaultCRDPollInterval = 30 * time.Second
 
 // poolWatcher is a manager runnable, added when the InferencePool CRD is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,10 @@ type Resolver struct {
 	// a stale discovery answer from one API server replica is not a missing
 	// CRD. Nil means Reader.
 	CRDReader client.Reader
+	// Serving, when set, is what the operator last read of the CRD while it
+	// runs: a CRD it says does not serve v1 InferencePools is missing,
+	// whatever the cache and the REST mapper still hold.
+	Serving *Serving
 }
 
 // Selector returns the pool's selector labels. Errors are a *RefError, a
@@ -63,6 +68,10 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
 	switch {
 	case ref.Group == v1alpha1.InferencePoolGroup && ref.Kind == v1alpha1.InferencePoolKind:
+		if why := r.Serving.NotServing(); why != "" {
+			return nil, &RefError{Reason: v1alpha1.ReasonInferencePoolCRDMissing,
+				err: fmt.Errorf("the %s CRD %s %s", ref.Kind, InferencePoolCRDName, why)}
+		}
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(InferencePoolGVK())
 		if err := r.Reader.Get(ctx, key, u); err != nil {
@@ -154,23 +163,68 @@ func (r Resolver) unmapped(ctx context.Context, ref v1alpha1.PoolReference, noMa
 	if reader == nil {
 		reader = r.Reader
 	}
-	crd := &unstructured.Unstructured{}
-	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-	err := reader.Get(ctx, client.ObjectKey{Name: InferencePoolCRDName}, crd)
+	why, err := ReadCRDServing(ctx, reader)
 	switch {
-	case apierrors.IsNotFound(err):
-		return &RefError{Reason: v1alpha1.ReasonInferencePoolCRDMissing,
-			err: fmt.Errorf("the %s CRD (%s) is not installed: %w", ref.Kind, gv, noMatch)}
 	case err != nil:
-		return fmt.Errorf("the API server does not map %s %s, and its CRD %s could not be read to confirm it is missing (retrying, outputs kept): %w; read the CRD: %w",
+		return fmt.Errorf("the API server does not map %s %s, and its CRD %s could not be read to confirm it is missing (retrying, outputs kept): %w; %w",
 			ref.Kind, gv, InferencePoolCRDName, noMatch, err)
-	}
-	if why := CRDNotServing(crd, ref.Kind, gv.Version); why != "" {
+	case why != "":
 		return &RefError{Reason: v1alpha1.ReasonInferencePoolCRDMissing,
 			err: fmt.Errorf("the %s CRD %s %s: %w", ref.Kind, InferencePoolCRDName, why, noMatch)}
 	}
 	return fmt.Errorf("the API server does not map %s %s although its CRD %s serves it (discovery not yet up to date; retrying, outputs kept): %w",
 		ref.Kind, gv, InferencePoolCRDName, noMatch)
+}
+
+// ReadCRDServing reads the InferencePool CRD through reader (uncached, to
+// judge the API server's current state) and tells why it does not serve v1
+// InferencePools ("is not installed" when it is absent; see CRDNotServing),
+// or returns "" when it does. A read that fails says nothing: its error is
+// returned.
+func ReadCRDServing(ctx context.Context, reader client.Reader) (string, error) {
+	gvk := InferencePoolGVK()
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	err := reader.Get(ctx, client.ObjectKey{Name: InferencePoolCRDName}, crd)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "is not installed", nil
+	case err != nil:
+		return "", fmt.Errorf("read the CRD %s: %w", InferencePoolCRDName, err)
+	}
+	return CRDNotServing(crd, gvk.Kind, gvk.Version), nil
+}
+
+// Serving holds what a running operator last read of the InferencePool CRD:
+// why it does not serve v1 InferencePools, or "" when it does or has not
+// been read. The REST mapper keeps a mapping it learned, so a CRD that
+// stops serving v1 (or is deleted) while the operator runs gives no "no
+// matches" error; the Resolver then learns it here. It is safe for
+// concurrent use; a nil Serving knows nothing.
+type Serving struct {
+	mu  sync.Mutex
+	why string
+}
+
+// Set records why the CRD does not serve v1 InferencePools ("" when it
+// does) and reports whether that changed.
+func (s *Serving) Set(why string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := s.why != why
+	s.why = why
+	return changed
+}
+
+// NotServing returns why the CRD does not serve v1 InferencePools, or ""
+// when it does or is not known not to.
+func (s *Serving) NotServing() string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.why
 }
 
 // CRDNotServing tells why the CustomResourceDefinition crd, read as

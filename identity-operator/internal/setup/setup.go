@@ -199,6 +199,8 @@ func register(ctx context.Context, mgr ctrl.Manager, s Settings, m *controller.M
 	}
 	s.Handler.ServedOutputs = served
 	s.Handler.APIReader = mgr.GetAPIReader()
+	serving := &pool.Serving{}
+	s.Handler.CRDServing = serving
 	h, err := identitybinding.New(mgr.GetClient(), s.Handler)
 	if err != nil {
 		return fmt.Errorf("build handler: %w", err)
@@ -215,5 +217,6 @@ func register(ctx context.Context, mgr ctrl.Manager, s Settings, m *controller.M
 		ServedOutputs:       served,
 		CRDPollInterval:     s.CRDPollInterval,
 		OrphanSweepInterval: s.OrphanSweepInterval,
+		CRDServing:          serving,
 	})
 }

@@ -55,6 +55,12 @@ type Options struct {
 	// are told it is missing and their outputs withdrawn. Nil means the
 	// handler's client.
 	APIReader client.Reader
+	// CRDServing is what the operator last read of the InferencePool CRD
+	// while it runs (the controller's CRD monitor sets it): a CRD that no
+	// longer serves v1 InferencePools makes bindings to InferencePools
+	// report InferencePoolCRDMissing, whatever the cache still holds. Nil
+	// leaves that to the "no matches" check alone.
+	CRDServing *pool.Serving
 }
 
 // DefaultMaxSVIDTTL is the longest SVID TTL a binding may ask for unless
@@ -105,7 +111,7 @@ func New(c client.Client, opts Options) (*Handler, error) {
 	if opts.MaxSVIDTTL < 0 {
 		return nil, fmt.Errorf("max SVID TTL %s is negative", opts.MaxSVIDTTL)
 	}
-	return &Handler{client: c, pools: pool.Resolver{Reader: c, CRDReader: opts.APIReader}, opts: opts}, nil
+	return &Handler{client: c, pools: pool.Resolver{Reader: c, CRDReader: opts.APIReader, Serving: opts.CRDServing}, opts: opts}, nil
 }
 
 // CreateOrUpdate runs one pass. The checks run in a fixed order, and the
