@@ -263,12 +263,15 @@ func stampGeneration(obj object.Object) {
 // write was made over is known to be outdated without asking the server:
 // errStaleRead, handled as a conflict, and no request.
 func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
-	if equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj)) {
-		return nil
-	}
+	// A stale read is judged first: a status equal to the stale copy's may
+	// differ from the one written since, and the event of that write, the
+	// Controller's own, starts no pass (NewBuilder drops it).
 	key, rv := client.ObjectKeyFromObject(obj), orig.GetResourceVersion()
 	if c.written.stale(key, rv) {
 		return errStaleRead
+	}
+	if equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj)) {
+		return nil
 	}
 	if err := c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
