@@ -35,6 +35,10 @@ type crdMonitor struct {
 	// lastErr is the last read error logged, so a lasting one (RBAC of an
 	// older release) is logged once, not every interval.
 	lastErr string
+	// requeuePending is set while a change of serving has not yet been
+	// followed by the requeue of every binding to an InferencePool (the
+	// list failed, or ctx ended): the next check tries again.
+	requeuePending bool
 }
 
 // Start implements manager.Runnable: it checks at once, then every
@@ -62,18 +66,16 @@ func (m *crdMonitor) check(ctx context.Context) {
 		return
 	}
 	m.lastErr = ""
-	if !m.serving.Set(why) {
-		return
+	if m.serving.Set(why) {
+		m.requeuePending = true
+		m.logChange(why)
 	}
-	if why != "" {
-		m.log.Info("InferencePool CRD does not serve v1 InferencePools: bindings to InferencePools report InferencePoolCRDMissing and withdraw their outputs",
-			"crd", pool.InferencePoolCRDName, "reason", why)
-	} else {
-		m.log.Info("InferencePool CRD serves v1 InferencePools: requeueing the bindings that reference one", "crd", pool.InferencePoolCRDName)
+	if !m.requeuePending {
+		return
 	}
 	var l v1alpha1.IdentityBindingList
 	if err := m.bindings.List(ctx, &l); err != nil {
-		m.log.Error(err, "list bindings to requeue after an InferencePool CRD change; they follow at their next retry")
+		m.log.Error(err, "list bindings to requeue after an InferencePool CRD change; trying again at the next check")
 		return
 	}
 	for i := range l.Items {
@@ -86,5 +88,16 @@ func (m *crdMonitor) check(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+	m.requeuePending = false
+}
+
+// logChange says what the change of the CRD means for the bindings.
+func (m *crdMonitor) logChange(why string) {
+	if why != "" {
+		m.log.Info("InferencePool CRD does not serve v1 InferencePools: bindings to InferencePools report InferencePoolCRDMissing and withdraw their outputs",
+			"crd", pool.InferencePoolCRDName, "reason", why)
+	} else {
+		m.log.Info("InferencePool CRD serves v1 InferencePools: requeueing the bindings that reference one", "crd", pool.InferencePoolCRDName)
 	}
 }
