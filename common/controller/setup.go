@@ -91,17 +91,17 @@ func OwnWritesDropped() predicate.Predicate {
 // only cost a second pass, for a large object a full one. Any other change
 // made at the same time, the finalizer taken off, or other finalizers
 // changed, counts.
-func SpecOrMetadataChanged(old, new client.Object) bool {
-	return old.GetGeneration() != new.GetGeneration() ||
-		!maps.Equal(old.GetLabels(), new.GetLabels()) ||
-		!maps.Equal(old.GetAnnotations(), new.GetAnnotations()) ||
-		!(slices.Equal(old.GetFinalizers(), new.GetFinalizers()) || ownFinalizerAdded(old.GetFinalizers(), new.GetFinalizers())) ||
-		(old.GetDeletionTimestamp() == nil) != (new.GetDeletionTimestamp() == nil)
+func SpecOrMetadataChanged(before, after client.Object) bool {
+	return before.GetGeneration() != after.GetGeneration() ||
+		!maps.Equal(before.GetLabels(), after.GetLabels()) ||
+		!maps.Equal(before.GetAnnotations(), after.GetAnnotations()) ||
+		!(slices.Equal(before.GetFinalizers(), after.GetFinalizers()) || ownFinalizerAdded(before.GetFinalizers(), after.GetFinalizers())) ||
+		(before.GetDeletionTimestamp() == nil) != (after.GetDeletionTimestamp() == nil)
 }
 
-// ownFinalizerAdded reports whether new is old with labels.Finalizer
+// ownFinalizerAdded reports whether after is before with labels.Finalizer
 // appended, as the Controller's patch adds it.
-func ownFinalizerAdded(old, new []string) bool {
-	return !slices.Contains(old, labels.Finalizer) && len(new) == len(old)+1 &&
-		new[len(old)] == labels.Finalizer && slices.Equal(old, new[:len(old)])
+func ownFinalizerAdded(before, after []string) bool {
+	return !slices.Contains(before, labels.Finalizer) && len(after) == len(before)+1 &&
+		after[len(before)] == labels.Finalizer && slices.Equal(before, after[:len(before)])
 }
