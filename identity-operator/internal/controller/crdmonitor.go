@@ -73,18 +73,14 @@ func (m *crdMonitor) check(ctx context.Context) {
 	if !m.requeuePending {
 		return
 	}
-	var l v1alpha1.IdentityBindingList
-	if err := m.bindings.List(ctx, &l); err != nil {
-		m.log.Error(err, "list bindings to requeue after an InferencePool CRD change; trying again at the next check")
+	bindings, err := inferencePoolBindingsIn(ctx, m.bindings)
+	if err != nil {
+		m.log.Error(err, "requeue the bindings to InferencePools after an InferencePool CRD change; trying again at the next check")
 		return
 	}
-	for i := range l.Items {
-		ref := l.Items[i].Spec.PoolRef.Resolved()
-		if ref.Group != v1alpha1.InferencePoolGroup || ref.Kind != v1alpha1.InferencePoolKind {
-			continue
-		}
+	for _, b := range bindings {
 		select {
-		case m.requeue <- event.TypedGenericEvent[*v1alpha1.IdentityBinding]{Object: &l.Items[i]}:
+		case m.requeue <- event.TypedGenericEvent[*v1alpha1.IdentityBinding]{Object: b}:
 		case <-ctx.Done():
 			return
 		}

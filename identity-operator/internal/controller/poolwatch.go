@@ -102,16 +102,30 @@ func (w *poolWatcher) ensureWatch(ctx context.Context) (bool, error) {
 // InferencePool to q. A failed list is logged, not returned: those bindings
 // still converge at their next retry.
 func (m *mapper) inferencePoolBindings(ctx context.Context, q queue) error {
-	var l v1alpha1.IdentityBindingList
-	if err := m.client.List(ctx, &l); err != nil {
+	bindings, err := inferencePoolBindingsIn(ctx, m.client)
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "list bindings to requeue after the InferencePool CRD was installed")
 		return nil
 	}
+	for _, b := range bindings {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
+	}
+	return nil
+}
+
+// inferencePoolBindingsIn lists, through r, the bindings whose poolRef
+// names an InferencePool.
+func inferencePoolBindingsIn(ctx context.Context, r client.Reader) ([]*v1alpha1.IdentityBinding, error) {
+	var l v1alpha1.IdentityBindingList
+	if err := r.List(ctx, &l); err != nil {
+		return nil, fmt.Errorf("list bindings: %w", err)
+	}
+	var out []*v1alpha1.IdentityBinding
 	for i := range l.Items {
 		ref := l.Items[i].Spec.PoolRef.Resolved()
 		if ref.Group == v1alpha1.InferencePoolGroup && ref.Kind == v1alpha1.InferencePoolKind {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l.Items[i].Namespace, Name: l.Items[i].Name}})
+			out = append(out, &l.Items[i])
 		}
 	}
-	return nil
+	return out, nil
 }
