@@ -223,6 +223,20 @@ func TestACRDThatNoLongerDefinesV1InferencePoolsIsReportedMissing(t *testing.T) 
 			t.Cleanup(func() { deleteInferencePoolCRD(t, crds); installInferencePoolCRD(t) })
 			tc.change(t, crds)
 
+			// Wait until discovery no longer maps v1 InferencePools: a
+			// mapper that still did would start an informer for them, whose
+			// first list never succeeds, and the cached read would wait
+			// for its sync for ever.
+			NewWithT(t).Eventually(func() bool {
+				direct, err := client.New(cp.Config, client.Options{Scheme: cp.Scheme})
+				if err != nil {
+					t.Fatal(err)
+				}
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(pool.InferencePoolGVK())
+				return meta.IsNoMatchError(direct.Get(context.Background(), client.ObjectKey{Namespace: b.Namespace, Name: "llm"}, u))
+			}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), "discovery still maps v1 InferencePools")
+
 			// A restarted operator: a client whose REST mapper learns from
 			// discovery now.
 			fresh := cachedClient(t)
