@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +60,17 @@ type Resolver struct {
 	// runs: a CRD it says does not serve v1 InferencePools is missing,
 	// whatever the cache and the REST mapper still hold.
 	Serving *Serving
+	// ReadTimeout bounds each read through Reader. A cached read of a kind
+	// whose informer cannot list (the operator's role lacks list or watch
+	// on it, or the API server fails to serve it) otherwise waits for the
+	// informer to sync until the pass's context ends, which is never: the
+	// pass would hold its worker for ever. Zero means DefaultReadTimeout.
+	ReadTimeout time.Duration
 }
+
+// DefaultReadTimeout is how long a pool read waits for the operator's cache
+// of the pool's kind to sync.
+const DefaultReadTimeout = 30 * time.Second
 
 // Selector returns the pool's selector labels. Errors are a *RefError, a
 // *selector.Error (InvalidPoolSelector) or a transient read error.
@@ -74,7 +85,7 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 		}
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(InferencePoolGVK())
-		if err := r.Reader.Get(ctx, key, u); err != nil {
+		if err := r.get(ctx, key, u, ref); err != nil {
 			if meta.IsNoMatchError(err) {
 				return nil, r.unmapped(ctx, ref, err)
 			}
@@ -83,13 +94,13 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 		return InferencePoolSelector(u)
 	case ref.Group == v1alpha1.AppsGroup && ref.Kind == v1alpha1.DeploymentKind:
 		d := &appsv1.Deployment{}
-		if err := r.Reader.Get(ctx, key, d); err != nil {
+		if err := r.get(ctx, key, d, ref); err != nil {
 			return nil, readError(ref, namespace, err)
 		}
 		return LabelSelectorLabels(d.Spec.Selector)
 	case ref.Group == v1alpha1.AppsGroup && ref.Kind == v1alpha1.StatefulSetKind:
 		s := &appsv1.StatefulSet{}
-		if err := r.Reader.Get(ctx, key, s); err != nil {
+		if err := r.get(ctx, key, s, ref); err != nil {
 			return nil, readError(ref, namespace, err)
 		}
 		return LabelSelectorLabels(s.Spec.Selector)
@@ -98,6 +109,25 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 			err: fmt.Errorf("poolRef kind %s in group %q is not supported: use InferencePool (%s), Deployment or StatefulSet (apps)",
 				ref.Kind, ref.Group, v1alpha1.InferencePoolGroup)}
 	}
+}
+
+// get reads the pool within ReadTimeout. A read cut short by that bound
+// (not by the pass's own context) says the cache of the pool's kind has not
+// synced and what to check; like any read error it is transient, so the
+// binding keeps its outputs and the pass is retried with backoff.
+func (r Resolver) get(ctx context.Context, key client.ObjectKey, obj client.Object, ref v1alpha1.PoolReference) error {
+	timeout := r.ReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadTimeout
+	}
+	bounded, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := r.Reader.Get(bounded, key, obj)
+	if err != nil && ctx.Err() == nil && bounded.Err() != nil {
+		return fmt.Errorf("the operator's cache of %s has not synced within %s: does its role grant list and watch on %s in group %q, and does the API server list them? (retrying, outputs kept): %w",
+			ref.Kind, timeout, ref.Kind, ref.Group, err)
+	}
+	return err
 }
 
 // StripPodTemplate is a cache transform for Deployments and StatefulSets:

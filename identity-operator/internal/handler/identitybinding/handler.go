@@ -61,6 +61,9 @@ type Options struct {
 	// report InferencePoolCRDMissing, whatever the cache still holds. Nil
 	// leaves that to the "no matches" check alone.
 	CRDServing *pool.Serving
+	// PoolReadTimeout bounds how long a pass waits for the cache of a pool's
+	// kind to sync; zero means pool.DefaultReadTimeout.
+	PoolReadTimeout time.Duration
 }
 
 // DefaultMaxSVIDTTL is the longest SVID TTL a binding may ask for unless
@@ -111,7 +114,9 @@ func New(c client.Client, opts Options) (*Handler, error) {
 	if opts.MaxSVIDTTL < 0 {
 		return nil, fmt.Errorf("max SVID TTL %s is negative", opts.MaxSVIDTTL)
 	}
-	return &Handler{client: c, pools: pool.Resolver{Reader: c, CRDReader: opts.APIReader, Serving: opts.CRDServing}, opts: opts}, nil
+	return &Handler{client: c, pools: pool.Resolver{
+		Reader: c, CRDReader: opts.APIReader, Serving: opts.CRDServing, ReadTimeout: opts.PoolReadTimeout,
+	}, opts: opts}, nil
 }
 
 // CreateOrUpdate runs one pass. The checks run in a fixed order, and the
