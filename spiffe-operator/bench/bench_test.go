@@ -975,18 +975,26 @@ func (p *process) scrape(fn func(line string, v float64)) error {
 }
 
 // costs are cumulative figures of the operator that tell where the time
-// of a stretch of work went: SPIRE's creates, the policies' reconciles and
-// garbage collections.
+// of a stretch of work went: SPIRE's creates, the policies' reconciles,
+// their requests' wait in the work queue, and garbage collections.
 type costs struct {
 	createSeconds, creates       float64
 	reconcileSeconds, reconciles float64
-	gcs                          float64
+	queueSeconds, dequeued       float64
+	gcs, gcPauseSeconds          float64
 }
 
 // sub returns the figures of the stretch from c0 to c.
 func (c costs) sub(c0 costs) costs {
 	return costs{c.createSeconds - c0.createSeconds, c.creates - c0.creates,
-		c.reconcileSeconds - c0.reconcileSeconds, c.reconciles - c0.reconciles, c.gcs - c0.gcs}
+		c.reconcileSeconds - c0.reconcileSeconds, c.reconciles - c0.reconciles,
+		c.queueSeconds - c0.queueSeconds, c.dequeued - c0.dequeued,
+		c.gcs - c0.gcs, c.gcPauseSeconds - c0.gcPauseSeconds}
+}
+
+// seconds prints a sum of seconds as a duration.
+func seconds(sum float64) time.Duration {
+	return time.Duration(sum * float64(time.Second)).Round(10 * time.Microsecond)
 }
 
 // String prints the means of the stretch.
@@ -995,10 +1003,24 @@ func (c costs) String() string {
 		if n == 0 {
 			return "none"
 		}
-		return (time.Duration(sum / n * float64(time.Second))).Round(10 * time.Microsecond).String()
+		return seconds(sum / n).String()
 	}
-	return fmt.Sprintf("BatchCreateEntry mean %s over %.0f calls, SpiffeRegistration reconcile mean %s over %.0f, %.0f garbage collections",
-		mean(c.createSeconds, c.creates), c.creates, mean(c.reconcileSeconds, c.reconciles), c.reconciles, c.gcs)
+	return fmt.Sprintf("BatchCreateEntry mean %s over %.0f calls, SpiffeRegistration reconcile mean %s over %.0f, queue wait mean %s over %.0f, %.0f garbage collections",
+		mean(c.createSeconds, c.creates), c.creates, mean(c.reconcileSeconds, c.reconciles), c.reconciles,
+		mean(c.queueSeconds, c.dequeued), c.dequeued, c.gcs)
+}
+
+// within splits a stretch of the given length by where its time went: the
+// policies' requests waiting in the work queue, their passes (SPIRE's
+// creates among them), the garbage collector's stop-the-world pauses, and
+// the rest, which is outside the operator's passes (the API server, the
+// watch delivering the event, the read-back of the entry). Work of an
+// earlier stretch that finished in this one counts here too.
+func (c costs) within(length time.Duration) string {
+	rest := length - seconds(c.queueSeconds) - seconds(c.reconcileSeconds)
+	return fmt.Sprintf("%s: queue wait %s (%.0f requests), passes %s (%.0f; BatchCreateEntry %s in %.0f calls), %.0f GCs pausing %s, outside the passes %s",
+		length.Round(100*time.Microsecond), seconds(c.queueSeconds), c.dequeued, seconds(c.reconcileSeconds), c.reconciles,
+		seconds(c.createSeconds), c.creates, c.gcs, seconds(c.gcPauseSeconds), rest)
 }
 
 // costsNow reads the operator's costs from its metrics.
@@ -1016,8 +1038,14 @@ func (p *process) costsNow() (costs, error) {
 			c.reconcileSeconds += v
 		case policy && strings.HasPrefix(line, "controller_runtime_reconcile_time_seconds_count{"):
 			c.reconciles += v
+		case policy && strings.HasPrefix(line, "workqueue_queue_duration_seconds_sum{"):
+			c.queueSeconds += v
+		case policy && strings.HasPrefix(line, "workqueue_queue_duration_seconds_count{"):
+			c.dequeued += v
 		case strings.HasPrefix(line, "go_gc_duration_seconds_count"):
 			c.gcs += v
+		case strings.HasPrefix(line, "go_gc_duration_seconds_sum"):
+			c.gcPauseSeconds += v
 		}
 	})
 	return c, err

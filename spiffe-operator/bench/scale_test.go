@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -138,8 +139,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 			rep.add("N=%d: converge %s (floors left out); %d entries in SPIRE; operator RSS %.1f MiB (anon %.1f, file %.1f), --gc-percent %s; one new workload to its entry (%d samples): p50 %s, p99 %s, max %s; load average %s",
 				n, res.converge.Round(time.Millisecond), res.entries, res.rss, res.anon, res.file, gcPercent(), len(res.latencies),
 				pct(res.latencies, 50), pct(res.latencies, 99), res.latencies[len(res.latencies)-1].Round(100*time.Microsecond), loadAverage())
-			rep.add("N=%d: during the samples: %s", n, res.sampleCosts)
-			rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
+			rep.samples(n, res)
 			continue
 		}
 		opts, err := fresh()
@@ -173,8 +173,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 		rep.add("N=%d: converge %s = %.2fx the one-selector (k8s:pod-uid) per-node floor at 1 call at a time (%s), %.2fx that floor at %d calls at a time (%s)",
 			n, res.converge.Round(time.Millisecond), res.converge.Seconds()/scmFloors[0].Seconds(), scmFloors[0].Round(time.Millisecond),
 			res.converge.Seconds()/scmFloors[1].Seconds(), s.concurrency, scmFloors[1].Round(time.Millisecond))
-		rep.add("N=%d: during the samples: %s", n, res.sampleCosts)
-		rep.p99s = append(rep.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
+		rep.samples(n, res)
 	}
 	rep.newP99s()
 	return rep.write(os.Getenv("BENCH_SCALE_OUT"))
@@ -204,6 +203,30 @@ type scaleResult struct {
 	latencies       []time.Duration
 	// sampleCosts are the operator's costs while the samples ran.
 	sampleCosts costs
+	// slowest are the slowest samples, slowest first, each with the
+	// operator's costs while it was timed.
+	slowest []timedSample
+}
+
+// timedSample is one new workload's time to its entry and the operator's
+// costs while it was timed.
+type timedSample struct {
+	latency time.Duration
+	costs   costs
+}
+
+// slowestShown is how many of a size's slowest samples the report splits
+// by where their time went.
+const slowestShown = 3
+
+// samples adds what the samples of size n measured: the operator's costs
+// over all of them, and where the time of the slowest went.
+func (r *report) samples(n int, res scaleResult) {
+	r.add("N=%d: during the samples: %s", n, res.sampleCosts)
+	for i, s := range res.slowest {
+		r.add("N=%d: slowest sample %d of %d, %s", n, i+1, len(res.latencies), s.costs.within(s.latency))
+	}
+	r.p99s = append(r.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
 }
 
 // scaleSize starts a fresh server (opts) and operator, times a policy
@@ -280,14 +303,26 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 		return res, err
 	}
 	stopCPU := proc.cpuProfile(b, fmt.Sprintf("scale-samples-%d", n))
+	timed := make([]timedSample, 0, s.samples)
 	for j := range s.samples {
+		c0, err := proc.costsNow()
+		if err != nil {
+			return res, err
+		}
 		d, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
 		if err != nil {
 			return res, err
 		}
+		c1, err := proc.costsNow()
+		if err != nil {
+			return res, err
+		}
 		res.latencies = append(res.latencies, d)
+		timed = append(timed, timedSample{latency: d, costs: c1.sub(c0)})
 	}
 	stopCPU()
+	slices.SortFunc(timed, func(a, b timedSample) int { return cmp.Compare(b.latency, a.latency) })
+	res.slowest = timed[:min(slowestShown, len(timed))]
 	after, err := proc.costsNow()
 	if err != nil {
 		return res, err
