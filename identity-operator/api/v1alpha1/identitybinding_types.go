@@ -94,6 +94,10 @@ const (
 	// ReasonPeerOutputPending (Ready=False only): a former conflict peer's
 	// output still exists; output is recreated once it is gone.
 	ReasonPeerOutputPending = "PeerOutputPending"
+	// ReasonPoolCacheNotSynced (Ready=False only): the operator's cache of
+	// the pool's kind has not synced; the pass is retried and the outputs
+	// are kept.
+	ReasonPoolCacheNotSynced = "PoolCacheNotSynced"
 )
 
 // PoolReference names the pool, in the binding's namespace, whose pods the

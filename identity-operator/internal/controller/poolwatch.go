@@ -90,12 +90,34 @@ func (w *poolWatcher) ensureWatch(ctx context.Context) (bool, error) {
 	w.log.Info("InferencePool CRD installed: watching InferencePools now; requeueing the bindings that reference one",
 		"gvk", gvk.String())
 	// The pools' initial add events requeue the bindings of existing pools;
-	// this source requeues the rest (their pool does not exist yet), so no
-	// binding keeps reporting InferencePoolCRDMissing until its slow retry.
-	if err := w.controller.Watch(source.Func(w.bindings.inferencePoolBindings)); err != nil {
+	// this source requeues them all once the informer has synced, so no
+	// binding keeps reporting InferencePoolCRDMissing until its slow retry
+	// (its pool does not exist yet), nor PoolCacheNotSynced until its next
+	// backoff (a pass ran before the informer's first list completed).
+	if err := w.controller.Watch(source.Func(func(ctx context.Context, q queue) error {
+		return w.requeueOnceSynced(ctx, u, q)
+	})); err != nil {
 		w.log.Error(err, "requeue the bindings that reference an InferencePool; they converge at their next retry")
 	}
 	return true, nil
+}
+
+// requeueOnceSynced waits, in a goroutine of its own, until the cache's
+// informer for u's kind has synced (or ctx ends), then requeues every
+// binding whose poolRef names an InferencePool.
+func (w *poolWatcher) requeueOnceSynced(ctx context.Context, u *unstructured.Unstructured, q queue) error {
+	inf, err := w.cache.GetInformer(ctx, u, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("informer for InferencePools: %w", err)
+	}
+	go func() {
+		synced := func(context.Context) (bool, error) { return inf.HasSynced(), nil }
+		if wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, synced) != nil {
+			return
+		}
+		_ = w.bindings.inferencePoolBindings(ctx, q)
+	}()
+	return nil
 }
 
 // inferencePoolBindings adds every binding whose poolRef names an

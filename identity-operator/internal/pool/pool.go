@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/ctrlerrors"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/selector"
@@ -60,17 +62,21 @@ type Resolver struct {
 	// runs: a CRD it says does not serve v1 InferencePools is missing,
 	// whatever the cache and the REST mapper still hold.
 	Serving *Serving
-	// ReadTimeout bounds each read through Reader. A cached read of a kind
-	// whose informer cannot list (the operator's role lacks list or watch
-	// on it, or the API server fails to serve it) otherwise waits for the
-	// informer to sync until the pass's context ends, which is never: the
-	// pass would hold its worker for ever. Zero means DefaultReadTimeout.
-	ReadTimeout time.Duration
+	// Informers, when set, is the cache behind Reader: a pool is read only
+	// once the cache's informer for its kind has synced, and a pass never
+	// waits for that. A cached read of a kind whose informer has not synced
+	// waits for it until the pass's context ends; for an informer that
+	// cannot list (the operator's role lacks list or watch on the kind)
+	// that is never, and the pass would hold its worker for ever. Nil reads
+	// Reader at once (a reader without informers, such as a test's client).
+	Informers InformerGetter
 }
 
-// DefaultReadTimeout is how long a pool read waits for the operator's cache
-// of the pool's kind to sync.
-const DefaultReadTimeout = 30 * time.Second
+// InformerGetter returns the cache's informer for an object's kind, as
+// controller-runtime's cache.Cache does.
+type InformerGetter interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
 
 // Selector returns the pool's selector labels. Errors are a *RefError, a
 // *selector.Error (InvalidPoolSelector) or a transient read error.
@@ -111,23 +117,29 @@ func (r Resolver) Selector(ctx context.Context, namespace string, ref v1alpha1.P
 	}
 }
 
-// get reads the pool within ReadTimeout. A read cut short by that bound
-// (not by the pass's own context) says the cache of the pool's kind has not
-// synced and what to check; like any read error it is transient, so the
-// binding keeps its outputs and the pass is retried with backoff.
+// get reads the pool once the cache of its kind has synced. An informer
+// that has not synced gives a transient error at once, with the reason
+// PoolCacheNotSynced and what to check: the binding keeps its outputs and
+// the pass is retried through the rate limiter, without holding a worker.
 func (r Resolver) get(ctx context.Context, key client.ObjectKey, obj client.Object, ref v1alpha1.PoolReference) error {
-	timeout := r.ReadTimeout
-	if timeout <= 0 {
-		timeout = DefaultReadTimeout
+	if r.Informers != nil {
+		inf, err := r.Informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("informer for %s: %w", resourceOf(ref), err)
+		}
+		if !inf.HasSynced() {
+			return ctrlerrors.WithReason(v1alpha1.ReasonPoolCacheNotSynced, ctrlerrors.RetryableErrorf(
+				"the operator's cache of %s has not synced yet: it has not finished its first list, or its role lacks list or watch on %s (retrying, outputs kept)",
+				resourceOf(ref), resourceOf(ref)))
+		}
 	}
-	bounded, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := r.Reader.Get(bounded, key, obj)
-	if err != nil && ctx.Err() == nil && bounded.Err() != nil {
-		return fmt.Errorf("the operator's cache of %s has not synced within %s: does its role grant list and watch on %s in group %q, and does the API server list them? (retrying, outputs kept): %w",
-			ref.Kind, timeout, ref.Kind, ref.Group, err)
-	}
-	return err
+	return r.Reader.Get(ctx, key, obj)
+}
+
+// resourceOf names the resource of a supported pool kind as RBAC rules do
+// (inferencepools.inference.networking.k8s.io, deployments.apps).
+func resourceOf(ref v1alpha1.PoolReference) string {
+	return strings.ToLower(ref.Kind) + "s." + ref.Group
 }
 
 // StripPodTemplate is a cache transform for Deployments and StatefulSets:

@@ -199,6 +199,7 @@ func register(ctx context.Context, mgr ctrl.Manager, s Settings, m *controller.M
 	}
 	s.Handler.ServedOutputs = served
 	s.Handler.APIReader = mgr.GetAPIReader()
+	s.Handler.Informers = mgr.GetCache()
 	serving := &pool.Serving{}
 	s.Handler.CRDServing = serving
 	h, err := identitybinding.New(mgr.GetClient(), s.Handler)

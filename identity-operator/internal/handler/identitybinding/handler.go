@@ -61,9 +61,11 @@ type Options struct {
 	// report InferencePoolCRDMissing, whatever the cache still holds. Nil
 	// leaves that to the "no matches" check alone.
 	CRDServing *pool.Serving
-	// PoolReadTimeout bounds how long a pass waits for the cache of a pool's
-	// kind to sync; zero means pool.DefaultReadTimeout.
-	PoolReadTimeout time.Duration
+	// Informers is the cache behind the handler's client (the manager's
+	// cache in production): a pool is read only once the cache's informer
+	// for its kind has synced, so a pass never waits for one that cannot
+	// list. Nil reads the client at once.
+	Informers pool.InformerGetter
 }
 
 // DefaultMaxSVIDTTL is the longest SVID TTL a binding may ask for unless
@@ -115,7 +117,7 @@ func New(c client.Client, opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("max SVID TTL %s is negative", opts.MaxSVIDTTL)
 	}
 	return &Handler{client: c, pools: pool.Resolver{
-		Reader: c, CRDReader: opts.APIReader, Serving: opts.CRDServing, ReadTimeout: opts.PoolReadTimeout,
+		Reader: c, CRDReader: opts.APIReader, Serving: opts.CRDServing, Informers: opts.Informers,
 	}, opts: opts}, nil
 }
 

@@ -87,6 +87,14 @@ func run(m *testing.M) int {
 // with the handler's indexes, as the manager's client does.
 func cachedClient(t *testing.T) client.Client {
 	t.Helper()
+	_, c := cacheAndClient(t)
+	return c
+}
+
+// cacheAndClient returns a started, synced cache and a client reading
+// through it.
+func cacheAndClient(t *testing.T) (cache.Cache, client.Client) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c, err := cache.New(cp.Config, cache.Options{Scheme: cp.Scheme})
@@ -104,7 +112,7 @@ func cachedClient(t *testing.T) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cl
+	return c, cl
 }
 
 func newHandler(t *testing.T, c client.Client) *identitybinding.Handler {

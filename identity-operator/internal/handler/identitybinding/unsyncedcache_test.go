@@ -2,6 +2,7 @@ package identitybinding_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/pool"
 )
@@ -50,28 +54,54 @@ func unlistableCache(t *testing.T) cache.Cache {
 	return c
 }
 
-// An operator whose role does not let it list InferencePools (a role from
-// an older release, or one edited by hand) has an informer for them that
-// never syncs. A cached pool read waited for it until the pass's context
-// ended, which is never: the pass held its worker for ever, and once every
-// worker was held no binding converged. The read is bounded now: the pass
-// fails within the bound, says what to check, and keeps the outputs.
-func TestAPoolReadWhoseCacheCannotSyncFailsWithinItsBound(t *testing.T) {
-	c := cachedClient(t)
-	b := readyBindingToAPool(t, c)
-	through := poolsThrough{Client: c, pools: unlistableCache(t), giveUp: 30 * time.Second}
-	h, err := identitybinding.New(through, identitybinding.Options{
+func handlerWithInformers(t *testing.T, c client.Client, informers pool.InformerGetter) *identitybinding.Handler {
+	t.Helper()
+	h, err := identitybinding.New(c, identitybinding.Options{
 		TrustDomain: td, ParentID: "spiffe://example.org/nodes",
 		CRDMissingRetry: 45 * time.Second, WithdrawalRetry: 100 * time.Millisecond,
-		APIReader: cp.Client, PoolReadTimeout: 2 * time.Second,
+		APIReader: cp.Client, Informers: informers,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// An operator whose role does not let it list InferencePools (a role from
+// an older release, or one edited by hand) has an informer for them that
+// never syncs. A cached pool read waited for it until the pass's context
+// ended, which is never: the pass held its worker for ever, and once every
+// worker was held no binding converged. A pass now reads a pool only once
+// its informer has synced, and otherwise fails at once: PoolCacheNotSynced,
+// retried through the rate limiter, outputs kept.
+func TestAPoolWhoseCacheHasNotSyncedFailsThePassAtOnce(t *testing.T) {
+	informers, c := cacheAndClient(t)
+	b := readyBindingToAPool(t, c)
+	unlistable := unlistableCache(t)
+	through := poolsThrough{Client: c, pools: unlistable, giveUp: 30 * time.Second}
 	start := time.Now()
-	err = reconcile(t, h, through, b)
-	if took := time.Since(start); took > 15*time.Second {
-		t.Fatalf("the pass waited %s for a cache that cannot sync (bound 2s): %v", took.Round(time.Second), err)
+	err := reconcile(t, handlerWithInformers(t, through, unlistable), through, b)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the pass waited %s for a cache that cannot sync: %v", took.Round(time.Second), err)
 	}
-	wantOutputsKeptAndRetried(t, b, err, "cache of InferencePool has not synced within 2s: does its role grant list and watch")
+	if r, ok := ctrlerrors.AsRetryable(err); !ok || r.Delay != 0 || ctrlerrors.IsBlocked(err) {
+		t.Fatalf("want an error retried through the rate limiter, got %v", err)
+	}
+	if reason := ctrlerrors.Reason(err, ""); reason != v1alpha1.ReasonPoolCacheNotSynced {
+		t.Fatalf("want reason %s, got %q (%v)", v1alpha1.ReasonPoolCacheNotSynced, reason, err)
+	}
+	if !strings.Contains(err.Error(), "role lacks list or watch on inferencepools.inference.networking.k8s.io") {
+		t.Fatalf("the error should name the resource to grant, got %v", err)
+	}
+	if f := failureConditions(b); f[v1alpha1.ConditionInvalidRef] != "" || f[v1alpha1.ConditionUnsafeSelector] != "" {
+		t.Fatalf("want no failure condition, got %v", f)
+	}
+	if n := entriesOf(t, b); n != 1 {
+		t.Fatalf("the binding's output was withdrawn (%d entries left) while its pool could not be read", n)
+	}
+
+	// Through a cache whose informer has synced, the same pass is Ready.
+	if err := reconcile(t, handlerWithInformers(t, c, informers), c, b); err != nil || entriesOf(t, b) != 1 {
+		t.Fatalf("want Ready with one output through a synced cache, got %v and %d entries", err, entriesOf(t, b))
+	}
 }
