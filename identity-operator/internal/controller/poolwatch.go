@@ -32,8 +32,9 @@ const DefaultCRDPollInterval = 30 * time.Second
 // poolWatcher is a manager runnable, added when the InferencePool CRD is
 // missing at startup. It asks the manager's RESTMapper every interval whether
 // the API server serves InferencePools; the first time it does, it adds the
-// InferencePool watch to the running controller and requeues every binding
-// whose poolRef names an InferencePool, then returns. The RESTMapper does not
+// InferencePool watch to the running controller, then returns; once the new
+// informer has synced, every binding whose poolRef names an InferencePool
+// is requeued. The RESTMapper does not
 // cache a missing kind: for a lookup with a version it asks discovery for
 // that group version again (one request per check while the CRD is missing).
 type poolWatcher struct {
@@ -87,7 +88,7 @@ func (w *poolWatcher) ensureWatch(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("watch InferencePools: %w", err)
 	}
 	w.watching = true
-	w.log.Info("InferencePool CRD installed: watching InferencePools now; requeueing the bindings that reference one",
+	w.log.Info("InferencePool CRD installed: watching InferencePools now; the bindings that reference one are requeued once the informer has synced",
 		"gvk", gvk.String())
 	// The pools' initial add events requeue the bindings of existing pools;
 	// this source requeues them all once the informer has synced, so no
@@ -95,44 +96,45 @@ func (w *poolWatcher) ensureWatch(ctx context.Context) (bool, error) {
 	// (its pool does not exist yet), nor PoolCacheNotSynced until its next
 	// backoff (a pass ran before the informer's first list completed).
 	if err := w.controller.Watch(source.Func(func(ctx context.Context, q queue) error {
-		return w.requeueOnceSynced(ctx, u, q)
+		return w.bindings.requeueOnceSynced(ctx, w.cache, u, q)
 	})); err != nil {
 		w.log.Error(err, "requeue the bindings that reference an InferencePool; they converge at their next retry")
 	}
 	return true, nil
 }
 
-// requeueOnceSynced waits, in a goroutine of its own, until the cache's
-// informer for u's kind has synced (or ctx ends), then requeues every
+// requeueOnceSynced waits, in a goroutine of its own, until the informer
+// of informers for u's kind has synced (or ctx ends), then requeues every
 // binding whose poolRef names an InferencePool.
-func (w *poolWatcher) requeueOnceSynced(ctx context.Context, u *unstructured.Unstructured, q queue) error {
-	inf, err := w.cache.GetInformer(ctx, u, cache.BlockUntilSynced(false))
+func (m *mapper) requeueOnceSynced(ctx context.Context, informers pool.InformerGetter, u *unstructured.Unstructured, q queue) error {
+	inf, err := informers.GetInformer(ctx, u, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("informer for InferencePools: %w", err)
 	}
 	go func() {
-		synced := func(context.Context) (bool, error) { return inf.HasSynced(), nil }
-		if wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, synced) != nil {
-			return
+		select {
+		case <-inf.HasSyncedChecker().Done():
+		case <-ctx.Done():
 		}
-		_ = w.bindings.inferencePoolBindings(ctx, q)
+		if ctx.Err() == nil {
+			m.inferencePoolBindings(ctx, q)
+		}
 	}()
 	return nil
 }
 
 // inferencePoolBindings adds every binding whose poolRef names an
-// InferencePool to q. A failed list is logged, not returned: those bindings
-// still converge at their next retry.
-func (m *mapper) inferencePoolBindings(ctx context.Context, q queue) error {
+// InferencePool to q. A failed list is logged: those bindings still
+// converge at their next retry.
+func (m *mapper) inferencePoolBindings(ctx context.Context, q queue) {
 	bindings, err := inferencePoolBindingsIn(ctx, m.client)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "list bindings to requeue after the InferencePool CRD was installed")
-		return nil
+		return
 	}
 	for _, b := range bindings {
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
 	}
-	return nil
 }
 
 // inferencePoolBindingsIn lists, through r, the bindings whose poolRef

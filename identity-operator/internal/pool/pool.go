@@ -66,8 +66,8 @@ type Resolver struct {
 	// once the cache's informer for its kind has synced, and a pass never
 	// waits for that. A cached read of a kind whose informer has not synced
 	// waits for it until the pass's context ends; for an informer that
-	// cannot list (the operator's role lacks list or watch on the kind)
-	// that is never, and the pass would hold its worker for ever. Nil reads
+	// cannot list (the operator's role lacks list on the kind) that is
+	// never, and the pass would hold its worker for ever. Nil reads
 	// Reader at once (a reader without informers, such as a test's client).
 	Informers InformerGetter
 }
@@ -128,9 +128,10 @@ func (r Resolver) get(ctx context.Context, key client.ObjectKey, obj client.Obje
 			return fmt.Errorf("informer for %s: %w", resourceOf(ref), err)
 		}
 		if !inf.HasSynced() {
+			resource := resourceOf(ref)
 			return ctrlerrors.WithReason(v1alpha1.ReasonPoolCacheNotSynced, ctrlerrors.RetryableErrorf(
-				"the operator's cache of %s has not synced yet: it has not finished its first list, or its role lacks list or watch on %s (retrying, outputs kept)",
-				resourceOf(ref), resourceOf(ref)))
+				"the operator's cache of %s has not synced yet: its first list has not completed, or its role lacks list on %s (retrying, outputs kept)",
+				resource, resource))
 		}
 	}
 	return r.Reader.Get(ctx, key, obj)

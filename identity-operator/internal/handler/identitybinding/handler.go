@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/handler"
 	"github.com/trustplane/trustplane/common/janitor"
@@ -287,6 +288,12 @@ func (h *Handler) poolFailure(ctx context.Context, j *janitor.Client, b *v1alpha
 		return h.fail(ctx, j, b, v1alpha1.ConditionInvalidRef, reasoned(re.Reason, err))
 	case errors.As(err, &se):
 		return h.fail(ctx, j, b, v1alpha1.ConditionUnsafeSelector, err)
+	case ctrlerrors.Reason(err, "") == v1alpha1.ReasonPoolCacheNotSynced:
+		// The API server serves the pool's kind (its informer exists): an
+		// earlier pass's InferencePoolCRDMissing no longer holds.
+		if c := condition.Find(b, v1alpha1.ConditionInvalidRef); c != nil && c.Reason == v1alpha1.ReasonInferencePoolCRDMissing {
+			b.Status.RemoveCondition(v1alpha1.ConditionInvalidRef)
+		}
 	}
 	return err
 }
