@@ -23,14 +23,7 @@ import (
 // monitor against a real API server is the "InferencePool CRD installed
 // after startup" spec.)
 func TestTheCRDMonitorRequeuesAfterAFailedListOfBindings(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	toPool := &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "llm"},
-		Spec: v1alpha1.IdentityBindingSpec{PoolRef: v1alpha1.PoolReference{Name: "llm"}}}
-	toDeployment := &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "web"},
-		Spec: v1alpha1.IdentityBindingSpec{PoolRef: v1alpha1.PoolReference{Group: v1alpha1.AppsGroup, Kind: v1alpha1.DeploymentKind, Name: "web"}}}
+	s, toPool, toDeployment := twoBindings(t)
 	failList := true
 	bindings := fake.NewClientBuilder().WithScheme(s).WithObjects(toPool, toDeployment).WithInterceptorFuncs(interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
@@ -63,4 +56,19 @@ func TestTheCRDMonitorRequeuesAfterAFailedListOfBindings(t *testing.T) {
 	if len(requeued) != 0 {
 		t.Fatalf("nothing changed since, yet %d bindings were requeued again", len(requeued))
 	}
+}
+
+// twoBindings returns a scheme with the operator's API, a binding to an
+// InferencePool and one to a Deployment, in one namespace.
+func twoBindings(t *testing.T) (s *runtime.Scheme, toPool, toDeployment *v1alpha1.IdentityBinding) {
+	t.Helper()
+	s = runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	toPool = &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "llm"},
+		Spec: v1alpha1.IdentityBindingSpec{PoolRef: v1alpha1.PoolReference{Name: "llm"}}}
+	toDeployment = &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "web"},
+		Spec: v1alpha1.IdentityBindingSpec{PoolRef: v1alpha1.PoolReference{Group: v1alpha1.AppsGroup, Kind: v1alpha1.DeploymentKind, Name: "web"}}}
+	return s, toPool, toDeployment
 }

@@ -7,9 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/pool"
 )
 
@@ -36,14 +33,7 @@ func (o oneInformer) GetInformer(context.Context, client.Object, ...cache.Inform
 // the watcher against a real API server is the "InferencePool CRD
 // installed after startup" spec.)
 func TestTheBindingsToInferencePoolsAreRequeuedOnceTheInformerHasSynced(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	toPool := &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "llm"},
-		Spec: v1alpha1.IdentityBindingSpec{PoolRef: v1alpha1.PoolReference{Name: "llm"}}}
-	toDeployment := &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "web"},
-		Spec: v1alpha1.IdentityBindingSpec{PoolRef: v1alpha1.PoolReference{Group: v1alpha1.AppsGroup, Kind: v1alpha1.DeploymentKind, Name: "web"}}}
+	s, toPool, toDeployment := twoBindings(t)
 	m := &mapper{client: fake.NewClientBuilder().WithScheme(s).WithObjects(toPool, toDeployment).Build()}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(pool.InferencePoolGVK())

@@ -67,10 +67,18 @@ func readyBindingToAPool(t *testing.T, c client.Client) *v1alpha1.IdentityBindin
 
 func handlerReadingThrough(t *testing.T, c client.Client, apiReader client.Reader) *identitybinding.Handler {
 	t.Helper()
+	return handlerWith(t, c, apiReader, nil)
+}
+
+// handlerWith returns a handler reading through c, the CRD through
+// apiReader, and checking that the pool's informer of informers (when not
+// nil) has synced.
+func handlerWith(t *testing.T, c client.Client, apiReader client.Reader, informers pool.InformerGetter) *identitybinding.Handler {
+	t.Helper()
 	h, err := identitybinding.New(c, identitybinding.Options{
 		TrustDomain: td, ParentID: "spiffe://example.org/nodes",
 		CRDMissingRetry: 45 * time.Second, WithdrawalRetry: 100 * time.Millisecond,
-		APIReader: apiReader,
+		APIReader: apiReader, Informers: informers,
 	})
 	if err != nil {
 		t.Fatal(err)

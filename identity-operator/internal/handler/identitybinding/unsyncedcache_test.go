@@ -14,7 +14,6 @@ import (
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
-	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/pool"
 )
 
@@ -55,19 +54,6 @@ func unlistableCache(t *testing.T) cache.Cache {
 	return c
 }
 
-func handlerWithInformers(t *testing.T, c client.Client, informers pool.InformerGetter) *identitybinding.Handler {
-	t.Helper()
-	h, err := identitybinding.New(c, identitybinding.Options{
-		TrustDomain: td, ParentID: "spiffe://example.org/nodes",
-		CRDMissingRetry: 45 * time.Second, WithdrawalRetry: 100 * time.Millisecond,
-		APIReader: cp.Client, Informers: informers,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 // An operator whose role does not let it list InferencePools (a role from
 // an older release, or one edited by hand) has an informer for them that
 // never syncs. A cached pool read waited for it until the pass's context
@@ -86,7 +72,7 @@ func TestAPoolWhoseCacheHasNotSyncedFailsThePassAtOnce(t *testing.T) {
 	b.Status.Conditions = append(b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionInvalidRef,
 		Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonInferencePoolCRDMissing, Message: "not installed"})
 	start := time.Now()
-	err := reconcile(t, handlerWithInformers(t, through, unlistable), through, b)
+	err := reconcile(t, handlerWith(t, through, cp.Client, unlistable), through, b)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the pass waited %s for a cache that cannot sync: %v", took.Round(time.Second), err)
 	}
@@ -107,7 +93,7 @@ func TestAPoolWhoseCacheHasNotSyncedFailsThePassAtOnce(t *testing.T) {
 	}
 
 	// Through a cache whose informer has synced, the same pass is Ready.
-	if err := reconcile(t, handlerWithInformers(t, c, informers), c, b); err != nil || entriesOf(t, b) != 1 {
+	if err := reconcile(t, handlerWith(t, c, cp.Client, informers), c, b); err != nil || entriesOf(t, b) != 1 {
 		t.Fatalf("want Ready with one output through a synced cache, got %v and %d entries", err, entriesOf(t, b))
 	}
 }
