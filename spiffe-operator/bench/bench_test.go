@@ -1013,14 +1013,15 @@ func (c costs) String() string {
 // within splits a stretch of the given length by where its time went: the
 // policies' requests waiting in the work queue, their passes (SPIRE's
 // creates among them), the garbage collector's stop-the-world pauses, and
-// the rest, which is outside the operator's passes (the API server, the
-// watch delivering the event, the read-back of the entry). Work of an
-// earlier stretch that finished in this one counts here too.
+// the rest (the API server, the watch delivering the event, the read-back
+// of the entry). The figures are sums over every request that finished in
+// the stretch, so the rest is negative when requests overlapped (one waits
+// while another's pass runs) or a pass ran on after the entry was written.
 func (c costs) within(length time.Duration) string {
 	rest := length - seconds(c.queueSeconds) - seconds(c.reconcileSeconds)
-	return fmt.Sprintf("%s: queue wait %s (%.0f requests), passes %s (%.0f; BatchCreateEntry %s in %.0f calls), %.0f GCs pausing %s, outside the passes %s",
+	return fmt.Sprintf("%s: queue wait %s (%.0f requests), passes %s (%.0f; BatchCreateEntry %s in %.0f calls), %.0f GCs pausing %s, rest %s",
 		length.Round(100*time.Microsecond), seconds(c.queueSeconds), c.dequeued, seconds(c.reconcileSeconds), c.reconciles,
-		seconds(c.createSeconds), c.creates, c.gcs, seconds(c.gcPauseSeconds), rest)
+		seconds(c.createSeconds), c.creates, c.gcs, seconds(c.gcPauseSeconds), rest.Round(100*time.Microsecond))
 }
 
 // costsNow reads the operator's costs from its metrics.
