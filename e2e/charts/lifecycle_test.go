@@ -100,7 +100,7 @@ func deleteAndWait(t *testing.T, o unstructured.Unstructured) {
 		// The API server's cleanup of a CRD deleted before its storage
 		// serves fails and backs off, which can outlast the wait below on
 		// a loaded machine: delete only an established (or absent) CRD.
-		gomega.NewWithT(t).Eventually(func() bool { return get(t, o) == nil || established(t, o) }, time.Minute, 100*time.Millisecond).
+		gomega.NewWithT(t).Eventually(func() bool { live := get(t, o); return live == nil || established(live) }, time.Minute, 100*time.Millisecond).
 			Should(gomega.BeTrue(), "%s %s is not established", o.GetKind(), o.GetName())
 	}
 	if err := env.cp.Client.Delete(t.Context(), o.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
@@ -110,14 +110,9 @@ func deleteAndWait(t *testing.T, o unstructured.Unstructured) {
 		Should(gomega.BeNil(), "%s %s is still there", o.GetKind(), o.GetName())
 }
 
-// established reports whether the live CRD o has the condition
-// Established=True (false while it does not exist).
-func established(t *testing.T, o unstructured.Unstructured) bool {
-	t.Helper()
-	live := get(t, o)
-	if live == nil {
-		return false
-	}
+// established reports whether the CRD live has the condition
+// Established=True.
+func established(live *unstructured.Unstructured) bool {
 	conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
