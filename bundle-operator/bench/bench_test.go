@@ -439,12 +439,11 @@ type operator struct {
 }
 
 func startOperator(ctx context.Context, b *testing.B, bin, kubeconfig, spireSocket string) *operator {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		b.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	logFile, err := os.Create(filepath.Join(b.TempDir(), "operator.log"))
 	if err != nil {
 		b.Fatal(err)

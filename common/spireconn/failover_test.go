@@ -3,7 +3,6 @@ package spireconn_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -144,10 +143,8 @@ var _ = Describe("Dial to servers in HA behind one DNS name", func() {
 		db, err := pg.CreateDatabase(ctx, "spire")
 		Expect(err).NotTo(HaveOccurred())
 		// One port at two loopback addresses, as pods behind a headless Service.
-		l, err := net.Listen("tcp", "127.0.0.2:0")
+		port, err := testenv.FreePortOn("127.0.0.2")
 		Expect(err).NotTo(HaveOccurred())
-		port := l.Addr().(*net.TCPAddr).Port
-		Expect(l.Close()).To(Succeed())
 		var servers []*testenv.Spire
 		for _, ip := range []string{"127.0.0.1", "127.0.0.2"} {
 			s, err := testenv.StartSpire(testenv.SpireOptions{AdminIDs: []string{adminID}, LogLevel: "INFO",

@@ -101,7 +101,7 @@ func StartControlPlane(opts ControlPlaneOptions) (*ControlPlane, error) {
 	env.ControlPlane.GetAPIServer().Out = logFile
 	env.ControlPlane.GetAPIServer().Err = logFile
 	if opts.BindAddress != "" {
-		port, err := freePortOn(opts.BindAddress)
+		port, err := FreePortOn(opts.BindAddress)
 		if err != nil {
 			return nil, err
 		}

@@ -43,7 +43,7 @@ func newNodeLayout(dir string, subnetOctet int) (*nodeLayout, error) {
 		subnet:          fmt.Sprintf("10.88.%d.0/24", subnetOctet),
 	}
 	for _, p := range []*int{&l.kubeletPort, &l.readOnlyPort, &l.healthzPort, &l.kcmPort, &l.schedulerPort} {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}

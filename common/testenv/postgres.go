@@ -88,7 +88,7 @@ func StartPostgres() (*Postgres, error) {
 			return nil, fmt.Errorf("hand %s to %s: %w", dir, postgresRunAs, err)
 		}
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err

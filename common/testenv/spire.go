@@ -114,7 +114,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 	}
 	port := opts.Port
 	if port == 0 {
-		if port, err = freePortOn(opts.BindAddress); err != nil {
+		if port, err = FreePortOn(opts.BindAddress); err != nil {
 			return nil, err
 		}
 	}
@@ -129,7 +129,7 @@ func StartSpire(opts SpireOptions) (*Spire, error) {
 	}
 	federation := ""
 	if opts.BundleEndpoint {
-		bePort, err := freePortOn(opts.BindAddress)
+		bePort, err := FreePortOn(opts.BindAddress)
 		if err != nil {
 			return nil, err
 		}
@@ -325,18 +325,6 @@ func (s *Spire) Cleanup() error {
 		err = rmErr
 	}
 	return err
-}
-
-func freePort() (int, error) { return freePortOn("127.0.0.1") }
-
-// freePortOn is a port free on address host.
-func freePortOn(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLines(s string, n int) string {

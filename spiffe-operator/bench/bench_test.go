@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -848,7 +847,7 @@ func buildOperator(bin string) error {
 
 // startOperator starts the operator with the benchmark's flags and extra.
 func startOperator(bin, kubeconfig, socket string, extra ...string) (*process, error) {
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -1124,15 +1123,6 @@ func (p *process) cpuSeconds() (float64, error) {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLines(s string, n int) string {
