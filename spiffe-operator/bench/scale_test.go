@@ -31,18 +31,23 @@ import (
 // (--spire-write-concurrency, default 4, the best setting of
 // BenchmarkPostgres), BENCH_NODES (default 100), BENCH_SCALE_PER_NAMESPACE
 // (workloads per namespace, default 100) and BENCH_SCALE_SAMPLES (new
-// workloads timed per size, default 200, so the p99 is not the slowest sample alone). BENCH_SCALE_FLOORS=0 leaves the
-// floors out, for comparing settings of the operator alone (say
-// BENCH_GC_PERCENT) in less time.
+// workloads timed per size, default 200, so the p99 is not the slowest
+// sample alone). BENCH_SCALE_FLOORS=0 leaves the floors out, for comparing
+// settings of the operator alone (say BENCH_GC_PERCENT) in less time.
+// BENCH_SCALE_SPLIT=1 reads the operator's metrics before and after each
+// sample and splits the slowest samples' time; it is off by default,
+// because those reads (about a quarter of the operator's CPU while the
+// samples run, and the garbage collections they cause) slow the very
+// samples they split.
 type scaleSettings struct {
 	sizes                                     []int
 	concurrency, nodes, perNamespace, samples int
-	noFloors                                  bool
+	noFloors, split                           bool
 }
 
 func loadScaleSettings() (scaleSettings, error) {
 	s := scaleSettings{sizes: []int{1000, 10000, 50000, 100000}, concurrency: 4, nodes: 100, perNamespace: 100, samples: 200,
-		noFloors: os.Getenv("BENCH_SCALE_FLOORS") == "0"}
+		noFloors: os.Getenv("BENCH_SCALE_FLOORS") == "0", split: os.Getenv("BENCH_SCALE_SPLIT") == "1"}
 	if quick() {
 		s.sizes = []int{1000}
 	}
@@ -305,24 +310,29 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 	stopCPU := proc.cpuProfile(b, fmt.Sprintf("scale-samples-%d", n))
 	timed := make([]timedSample, 0, s.samples)
 	for j := range s.samples {
-		c0, err := proc.costsNow()
-		if err != nil {
-			return res, err
+		var c0, c1 costs
+		if s.split {
+			if c0, err = proc.costsNow(); err != nil {
+				return res, err
+			}
 		}
 		d, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
 		if err != nil {
 			return res, err
 		}
-		c1, err := proc.costsNow()
-		if err != nil {
-			return res, err
+		if s.split {
+			if c1, err = proc.costsNow(); err != nil {
+				return res, err
+			}
 		}
 		res.latencies = append(res.latencies, d)
 		timed = append(timed, timedSample{latency: d, costs: c1.sub(c0)})
 	}
 	stopCPU()
 	slices.SortFunc(timed, func(a, b timedSample) int { return cmp.Compare(b.latency, a.latency) })
-	res.slowest = timed[:min(slowestShown, len(timed))]
+	if s.split {
+		res.slowest = timed[:min(slowestShown, len(timed))]
+	}
 	after, err := proc.costsNow()
 	if err != nil {
 		return res, err
