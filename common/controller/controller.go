@@ -79,6 +79,11 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
 	}
+	if written := c.written.since(req.NamespacedName, obj.GetResourceVersion()); written != nil {
+		// The cache has not shown the controller's own last status write
+		// yet: work from the object that write left.
+		obj = written.DeepCopyObject().(T)
+	}
 
 	var (
 		res    ctrl.Result
@@ -204,10 +209,10 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	stampGeneration(obj)
 
 	if err := c.writeStatus(ctx, obj, orig); err != nil {
-		if (apierrors.IsConflict(err) || errors.Is(err, errStaleRead)) && hErr == nil {
-			// The object changed since it was read (or the read came from a
-			// stale cache): the status describes an outdated object. Run the
-			// whole pass again on a fresh read rather than write it.
+		if apierrors.IsConflict(err) && hErr == nil {
+			// The object changed since it was read: the status describes an
+			// outdated object. Run the whole pass again on a fresh read
+			// rather than write it.
 			log := logf.FromContext(ctx)
 			log.V(1).Info("status write conflicted; reconciling again", "error", err.Error())
 			return ctrl.Result{RequeueAfter: c.opts.Config.RequeueAfterOnError}, ResultRetryable, nil
@@ -259,17 +264,11 @@ func stampGeneration(obj object.Object) {
 // orig. The merge patch carries only the changed status fields and is guarded
 // by the resourceVersion that was read, so a status computed from an outdated
 // or stale-cached object never overwrites a newer one: the write conflicts and
-// the caller reconciles again. A read of the very version its own last status
-// write was made over is known to be outdated without asking the server:
-// errStaleRead, handled as a conflict, and no request.
+// the caller reconciles again. It records the write, so that the next pass
+// works from the object it left even before the cache shows it
+// (statusWrites).
 func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
-	// A stale read is judged first: a status equal to the stale copy's may
-	// differ from the one written since, and the event of that write, the
-	// Controller's own, starts no pass (NewBuilder drops it).
 	key, rv := client.ObjectKeyFromObject(obj), orig.GetResourceVersion()
-	if c.written.stale(key, rv) {
-		return errStaleRead
-	}
 	if equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj)) {
 		return nil
 	}
@@ -279,14 +278,10 @@ func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
 	if obj.GetResourceVersion() != rv {
 		// A patch the server found nothing to change in (a field the schema
 		// prunes) leaves the version as read: that read is not outdated.
-		c.written.record(key, rv)
+		c.written.record(key, rv, obj.DeepCopyObject().(client.Object))
 	}
 	return nil
 }
-
-// errStaleRead: the pass read a cached copy older than the controller's own
-// last status write.
-var errStaleRead = errors.New("the cache has not seen the last status write yet")
 
 func statusOf(obj client.Object) any {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
