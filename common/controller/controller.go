@@ -50,15 +50,16 @@ type Controller[T object.Object] struct {
 	// emitted remembers the state each object's events last announced, so a
 	// reconcile that reads a stale cached copy does not announce it again.
 	emitted *transitions
-	// written remembers each object's last status write, so a reconcile
-	// that reads a cached copy older than that write does not send it again.
-	written *statusWrites
+	// written remembers each object's last write by this controller, so a
+	// pass that reads a cached copy older than that write works from the
+	// object the write left.
+	written *ownWrites
 }
 
 // New returns a Controller named name (used in logs, events and metrics)
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
-	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newStatusWrites()}
+	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites()}
 }
 
 // Name returns the controller name.
@@ -80,8 +81,8 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
 	}
 	if written := c.written.since(req.NamespacedName, obj.GetResourceVersion()); written != nil {
-		// The cache has not shown the controller's own last status write
-		// yet: work from the object that write left.
+		// The cache has not shown the controller's own last write yet:
+		// work from the object that write left.
 		obj = written.DeepCopyObject().(T)
 	}
 
@@ -266,7 +267,7 @@ func stampGeneration(obj object.Object) {
 // or stale-cached object never overwrites a newer one: the write conflicts and
 // the caller reconciles again. It records the write, so that the next pass
 // works from the object it left even before the cache shows it
-// (statusWrites).
+// (ownWrites).
 func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
 	key, rv := client.ObjectKeyFromObject(obj), orig.GetResourceVersion()
 	if equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj)) {
@@ -308,6 +309,9 @@ func (c *Controller[T]) updateFinalizer(ctx context.Context, obj T, add bool) er
 			return nil
 		}
 		err := c.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if err == nil {
+			c.written.record(key, before.GetResourceVersion(), obj.DeepCopyObject().(client.Object))
+		}
 		if apierrors.IsConflict(err) {
 			if gErr := c.client.Get(ctx, key, obj); gErr != nil {
 				return gErr

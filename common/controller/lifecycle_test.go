@@ -339,6 +339,180 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
 		})
 
+		It("corrects a status written by a pass that itself worked from the object its last write left, while the cache still lags", func(ctx context.Context) {
+			w := newWidget(ns, "stale-chain", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			var (
+				msg   string
+				stale *widgetv1.Widget
+			)
+			c := controller.New("widget-stale-chain", interceptor.NewClient(watchClient(), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if w, ok := obj.(*widgetv1.Widget); ok && stale != nil {
+						stale.DeepCopyInto(w)
+						return nil
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			}), handlerFunc(func(context.Context, *widgetv1.Widget) error {
+				if msg != "" {
+					return ctrlerrors.RetryableErrorf("%s", msg)
+				}
+				return nil
+			}), controller.Options{Config: cfg})
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			ready := get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget)
+			Expect(condition.IsReady(ready)).To(BeTrue())
+
+			msg = "first failure"
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).To(HaveOccurred())
+
+			By("the cache still shows the Ready=True copy; the pass works from the object its last write left and writes again")
+			stale = ready
+			msg = "second failure"
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).To(HaveOccurred())
+			Expect(cond(get(ctx, w).(*widgetv1.Widget), condition.TypeReady).Message).To(ContainSubstring("second failure"))
+
+			By("the cache still shows the Ready=True copy; the pass succeeds")
+			msg = ""
+			res, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue(), "the status written since is corrected")
+			Expect(res.RequeueAfter).To(BeNumerically(">=", cfg.RequeueAfter), "at once, with no early retry")
+		})
+
+		It("works from the object its last write left when the cache shows the object as created, before the finalizer patch", func(ctx context.Context) {
+			w := newWidget(ns, "stale-first", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			created := w.DeepCopy() // V1: no finalizer
+			var (
+				afterFinalizer *widgetv1.Widget // V2
+				queue          []*widgetv1.Widget
+				patches        atomic.Int64
+				handlerRV      string
+			)
+			c := controller.New("widget-stale-first", interceptor.NewClient(watchClient(), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if w, ok := obj.(*widgetv1.Widget); ok && len(queue) > 0 {
+						queue[0].DeepCopyInto(w)
+						queue = queue[1:]
+						return nil
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					if patches.Add(1) == 1 {
+						afterFinalizer = &widgetv1.Widget{}
+						Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), afterFinalizer)).To(Succeed())
+					}
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}), handlerFunc(func(_ context.Context, w *widgetv1.Widget) error {
+				handlerRV = w.ResourceVersion
+				return nil
+			}), controller.Options{Config: cfg})
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			current := get(ctx, &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: w.Name}}).GetResourceVersion()
+
+			By("a child's event starts a pass while the cache shows the created copy, then the finalizer patch's")
+			queue = []*widgetv1.Widget{created, afterFinalizer}
+			res, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(handlerRV).To(Equal(current), "the handler works from the object the write left")
+			Expect(res.RequeueAfter).To(BeNumerically(">=", cfg.RequeueAfter), "no early retry")
+		})
+
+		It("carries no unsaved edit of a failed pass into the object the next pass works from", func(ctx context.Context) {
+			w := newWidget(ns, "stale-local", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			var (
+				patches atomic.Int64
+				before  *widgetv1.Widget
+				first   = true
+				seen    string
+				seenD   string
+			)
+			c := controller.New("widget-stale-local", interceptor.NewClient(watchClient(), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if w, ok := obj.(*widgetv1.Widget); ok && before != nil {
+						before.DeepCopyInto(w)
+						return nil
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					if patches.Add(1) == 1 {
+						before = &widgetv1.Widget{}
+						Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), before)).To(Succeed())
+					}
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}), handlerFunc(func(_ context.Context, w *widgetv1.Widget) error {
+				if first {
+					first = false
+					w.Labels["local-only"] = "x"
+					w.Spec.Data["local-only"] = "y"
+					return ctrlerrors.RetryableErrorf("fail once")
+				}
+				seen = w.Labels["local-only"]
+				seenD = w.Spec.Data["local-only"]
+				return nil
+			}), controller.Options{Config: cfg})
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).To(HaveOccurred())
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(seen).To(BeEmpty(), "a label the server never held")
+			Expect(seenD).To(BeEmpty(), "a spec entry the server never held")
+		})
+
+		It("keeps the object its last write left unchanged when a pass working from it fails to write its status", func(ctx context.Context) {
+			w := newWidget(ns, "stale-alias", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			var (
+				msg      = "first failure"
+				before   *widgetv1.Widget
+				patches  atomic.Int64
+				failNext atomic.Bool
+			)
+			c := controller.New("widget-stale-alias", interceptor.NewClient(watchClient(), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if w, ok := obj.(*widgetv1.Widget); ok && before != nil {
+						before.DeepCopyInto(w)
+						return nil
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					if patches.Add(1) == 1 {
+						before = &widgetv1.Widget{}
+						Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), before)).To(Succeed())
+					}
+					if failNext.Swap(false) {
+						return apierrors.NewServiceUnavailable("status storage down")
+					}
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}), handlerFunc(func(context.Context, *widgetv1.Widget) error {
+				return ctrlerrors.RetryableErrorf("%s", msg)
+			}), controller.Options{Config: cfg})
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).To(HaveOccurred())
+
+			msg = "second failure"
+			failNext.Store(true)
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).To(MatchError(ContainSubstring("status storage down")))
+
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).To(MatchError(ContainSubstring("second failure")))
+			Expect(cond(get(ctx, w).(*widgetv1.Widget), condition.TypeReady).Message).To(ContainSubstring("second failure"))
+		})
+
 		It("corrects a status written since when the cache shows the copy before it and the pass would not change that copy's status", func(ctx context.Context) {
 			w := newWidget(ns, "stale-equal", true, "a")
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())

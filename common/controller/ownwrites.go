@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ownWrites remembers, per object, the object as the controller's last
+// write of it (a status or finalizer patch) left it on the server, and the
+// versions known to be older: the one that write was made over and, when
+// that was the object an earlier remembered write left, the versions older
+// than that one. The response to a write arrives before the cache shows
+// it, so the next pass, started by another event a moment later, often
+// reads one of those older versions: a copy outdated by the controller's
+// own writes alone. The pass works from the remembered object instead
+// (read your own writes). The record goes once a read shows a version not
+// known to be older: the cache has shown the write, or a later change.
+type ownWrites struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]ownWrite
+}
+
+// ownWrite is the last write of one object.
+type ownWrite struct {
+	// older are the versions known to be older than result.
+	older map[string]struct{}
+	// result is the object as the write left it; never modified.
+	result client.Object
+}
+
+func newOwnWrites() *ownWrites {
+	return &ownWrites{last: map[types.NamespacedName]ownWrite{}}
+}
+
+// since returns the object as the controller's last write of key left it
+// when rv is a version known to be older (the cache has not shown that
+// write yet), and nil otherwise; the caller must not modify it. A read of
+// any other version forgets the write.
+func (s *ownWrites) since(key types.NamespacedName, rv string) client.Object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.last[key]
+	if !ok {
+		return nil
+	}
+	if _, older := w.older[rv]; !older {
+		delete(s.last, key)
+		return nil
+	}
+	return w.result
+}
+
+// record remembers that a write of key made over version over left the
+// object result, which it keeps (without managed fields, which no pass
+// reads) and which must not be modified afterwards.
+func (s *ownWrites) record(key types.NamespacedName, over string, result client.Object) {
+	result.SetManagedFields(nil)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	older := map[string]struct{}{}
+	if w, ok := s.last[key]; ok && w.result.GetResourceVersion() == over {
+		// Made over the object the last write left: what was older than
+		// that is older than this.
+		older = w.older
+	}
+	older[over] = struct{}{}
+	s.last[key] = ownWrite{older: older, result: result}
+}
+
+func (s *ownWrites) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.last, key)
+}
