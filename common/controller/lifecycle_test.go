@@ -290,46 +290,29 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			w := newWidget(ns, "stale-status", true, "a")
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			var (
-				patches   atomic.Int64
-				before    *widgetv1.Widget // what a cache that lags shows
+				cache     laggingCache
 				handlerRV string
 			)
-			c := controller.New("widget-stale-status", interceptor.NewClient(watchClient(), interceptor.Funcs{
-				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if w, ok := obj.(*widgetv1.Widget); ok && before != nil {
-						before.DeepCopyInto(w)
-						return nil
-					}
-					return c.Get(ctx, key, obj, opts...)
-				},
-				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-					if patches.Add(1) == 1 {
-						// The object as a cache that misses this write shows it.
-						before = &widgetv1.Widget{}
-						Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), before)).To(Succeed())
-					}
-					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-				},
-			}), handlerFunc(func(_ context.Context, w *widgetv1.Widget) error {
+			c := controller.New("widget-stale-status", cache.client(), handlerFunc(func(_ context.Context, w *widgetv1.Widget) error {
 				handlerRV = w.ResourceVersion
 				return nil
 			}), controller.Options{Config: cfg})
 			_, err := reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(patches.Load()).To(Equal(int64(1)))
+			Expect(cache.patches.Load()).To(Equal(int64(1)))
 			current := get(ctx, &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: w.Name}}).GetResourceVersion()
-			Expect(before.ResourceVersion).NotTo(Equal(current), "the cache lags behind the write")
+			Expect(cache.before.ResourceVersion).NotTo(Equal(current), "the cache lags behind the write")
 
 			for range 2 {
 				res, err := reconcileOnce(ctx, c, w)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(handlerRV).To(Equal(current), "the handler works from the object the write left, not from the copy before it")
-				Expect(patches.Load()).To(Equal(int64(1)), "the status is current: nothing to write")
+				Expect(cache.patches.Load()).To(Equal(int64(1)), "the status is current: nothing to write")
 				Expect(res.RequeueAfter).To(BeNumerically(">=", cfg.RequeueAfter), "no early retry: the pass was a whole one")
 			}
 
 			By("once the cache shows a newer version, the pass works from that")
-			before = nil
+			cache.before = nil
 			Expect(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), w)).To(Succeed())
 			w.Labels["touched"] = "yes"
 			Expect(cp.Client.Update(ctx, w)).To(Succeed())
@@ -347,13 +330,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 				stale *widgetv1.Widget
 			)
 			c := controller.New("widget-stale-chain", interceptor.NewClient(watchClient(), interceptor.Funcs{
-				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if w, ok := obj.(*widgetv1.Widget); ok && stale != nil {
-						stale.DeepCopyInto(w)
-						return nil
-					}
-					return c.Get(ctx, key, obj, opts...)
-				},
+				Get: showing(func() *widgetv1.Widget { return stale }),
 			}), handlerFunc(func(context.Context, *widgetv1.Widget) error {
 				if msg != "" {
 					return ctrlerrors.RetryableErrorf("%s", msg)
@@ -430,28 +407,12 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			w := newWidget(ns, "stale-local", true, "a")
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			var (
-				patches atomic.Int64
-				before  *widgetv1.Widget
-				first   = true
-				seen    string
-				seenD   string
+				cache laggingCache
+				first = true
+				seen  string
+				seenD string
 			)
-			c := controller.New("widget-stale-local", interceptor.NewClient(watchClient(), interceptor.Funcs{
-				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if w, ok := obj.(*widgetv1.Widget); ok && before != nil {
-						before.DeepCopyInto(w)
-						return nil
-					}
-					return c.Get(ctx, key, obj, opts...)
-				},
-				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-					if patches.Add(1) == 1 {
-						before = &widgetv1.Widget{}
-						Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), before)).To(Succeed())
-					}
-					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-				},
-			}), handlerFunc(func(_ context.Context, w *widgetv1.Widget) error {
+			c := controller.New("widget-stale-local", cache.client(), handlerFunc(func(_ context.Context, w *widgetv1.Widget) error {
 				if first {
 					first = false
 					w.Labels["local-only"] = "x"
@@ -474,37 +435,17 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			w := newWidget(ns, "stale-alias", true, "a")
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			var (
-				msg      = "first failure"
-				before   *widgetv1.Widget
-				patches  atomic.Int64
-				failNext atomic.Bool
+				msg   = "first failure"
+				cache laggingCache
 			)
-			c := controller.New("widget-stale-alias", interceptor.NewClient(watchClient(), interceptor.Funcs{
-				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if w, ok := obj.(*widgetv1.Widget); ok && before != nil {
-						before.DeepCopyInto(w)
-						return nil
-					}
-					return c.Get(ctx, key, obj, opts...)
-				},
-				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-					if patches.Add(1) == 1 {
-						before = &widgetv1.Widget{}
-						Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), before)).To(Succeed())
-					}
-					if failNext.Swap(false) {
-						return apierrors.NewServiceUnavailable("status storage down")
-					}
-					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-				},
-			}), handlerFunc(func(context.Context, *widgetv1.Widget) error {
+			c := controller.New("widget-stale-alias", cache.client(), handlerFunc(func(context.Context, *widgetv1.Widget) error {
 				return ctrlerrors.RetryableErrorf("%s", msg)
 			}), controller.Options{Config: cfg})
 			_, err := reconcileOnce(ctx, c, w)
 			Expect(err).To(HaveOccurred())
 
 			msg = "second failure"
-			failNext.Store(true)
+			cache.failNext.Store(true)
 			_, err = reconcileOnce(ctx, c, w)
 			Expect(err).To(MatchError(ContainSubstring("status storage down")))
 
@@ -519,13 +460,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			h := &toggleHandler{}
 			var stale *widgetv1.Widget // what a cache that lags shows
 			c := controller.New("widget-stale-equal", interceptor.NewClient(watchClient(), interceptor.Funcs{
-				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if w, ok := obj.(*widgetv1.Widget); ok && stale != nil {
-						stale.DeepCopyInto(w)
-						return nil
-					}
-					return c.Get(ctx, key, obj, opts...)
-				},
+				Get: showing(func() *widgetv1.Widget { return stale }),
 			}), h, controller.Options{Config: cfg})
 			_, err := reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
@@ -662,13 +597,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
 		var stale *widgetv1.Widget
 		staleClient := interceptor.NewClient(watchClient(), interceptor.Funcs{
-			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if w, ok := obj.(*widgetv1.Widget); ok && stale != nil {
-					stale.DeepCopyInto(w)
-					return nil
-				}
-				return c.Get(ctx, key, obj, opts...)
-			},
+			Get: showing(func() *widgetv1.Widget { return stale }),
 		})
 		recorder := events.NewFakeRecorder(10)
 		c := controller.New("widget-events", staleClient, h, controller.Options{Config: cfg, Recorder: recorder})
@@ -882,3 +811,45 @@ type handlerFunc func(context.Context, *widgetv1.Widget) error
 func (f handlerFunc) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error { return f(ctx, w) }
 
 func (handlerFunc) Delete(context.Context, *widgetv1.Widget) error { return nil }
+
+// laggingCache stands for a cache that has not shown the controller's first
+// status write: once that write is made, its client's reads of Widgets
+// return the object as the server held it just before (until before is
+// set to nil). It counts status patches, and fails the next one with 503
+// when failNext is set.
+type laggingCache struct {
+	before   *widgetv1.Widget
+	patches  atomic.Int64
+	failNext atomic.Bool
+}
+
+func (l *laggingCache) client() client.Client {
+	return interceptor.NewClient(watchClient(), interceptor.Funcs{
+		Get: showing(func() *widgetv1.Widget { return l.before }),
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			if l.patches.Add(1) == 1 {
+				l.before = &widgetv1.Widget{}
+				Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), l.before)).To(Succeed())
+			}
+			if l.failNext.Swap(false) {
+				return apierrors.NewServiceUnavailable("status storage down")
+			}
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
+}
+
+// showing returns an interceptor Get whose reads of Widgets return a copy
+// of what shown returns while that is not nil, as a cache that shows that
+// copy would.
+func showing(shown func() *widgetv1.Widget) func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if w, ok := obj.(*widgetv1.Widget); ok {
+			if shownNow := shown(); shownNow != nil {
+				shownNow.DeepCopyInto(w)
+				return nil
+			}
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}
+}
