@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -47,20 +48,9 @@ import (
 // the CRD monitor can tell, and without it the spec fails there.
 var _ = Describe("InferencePool CRD installed after startup: pools are watched without a restart", func() {
 	It("reports InferencePoolCRDMissing, then converges and follows pool changes once the CRD is installed", func(ctx SpecContext) {
-		external, err := testsupport.ExternalCRDs()
-		Expect(err).NotTo(HaveOccurred())
-		var crdFiles []string
-		for _, f := range external {
-			if strings.Contains(f, "inferencepools") {
-				crdFiles = append(crdFiles, f)
-			}
-		}
-		Expect(crdFiles).To(HaveLen(1))
-		lcp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: testsupport.OwnCRDs(), Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() { Expect(lcp.Stop()).To(Succeed()) })
+		crdFiles := inferencePoolCRDFiles()
+		lcp := startLateCRDControlPlane()
 		c := lcp.Client
-
 		fw := config.Default()
 		fw.DefaultEnvironment = environment
 		// No timed requeue: the status-write conflicts that a stale cache
@@ -68,40 +58,7 @@ var _ = Describe("InferencePool CRD installed after startup: pools are watched w
 		fw.RequeueAfter = time.Hour
 		fw.RequeueAfterOnError = time.Hour
 		fw.MaxBackoff = time.Hour
-		td := spiffeid.RequireTrustDomainFromString(trustDomain)
-		outputs := []output.Kind{output.KindSpiffeEntry}
-		s := setup.Settings{
-			Framework:   fw,
-			TrustDomain: td,
-			ParentID:    parentID,
-			Outputs:     outputs,
-			// Reentrant: the suite's manager already uses the controller name.
-			Manager: manager.Options{MetricsAddr: "0", ProbeAddr: "0", Reentrant: true},
-			Handler: identitybinding.Options{
-				TrustDomain:     td,
-				ParentID:        parentID,
-				Outputs:         outputs,
-				WithdrawalRetry: 200 * time.Millisecond,
-				CRDMissingRetry: time.Hour,
-			},
-			CRDPollInterval: 200 * time.Millisecond,
-		}
-		mgr, err := ctrl.NewManager(installOperatorRBAC(ctx, lcp), setup.ManagerOptions(s, scheme))
-		Expect(err).NotTo(HaveOccurred())
-		mctx, stop := context.WithCancel(context.Background())
-		reg := prometheus.NewRegistry()
-		Expect(setup.Register(mctx, mgr, s, reg)).To(Succeed())
-		done := make(chan struct{})
-		go func() {
-			defer GinkgoRecover()
-			defer close(done)
-			Expect(mgr.Start(mctx)).To(Succeed())
-		}()
-		// Cleanups run last-in first-out: the operator stops before its API server.
-		DeferCleanup(func() {
-			stop()
-			Eventually(done).Should(BeClosed())
-		})
+		startLateCRDOperator(lcp, installOperatorRBAC(ctx, lcp), fw)
 
 		ns := "late-crd"
 		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
@@ -151,7 +108,7 @@ var _ = Describe("InferencePool CRD installed after startup: pools are watched w
 		Expect(readyReason(Default)).To(Equal(v1alpha1.ReasonInferencePoolCRDMissing))
 
 		By("installing the InferencePool CRD")
-		_, err = envtest.InstallCRDs(lcp.Config, envtest.CRDInstallOptions{Paths: crdFiles, ErrorIfPathMissing: true})
+		_, err := envtest.InstallCRDs(lcp.Config, envtest.CRDInstallOptions{Paths: crdFiles, ErrorIfPathMissing: true})
 		Expect(err).NotTo(HaveOccurred())
 
 		By("requeueing the binding when the operator notices the CRD: its pool does not exist yet")
@@ -231,3 +188,69 @@ var _ = Describe("InferencePool CRD installed after startup: pools are watched w
 		Eventually(entrySelectors).Should(ContainElement("k8s:pod-label:app:llm-v2"))
 	}, SpecTimeout(2*time.Minute))
 })
+
+// startLateCRDControlPlane starts a control plane of the spec's own with the
+// operator's CRDs but without the InferencePool CRD (the suite's has it),
+// stopped after the spec.
+func startLateCRDControlPlane() *testenv.ControlPlane {
+	GinkgoHelper()
+	lcp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{CRDDirectoryPaths: testsupport.OwnCRDs(), Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(lcp.Stop()).To(Succeed()) })
+	return lcp
+}
+
+// startLateCRDOperator starts the operator on lcp as access (the operator's
+// service account), with framework settings fw, a CRD-missing retry an
+// hour away and the CRD watcher polling every 200 ms; it stops before lcp.
+func startLateCRDOperator(lcp *testenv.ControlPlane, access *rest.Config, fw config.Config) {
+	GinkgoHelper()
+	td := spiffeid.RequireTrustDomainFromString(trustDomain)
+	outputs := []output.Kind{output.KindSpiffeEntry}
+	s := setup.Settings{
+		Framework:   fw,
+		TrustDomain: td,
+		ParentID:    parentID,
+		Outputs:     outputs,
+		// Reentrant: the suite's manager already uses the controller name.
+		Manager: manager.Options{MetricsAddr: "0", ProbeAddr: "0", Reentrant: true},
+		Handler: identitybinding.Options{
+			TrustDomain:     td,
+			ParentID:        parentID,
+			Outputs:         outputs,
+			WithdrawalRetry: 200 * time.Millisecond,
+			CRDMissingRetry: time.Hour,
+		},
+		CRDPollInterval: 200 * time.Millisecond,
+	}
+	mgr, err := ctrl.NewManager(access, setup.ManagerOptions(s, scheme))
+	Expect(err).NotTo(HaveOccurred())
+	mctx, stop := context.WithCancel(context.Background())
+	Expect(setup.Register(mctx, mgr, s, prometheus.NewRegistry())).To(Succeed())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	// Cleanups run last-in first-out: the operator stops before its API server.
+	DeferCleanup(func() {
+		stop()
+		Eventually(done).Should(BeClosed())
+	})
+}
+
+// inferencePoolCRDFiles returns the InferencePool CRD's manifest.
+func inferencePoolCRDFiles() []string {
+	GinkgoHelper()
+	external, err := testsupport.ExternalCRDs()
+	Expect(err).NotTo(HaveOccurred())
+	var crdFiles []string
+	for _, f := range external {
+		if strings.Contains(f, "inferencepools") {
+			crdFiles = append(crdFiles, f)
+		}
+	}
+	Expect(crdFiles).To(HaveLen(1))
+	return crdFiles
+}

@@ -66,8 +66,10 @@ type Resolver struct {
 	// once the cache's informer for its kind has synced, and a pass never
 	// waits for that. A cached read of a kind whose informer has not synced
 	// waits for it until the pass's context ends; for an informer that
-	// cannot list (the operator's role lacks list on the kind) that is
-	// never, and the pass would hold its worker for ever. Nil reads
+	// cannot sync (the operator's role allows neither list nor watch on the
+	// kind: client-go's streaming list needs only watch, and it falls back
+	// to a plain list) that is never, and the pass would hold its worker
+	// for ever. Nil reads
 	// Reader at once (a reader without informers, such as a test's client).
 	Informers InformerGetter
 }
@@ -130,7 +132,7 @@ func (r Resolver) get(ctx context.Context, key client.ObjectKey, obj client.Obje
 		if !inf.HasSynced() {
 			resource := resourceOf(ref)
 			return ctrlerrors.WithReason(v1alpha1.ReasonPoolCacheNotSynced, ctrlerrors.RetryableErrorf(
-				"the operator's cache of %s has not synced yet: its first list has not completed, or its role lacks list on %s (retrying, outputs kept)",
+				"the operator's cache of %s has not synced yet: its first list has not completed, or its role allows neither list nor watch on %s (it needs both; retrying, outputs kept)",
 				resource, resource))
 		}
 	}

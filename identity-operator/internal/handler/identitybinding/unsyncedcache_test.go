@@ -82,7 +82,7 @@ func TestAPoolWhoseCacheHasNotSyncedFailsThePassAtOnce(t *testing.T) {
 	if reason := ctrlerrors.Reason(err, ""); reason != v1alpha1.ReasonPoolCacheNotSynced {
 		t.Fatalf("want reason %s, got %q (%v)", v1alpha1.ReasonPoolCacheNotSynced, reason, err)
 	}
-	if !strings.Contains(err.Error(), "role lacks list on inferencepools.inference.networking.k8s.io") {
+	if !strings.Contains(err.Error(), "role allows neither list nor watch on inferencepools.inference.networking.k8s.io") {
 		t.Fatalf("the error should name the resource to grant, got %v", err)
 	}
 	if f := failureConditions(b); f[v1alpha1.ConditionInvalidRef] != "" || f[v1alpha1.ConditionUnsafeSelector] != "" {
