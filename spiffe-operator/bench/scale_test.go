@@ -38,11 +38,16 @@ import (
 // sample and splits the slowest samples' time; it is off by default,
 // because those reads (about a quarter of the operator's CPU while the
 // samples run, and the garbage collections they cause) slow the very
-// samples they split.
+// samples they split. BENCH_SCALE_SETTLE (a duration, default 0) waits
+// that long after the converge before the samples, so that they time a new
+// workload in a cluster at rest rather than in the wake of the bulk load
+// (PostgreSQL's autovacuum, the API server's and SPIRE's work on the
+// entries just written).
 type scaleSettings struct {
 	sizes                                     []int
 	concurrency, nodes, perNamespace, samples int
 	noFloors, split                           bool
+	settle                                    time.Duration
 }
 
 func loadScaleSettings() (scaleSettings, error) {
@@ -56,6 +61,13 @@ func loadScaleSettings() (scaleSettings, error) {
 		if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n > 0 {
 			*v = n
 		}
+	}
+	if v := os.Getenv("BENCH_SCALE_SETTLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return s, fmt.Errorf("BENCH_SCALE_SETTLE=%q: want a duration such as 90s", v)
+		}
+		s.settle = d
 	}
 	if list, err := positiveInts("BENCH_SCALE_SIZES"); err != nil {
 		return s, err
@@ -303,6 +315,15 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 	ids := entries.IDScheme{Prefix: prefix}
 	tag := entries.OwnerTag(policy.UID)
 	samples := scaleLayout{perNamespace: s.samples, nodes: l.nodes, nodeUIDs: l.nodeUIDs}
+	if s.settle > 0 {
+		b.Logf("N=%d: settling %s before the samples (load %s)", n, s.settle, loadAverage())
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(s.settle):
+		}
+		b.Logf("N=%d: samples start (load %s)", n, loadAverage())
+	}
 	before, err := proc.costsNow()
 	if err != nil {
 		return res, err
