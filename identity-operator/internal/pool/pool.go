@@ -132,7 +132,7 @@ func (r Resolver) get(ctx context.Context, key client.ObjectKey, obj client.Obje
 		if !inf.HasSynced() {
 			resource := resourceOf(ref)
 			return ctrlerrors.WithReason(v1alpha1.ReasonPoolCacheNotSynced, ctrlerrors.RetryableErrorf(
-				"the operator's cache of %s has not synced yet: its first list has not completed, or its role allows neither list nor watch on %s (it needs both; retrying, outputs kept)",
+				"the operator's cache of %s has not synced yet: its first list has not completed, or its role allows neither list nor watch on %s (grant both; retrying, outputs kept)",
 				resource, resource))
 		}
 	}
