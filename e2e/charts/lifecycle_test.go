@@ -10,6 +10,7 @@ import (
 	"github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -97,11 +98,14 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 func deleteAndWait(t *testing.T, o unstructured.Unstructured) {
 	t.Helper()
 	if o.GetKind() == "CustomResourceDefinition" {
-		// The API server's cleanup of a CRD deleted before its storage
-		// serves fails and backs off, which can outlast the wait below on
-		// a loaded machine: delete only an established (or absent) CRD.
-		gomega.NewWithT(t).Eventually(func() bool { live := get(t, o); return live == nil || established(live) }, time.Minute, 100*time.Millisecond).
-			Should(gomega.BeTrue(), "%s %s is not established", o.GetKind(), o.GetName())
+		// The API server's cleanup of a CRD's instances fails while their
+		// storage is still initialising ("could not list instances: storage
+		// is (re)initializing", which an Established CRD can still give)
+		// and backs off, which can outlast the wait below on a loaded
+		// machine: delete only a CRD whose instances can be listed (or one
+		// already gone).
+		gomega.NewWithT(t).Eventually(func() bool { live := get(t, o); return live == nil || established(live) && instancesListable(t, live) },
+			time.Minute, 100*time.Millisecond).Should(gomega.BeTrue(), "%s %s is not established, or its instances cannot be listed", o.GetKind(), o.GetName())
 	}
 	if err := env.cp.Client.Delete(t.Context(), o.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
@@ -118,6 +122,26 @@ func established(live *unstructured.Unstructured) bool {
 		if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
 			return true
 		}
+	}
+	return false
+}
+
+// instancesListable reports whether the instances of the CRD live can be
+// listed at its storage version.
+func instancesListable(t *testing.T, live *unstructured.Unstructured) bool {
+	t.Helper()
+	group, _, _ := unstructured.NestedString(live.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(live.Object, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(live.Object, "spec", "versions")
+	for _, v := range versions {
+		m, ok := v.(map[string]any)
+		if !ok || m["storage"] != true {
+			continue
+		}
+		name, _ := m["name"].(string)
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: name, Kind: kind + "List"})
+		return env.cp.Client.List(t.Context(), l, client.Limit(1)) == nil
 	}
 	return false
 }
