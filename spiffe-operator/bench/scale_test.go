@@ -329,9 +329,11 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 		return res, err
 	}
 	stopCPU := proc.cpuProfile(b, fmt.Sprintf("scale-samples-%d", n))
-	timed := make([]timedSample, 0, s.samples)
+	// timed holds each sample with the operator's costs while it ran,
+	// only when the split asks for them.
+	var timed []timedSample
 	for j := range s.samples {
-		var c0, c1 costs
+		var c0 costs
 		if s.split {
 			if c0, err = proc.costsNow(); err != nil {
 				return res, err
@@ -341,17 +343,18 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 		if err != nil {
 			return res, err
 		}
+		res.latencies = append(res.latencies, d)
 		if s.split {
-			if c1, err = proc.costsNow(); err != nil {
+			c1, err := proc.costsNow()
+			if err != nil {
 				return res, err
 			}
+			timed = append(timed, timedSample{latency: d, costs: c1.sub(c0)})
 		}
-		res.latencies = append(res.latencies, d)
-		timed = append(timed, timedSample{latency: d, costs: c1.sub(c0)})
 	}
 	stopCPU()
-	slices.SortFunc(timed, func(a, b timedSample) int { return cmp.Compare(b.latency, a.latency) })
 	if s.split {
+		slices.SortFunc(timed, func(a, b timedSample) int { return cmp.Compare(b.latency, a.latency) })
 		res.slowest = timed[:min(slowestShown, len(timed))]
 	}
 	after, err := proc.costsNow()
