@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,7 +60,7 @@ type Controller[T object.Object] struct {
 // New returns a Controller named name (used in logs, events and metrics)
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
-	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites()}
+	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now)}
 }
 
 // Name returns the controller name.
