@@ -457,6 +457,8 @@ func startOperator(ctx context.Context, b *testing.B, bin, kubeconfig, spireSock
 	)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// The operator dies with the benchmark, also when that is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}

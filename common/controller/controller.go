@@ -55,12 +55,15 @@ type Controller[T object.Object] struct {
 	// pass that reads a cached copy older than that write works from the
 	// object the write left.
 	written *ownWrites
+	// events counts the events that made a pass of each object due, and
+	// keeps the statuses held back (StatusMayWait).
+	events *eventCounts
 }
 
 // New returns a Controller named name (used in logs, events and metrics)
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
-	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now)}
+	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now), events: newEventCounts()}
 }
 
 // Name returns the controller name.
@@ -71,12 +74,15 @@ func (c *Controller[T]) Name() string { return c.name }
 func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("controller", c.name, "object", req.NamespacedName)
 	ctx = logf.IntoContext(ctx, log)
+	ctx, notes := WithPassNotes(ctx)
+	notes.since = c.events.count(req.NamespacedName)
 
 	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
 			c.emitted.forget(req.NamespacedName)
 			c.written.forget(req.NamespacedName)
+			c.events.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
@@ -85,6 +91,13 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		// The cache has not shown the controller's own last write yet:
 		// work from the object that write left.
 		obj = written.DeepCopyObject().(T)
+	}
+	if h, held, eventSince := c.events.takeHeld(req.NamespacedName); held {
+		if !eventSince && obj.GetDeletionTimestamp() == nil && obj.GetResourceVersion() == h.orig.GetResourceVersion() {
+			// Nothing came since the pass that held its status back.
+			return c.writeHeld(ctx, h)
+		}
+		notes.afterWait = true
 	}
 
 	var (
@@ -143,6 +156,7 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 	defer c.opts.Metrics.setReady(c.name, client.ObjectKeyFromObject(obj), "")
 	defer c.emitted.forget(client.ObjectKeyFromObject(obj))
 	defer c.written.forget(client.ObjectKeyFromObject(obj))
+	defer c.events.forget(client.ObjectKeyFromObject(obj))
 	if !controllerutil.ContainsFinalizer(obj, labels.Finalizer) {
 		return ctrl.Result{}, ResultDeleted, nil
 	}
@@ -210,7 +224,10 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	}
 	stampGeneration(obj)
 
-	if err := c.writeStatus(ctx, obj, orig); err != nil {
+	if c.holdStatus(ctx, obj, orig, result, res) {
+		logf.FromContext(ctx).V(1).Info("status held back", "for", StatusWaitDelay)
+		res = ctrl.Result{RequeueAfter: StatusWaitDelay}
+	} else if err := c.writeStatus(ctx, obj, orig); err != nil {
 		if apierrors.IsConflict(err) && hErr == nil {
 			// The object changed since it was read: the status describes an
 			// outdated object. Run the whole pass again on a fresh read
@@ -262,6 +279,39 @@ func stampGeneration(obj object.Object) {
 	s.ObservedGeneration = gen
 }
 
+// holdStatus decides whether a pass that succeeded holds its changed
+// status back (StatusMayWait), and keeps it when so: only when the handler
+// allowed it and the status was not held back by the pass before.
+func (c *Controller[T]) holdStatus(ctx context.Context, obj, orig T, result string, res ctrl.Result) bool {
+	notes := passNotesOf(ctx)
+	if !notes.statusMayWait || notes.afterWait || result != ResultSuccess || !statusChanged(orig, obj) {
+		return false
+	}
+	c.events.hold(client.ObjectKeyFromObject(obj), heldStatus{
+		obj: obj.DeepCopyObject().(client.Object), orig: orig.DeepCopyObject().(client.Object), since: notes.since, res: res,
+	})
+	return true
+}
+
+// writeHeld writes the status a pass held back, when no event came since
+// and the object is as that pass read it, and returns what that pass
+// would have.
+func (c *Controller[T]) writeHeld(ctx context.Context, h heldStatus) (ctrl.Result, error) {
+	if err := c.writeStatus(ctx, h.obj.(T), h.orig.(T)); err != nil {
+		if apierrors.IsConflict(err) {
+			logf.FromContext(ctx).V(1).Info("held status write conflicted; reconciling again", "error", err.Error())
+			return ctrl.Result{RequeueAfter: c.opts.Config.RequeueAfterOnError}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("write status: %w", err)
+	}
+	return h.res, nil
+}
+
+// statusChanged tells whether obj's status differs from orig's.
+func statusChanged(orig, obj client.Object) bool {
+	return !equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj))
+}
+
 // writeStatus patches the status subresource when the status differs from
 // orig. The merge patch carries only the changed status fields and is guarded
 // by the resourceVersion that was read, so a status computed from an outdated
@@ -271,7 +321,7 @@ func stampGeneration(obj object.Object) {
 // (ownWrites).
 func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
 	key, rv := client.ObjectKeyFromObject(obj), orig.GetResourceVersion()
-	if equality.Semantic.DeepEqual(statusOf(orig), statusOf(obj)) {
+	if !statusChanged(orig, obj) {
 		return nil
 	}
 	if err := c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {

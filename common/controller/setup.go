@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -49,6 +50,14 @@ func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject f
 			MaxConcurrentReconciles: cfg.MaxConcurrentReconciles,
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
 				cfg.RequeueAfterOnError, cfg.MaxBackoff),
+			// controller-runtime's priority queue (its default), counting
+			// the events of each object for StatusMayWait.
+			NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+				return countingQueue{counts: c.events, PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
+					o.Log = mgr.GetLogger().WithValues("controller", name)
+					o.RateLimiter = rl
+				})}
+			},
 		})
 }
 

@@ -2,10 +2,12 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -394,9 +396,7 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 		return err
 	}
 	if a := os.Getenv("BENCH_PPROF"); a != "" {
-		if out, err := exec.Command("curl", "-s", "-o", fmt.Sprintf("/tmp/spiffe-operator-heap-%d.pb.gz", n), "http://"+a+"/debug/pprof/heap").CombinedOutput(); err != nil {
-			b.Logf("heap profile: %v: %s", err, out)
-		}
+		proc.heapProfile(b, strconv.Itoa(n))
 		// The text form ends with the runtime's MemStats: heap in use and
 		// idle, stacks, span and GC metadata.
 		if out, err := exec.Command("curl", "-s", "-o", fmt.Sprintf("/tmp/spiffe-operator-heap-%d.txt", n), "http://"+a+"/debug/pprof/heap?debug=1").CombinedOutput(); err != nil {
@@ -790,6 +790,22 @@ func writeConcurrency() string {
 	return "1"
 }
 
+// heapProfile saves a heap profile of the operator as
+// /tmp/spiffe-operator-heap-<name>.pb.gz when BENCH_PPROF is set. Its
+// alloc_space counts every allocation since the start, so two of them,
+// one before and one after a stretch (go tool pprof -base), give what that
+// stretch allocated.
+func (p *process) heapProfile(b *testing.B, name string) {
+	addr := os.Getenv("BENCH_PPROF")
+	if addr == "" {
+		return
+	}
+	out := fmt.Sprintf("/tmp/spiffe-operator-heap-%s.pb.gz", name)
+	if msg, err := exec.Command("curl", "-s", "-o", out, "http://"+addr+"/debug/pprof/heap").CombinedOutput(); err != nil {
+		b.Logf("heap profile %s: %v: %s", name, err, msg)
+	}
+}
+
 // cpuProfile starts a CPU profile of the operator when BENCH_PPROF is set
 // (saved as /tmp/spiffe-operator-cpu-<name>.pb.gz) and returns the function
 // that ends it; without BENCH_PPROF both do nothing.
@@ -874,6 +890,8 @@ func startOperator(bin, kubeconfig, socket string, extra ...string) (*process, e
 		cmd.Args = append(cmd.Args, "--zap-log-level", "debug")
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// The operator dies with the benchmark, also when that is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start operator: %w", err)
 	}
@@ -985,14 +1003,16 @@ func (p *process) scrape(fn func(line string, v float64)) error {
 type costs struct {
 	createSeconds, creates       float64
 	reconcileSeconds, reconciles float64
-	queueSeconds, dequeued       float64
-	gcs, gcPauseSeconds          float64
+	// quickReconciles are the passes that took at most 250 ms.
+	quickReconciles        float64
+	queueSeconds, dequeued float64
+	gcs, gcPauseSeconds    float64
 }
 
 // sub returns the figures of the stretch from c0 to c.
 func (c costs) sub(c0 costs) costs {
 	return costs{c.createSeconds - c0.createSeconds, c.creates - c0.creates,
-		c.reconcileSeconds - c0.reconcileSeconds, c.reconciles - c0.reconciles,
+		c.reconcileSeconds - c0.reconcileSeconds, c.reconciles - c0.reconciles, c.quickReconciles - c0.quickReconciles,
 		c.queueSeconds - c0.queueSeconds, c.dequeued - c0.dequeued,
 		c.gcs - c0.gcs, c.gcPauseSeconds - c0.gcPauseSeconds}
 }
@@ -1010,8 +1030,8 @@ func (c costs) String() string {
 		}
 		return seconds(sum / n).String()
 	}
-	return fmt.Sprintf("BatchCreateEntry mean %s over %.0f calls, SpiffeRegistration reconcile mean %s over %.0f, queue wait mean %s over %.0f, %.0f garbage collections",
-		mean(c.createSeconds, c.creates), c.creates, mean(c.reconcileSeconds, c.reconciles), c.reconciles,
+	return fmt.Sprintf("BatchCreateEntry mean %s over %.0f calls, SpiffeRegistration reconcile mean %s over %.0f (%.0f over 250 ms), queue wait mean %s over %.0f, %.0f garbage collections",
+		mean(c.createSeconds, c.creates), c.creates, mean(c.reconcileSeconds, c.reconciles), c.reconciles, c.reconciles-c.quickReconciles,
 		mean(c.queueSeconds, c.dequeued), c.dequeued, c.gcs)
 }
 
@@ -1044,6 +1064,8 @@ func (p *process) costsNow() (costs, error) {
 			c.reconcileSeconds += v
 		case policy && strings.HasPrefix(line, "controller_runtime_reconcile_time_seconds_count{"):
 			c.reconciles += v
+		case policy && strings.HasPrefix(line, "controller_runtime_reconcile_time_seconds_bucket{") && strings.Contains(line, `le="0.25"`):
+			c.quickReconciles += v
 		case policy && strings.HasPrefix(line, "workqueue_queue_duration_seconds_sum{"):
 			c.queueSeconds += v
 		case policy && strings.HasPrefix(line, "workqueue_queue_duration_seconds_count{"):
@@ -1120,15 +1142,74 @@ func (p *process) rss() (float64, error) {
 
 // cpuSeconds returns user+system CPU time of the process.
 func (p *process) cpuSeconds() (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	_, secs, err := statCPU(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	return secs, err
+}
+
+// statCPU reads a /proc/<pid>/stat file: the command name and the
+// user+system CPU time in seconds (at the kernel's 100 ticks a second).
+func statCPU(path string) (command string, seconds float64, err error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open || closing+2 > len(s) {
+		return "", 0, fmt.Errorf("%s: unexpected format", path)
+	}
+	f := strings.Fields(s[closing+2:])
+	if len(f) < 13 {
+		return "", 0, fmt.Errorf("%s: unexpected format", path)
+	}
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100, nil
+	return s[open+1 : closing], (ut + st) / 100, nil
+}
+
+// cpuByCommand returns the CPU time of every process of the machine,
+// summed by command name, keyed also by pid so that a stretch counts only
+// processes alive at both ends.
+func cpuByCommand() map[int]procCPU {
+	out := map[int]procCPU{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if command, secs, err := statCPU("/proc/" + d.Name() + "/stat"); err == nil {
+			out[pid] = procCPU{command: command, seconds: secs}
+		}
+	}
+	return out
+}
+
+// procCPU is one process's command and CPU time.
+type procCPU struct {
+	command string
+	seconds float64
+}
+
+// cpuStretch prints the CPU time each command took from before to after,
+// the busiest first, those above 0.1 s; processes that started or ended
+// in between are left out.
+func cpuStretch(before, after map[int]procCPU) string {
+	by := map[string]float64{}
+	for pid, a := range after {
+		if b, ok := before[pid]; ok && b.command == a.command {
+			by[a.command] += a.seconds - b.seconds
+		}
+	}
+	names := slices.Collect(maps.Keys(by))
+	slices.SortFunc(names, func(x, y string) int { return cmp.Compare(by[y], by[x]) })
+	var parts []string
+	for _, n := range names {
+		if by[n] >= 0.1 {
+			parts = append(parts, fmt.Sprintf("%s %.1fs", n, by[n]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func lastLines(s string, n int) string {

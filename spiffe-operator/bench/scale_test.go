@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -149,7 +150,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 		created = n
 
 		if s.noFloors {
-			res, err := scaleSizeFresh(ctx, b, k8s, cp.KubeconfigPath, bin, l, n, s, fresh)
+			res, err := scaleSizeFresh(ctx, b, k8s, cp, bin, l, n, s, fresh)
 			if err != nil {
 				return err
 			}
@@ -179,7 +180,7 @@ func runScale(b *testing.B, s scaleSettings) error {
 				return fmt.Errorf("N=%d one-selector floor at %d calls: %w", n, c, err)
 			}
 		}
-		res, err := scaleSizeFresh(ctx, b, k8s, cp.KubeconfigPath, bin, l, n, s, fresh)
+		res, err := scaleSizeFresh(ctx, b, k8s, cp, bin, l, n, s, fresh)
 		if err != nil {
 			return err
 		}
@@ -198,17 +199,18 @@ func runScale(b *testing.B, s scaleSettings) error {
 
 // scaleSizeFresh runs scaleSize at size n on a fresh database and returns
 // its result with the latencies sorted.
-func scaleSizeFresh(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconfig, bin string, l scaleLayout, n int, s scaleSettings,
+func scaleSizeFresh(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *testenv.ControlPlane, bin string, l scaleLayout, n int, s scaleSettings,
 	fresh func() (testenv.SpireOptions, error)) (scaleResult, error) {
 	opts, err := fresh()
 	if err != nil {
 		return scaleResult{}, err
 	}
-	res, err := scaleSize(ctx, b, k8s, kubeconfig, bin, l, n, s, opts)
+	res, err := scaleSize(ctx, b, k8s, cp, bin, l, n, s, opts)
 	if err != nil {
 		return scaleResult{}, fmt.Errorf("N=%d: %w", n, err)
 	}
 	slices.Sort(res.latencies)
+	slices.Sort(res.afterCreates)
 	return res, nil
 }
 
@@ -218,6 +220,16 @@ type scaleResult struct {
 	entries         int
 	rss, anon, file float64
 	latencies       []time.Duration
+	// afterCreates are the samples' times from the pod's creation (the
+	// bench's own two API calls done) to the entry.
+	afterCreates []time.Duration
+	// api are the API server's times while the samples ran.
+	api apiTimes
+	// cpu is the CPU time each command took while the samples ran.
+	cpu string
+	// policySize is the policy object's size in JSON after the samples,
+	// and policyParents the parent IDs its status holds.
+	policySize, policyParents int
 	// sampleCosts are the operator's costs while the samples ran.
 	sampleCosts costs
 	// slowest are the slowest samples, slowest first, each with the
@@ -240,6 +252,11 @@ const slowestShown = 3
 // over all of them, and where the time of the slowest went.
 func (r *report) samples(n int, res scaleResult) {
 	r.add("N=%d: during the samples: %s", n, res.sampleCosts)
+	r.add("N=%d: from the pod's creation (the bench's own API calls done) to the entry: p50 %s, p99 %s; the API server's own times: %s", n,
+		pct(res.afterCreates, 50), pct(res.afterCreates, 99), res.api.means(
+			apiCall{"POST", "deployments", ""}, apiCall{"POST", "pods", ""}, apiCall{"PATCH", "spifferegistrations", "status"}))
+	r.add("N=%d: CPU by process during the samples, %s; the policy whose status each pass writes: %d bytes, %d parent IDs", n, res.cpu,
+		res.policySize, res.policyParents)
 	for i, s := range res.slowest {
 		r.add("N=%d: slowest sample %d of %d, %s", n, i+1, len(res.latencies), s.costs.within(s.latency))
 	}
@@ -250,7 +267,7 @@ func (r *report) samples(n int, res scaleResult) {
 // selecting the n workloads to all n entries registered, reads the RSS,
 // then times s.samples new workloads, one at a time, in a namespace of
 // this size's own, and removes the policy, operator and server.
-func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconfig, bin string, l scaleLayout, n int, s scaleSettings,
+func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *testenv.ControlPlane, bin string, l scaleLayout, n int, s scaleSettings,
 	opts testenv.SpireOptions) (scaleResult, error) {
 	var res scaleResult
 	srv, err := testenv.StartSpire(opts)
@@ -258,7 +275,7 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 		return res, err
 	}
 	defer func() { _ = srv.Cleanup() }()
-	proc, err := startOperator(bin, kubeconfig, srv.SocketPath, "--cluster-name", benchCluster,
+	proc, err := startOperator(bin, cp.KubeconfigPath, srv.SocketPath, "--cluster-name", benchCluster,
 		"--spire-write-concurrency", strconv.Itoa(s.concurrency))
 	if err != nil {
 		return res, err
@@ -328,7 +345,14 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 	if err != nil {
 		return res, err
 	}
+	apiBefore, err := apiServerTimes(ctx, cp.Config)
+	if err != nil {
+		return res, err
+	}
+	cpuBefore, samplesStart := cpuByCommand(), time.Now()
+	proc.heapProfile(b, fmt.Sprintf("scale-before-samples-%d", n))
 	stopCPU := proc.cpuProfile(b, fmt.Sprintf("scale-samples-%d", n))
+	waitAPIProfile := apiServerProfile(ctx, b, cp.Config, fmt.Sprintf("scale-samples-%d", n))
 	// timed holds each sample with the operator's costs while it ran,
 	// only when the split asks for them.
 	var timed []timedSample
@@ -339,11 +363,12 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 				return res, err
 			}
 		}
-		d, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
+		d, creates, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
 		if err != nil {
 			return res, err
 		}
 		res.latencies = append(res.latencies, d)
+		res.afterCreates = append(res.afterCreates, d-creates)
 		if s.split {
 			c1, err := proc.costsNow()
 			if err != nil {
@@ -353,6 +378,8 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 		}
 	}
 	stopCPU()
+	waitAPIProfile()
+	proc.heapProfile(b, fmt.Sprintf("scale-after-samples-%d", n))
 	if s.split {
 		slices.SortFunc(timed, func(a, b timedSample) int { return cmp.Compare(b.latency, a.latency) })
 		res.slowest = timed[:min(slowestShown, len(timed))]
@@ -362,6 +389,20 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 		return res, err
 	}
 	res.sampleCosts = after.sub(before)
+	apiAfter, err := apiServerTimes(ctx, cp.Config)
+	if err != nil {
+		return res, err
+	}
+	res.api = apiAfter.since(apiBefore)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {
+		return res, err
+	}
+	raw, err := json.Marshal(policy)
+	if err != nil {
+		return res, err
+	}
+	res.policySize, res.policyParents = len(raw), len(policy.Status.ParentIDs)
+	res.cpu = fmt.Sprintf("over %s: %s", time.Since(samplesStart).Round(100*time.Millisecond), cpuStretch(cpuBefore, cpuByCommand()))
 	return res, discard(ctx, k8s, srv, proc, policy)
 }
 
@@ -369,11 +410,12 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, kubeconf
 // service account first, untimed), then its Deployment and its pod bound
 // to its node, as a controller and the scheduler would, and times from the
 // Deployment's creation to the entry under that node's parent readable in
-// SPIRE.
-func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, l scaleLayout, j int) (time.Duration, error) {
+// SPIRE; creates is how long the two create calls of that took.
+func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, l scaleLayout, j int) (
+	d, creates time.Duration, err error) {
 	name, node := l.name(j), l.node(j)
 	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	e := entries.Entry{
 		SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, name)),
@@ -384,15 +426,16 @@ func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClie
 	id := ids.EntryID(tag, e.Key())
 	t0 := time.Now()
 	if err := k8s.Create(ctx, deployment(ns, name, name)); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := k8s.Create(ctx, scalePod(ns, name, node)); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	creates = time.Since(t0)
 	if err := waitEntry(ctx, c, id, time.Minute); err != nil {
-		return 0, fmt.Errorf("entry of %s/%s: %w", ns, name, err)
+		return 0, 0, fmt.Errorf("entry of %s/%s: %w", ns, name, err)
 	}
-	return time.Since(t0), nil
+	return time.Since(t0), creates, nil
 }
 
 // createScaleWorkloads creates workloads from up to (not including) to of

@@ -154,6 +154,9 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 			return err
 		}
 	}
+	// Why the pass is a full one, for finding passes that need not be.
+	logf.FromContext(ctx).V(1).Info("full pass", "recordedNothingOrAskedForAll", full, "memoReady", memo.ready,
+		"fallback", obj.Spec.Fallback, "serviceDNSNames", p.autoDNS)
 	return h.fullPass(ctx, obj, p, memo)
 }
 

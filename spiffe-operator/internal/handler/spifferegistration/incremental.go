@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
@@ -363,6 +364,12 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		// Pods come to nodes and leave them, and an entry refused before
 		// may be created now: the parents held change.
 		obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
+	} else {
+		// Nothing was written to SPIRE and the parents held are as
+		// recorded: the status changes by counts and conditions only, so
+		// when another pass is due already (say the new workload's pod came
+		// while this pass ran) it may write its status instead.
+		controller.StatusMayWait(ctx)
 	}
 	return true, h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,

@@ -12,6 +12,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
@@ -152,15 +153,26 @@ func testIncrementalPodPasses(t *testing.T, mode int, spec func(*v1alpha1.Spiffe
 				t.Fatal(err)
 			}
 			s.record()
-			lists, before := l.lists, writes(e)
-			if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+			lists, before, parents := l.lists, writes(e), slices.Clone(p.Status.ParentIDs)
+			passCtx, notes := controller.WithPassNotes(ctx)
+			if err := e.h.CreateOrUpdate(passCtx, p); err != nil {
 				t.Fatal(err)
 			}
 			if l.lists != lists {
 				t.Errorf("the pass listed workloads: not incremental")
 			}
-			if wrote := writes(e) != before; wrote != s.writes[mode] {
+			wrote := writes(e) != before
+			if wrote != s.writes[mode] {
 				t.Errorf("wrote to SPIRE: %v, want %v; writes %v", wrote, s.writes[mode], e.api.Writes())
+			}
+			// A status that records a write to SPIRE (the parents it
+			// holds entries under) must never wait for a later pass; one
+			// that changes by counts only may.
+			if notes.StatusMayWait() != !wrote {
+				t.Errorf("the pass let its status wait: %v; it wrote to SPIRE: %v", notes.StatusMayWait(), wrote)
+			}
+			if notes.StatusMayWait() && !slices.Equal(parents, p.Status.ParentIDs) {
+				t.Errorf("the pass let its status wait, but the parents it records changed from %v to %v", parents, p.Status.ParentIDs)
 			}
 			expectFullPassAgrees(ctx, t, e, l, p)
 		})

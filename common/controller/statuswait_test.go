@@ -1,0 +1,180 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/common/condition"
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/controller"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+)
+
+// queueAdds returns how many items the work queue of the named controller
+// made ready so far (controller-runtime's workqueue_adds_total).
+func queueAdds(g Gomega, name string) float64 {
+	families, err := crmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != "workqueue_adds_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == name {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// passPlan is what the handler does in each pass of one widget: pass n
+// (from 1) sets status.childCount to n, calls StatusMayWait when mayWait
+// is set, and, for n in poke, creates a ConfigMap that is an event of the
+// widget and waits until that event has reached the work queue, so that
+// another pass is due before this one ends.
+type passPlan struct {
+	mayWait bool
+	poke    []int
+}
+
+// pokeLabel names the widget a ConfigMap is an event of.
+const pokeLabel = "test.trustplane.dev/poke"
+
+var _ = Describe("Controller in a manager: a status that may wait (StatusMayWait)", Ordered, func() {
+	const name = "widget-status-wait"
+	var (
+		mu     sync.Mutex
+		plans  = map[string]passPlan{}
+		passes = map[string]int{}
+		ns     string
+	)
+	BeforeAll(func() {
+		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		Expect(err).NotTo(HaveOccurred())
+		h := handlerFunc(func(ctx context.Context, w *widgetv1.Widget) error {
+			mu.Lock()
+			passes[w.Name]++
+			n, plan := passes[w.Name], plans[w.Name]
+			mu.Unlock()
+			w.Status.ChildCount = n
+			if plan.mayWait {
+				controller.StatusMayWait(ctx)
+			}
+			if slices.Contains(plan.poke, n) {
+				before := queueAdds(Default, name)
+				Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+					Namespace: w.Namespace, Name: fmt.Sprintf("%s-poke-%d", w.Name, n), Labels: map[string]string{pokeLabel: w.Name},
+				}})).To(Succeed())
+				Eventually(func(g Gomega) float64 { return queueAdds(g, name) }).Should(BeNumerically(">", before),
+					"the edit's event reaches the queue while the pass runs")
+			}
+			return nil
+		})
+		c := controller.New(name, mgr.GetClient(), h, controller.Options{Config: config.Default()})
+		// A ConfigMap labelled with a widget's name is an event of that
+		// widget: a poke that does not change the widget itself.
+		pokes := func(b *builder.Builder) *builder.Builder {
+			return b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+				if w, ok := o.GetLabels()[pokeLabel]; ok {
+					return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: w}}}
+				}
+				return nil
+			}))
+		}
+		Expect(controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} }, pokes)).To(Succeed())
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			defer GinkgoRecover()
+			Expect(mgr.Start(ctx)).To(Succeed())
+		}()
+		DeferCleanup(cancel)
+		ns = newNamespace(ctx)
+	})
+
+	// written creates widget w with plan and returns the childCount of
+	// every status the server held for it, in order, once a status of
+	// pass last was written and Ready.
+	written := func(ctx context.Context, w *widgetv1.Widget, plan passPlan, last int) []int {
+		mu.Lock()
+		plans[w.Name] = plan
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		wc := watchClient()
+		watcher, err := wc.Watch(ctx, &widgetv1.WidgetList{}, client.InNamespace(ns),
+			client.MatchingFields{"metadata.name": w.Name})
+		Expect(err).NotTo(HaveOccurred())
+		defer watcher.Stop()
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		var seen []int
+		for ev := range watcher.ResultChan() {
+			got, ok := ev.Object.(*widgetv1.Widget)
+			if !ok || ev.Type != watch.Modified {
+				continue
+			}
+			if len(seen) == 0 || seen[len(seen)-1] != got.Status.ChildCount {
+				seen = append(seen, got.Status.ChildCount)
+			}
+			if got.Status.ChildCount == last && condition.IsReady(got) {
+				return seen
+			}
+		}
+		Fail(fmt.Sprintf("no status of pass %d was written in 30s; the statuses written: %v", last, seen))
+		return nil
+	}
+
+	It("leaves a status held back to the pass an event started meanwhile, which writes its own", func(ctx context.Context) {
+		seen := written(ctx, newWidget(ns, "waits", true), passPlan{mayWait: true, poke: []int{1}}, 2)
+		Expect(seen).To(Equal([]int{0, 2}), "the first pass's status is never written: the second, due before it ended, writes its own")
+	})
+
+	It("writes every other status at least when events keep coming, so a status waits one pass at most", func(ctx context.Context) {
+		seen := written(ctx, newWidget(ns, "keeps-coming", true), passPlan{mayWait: true, poke: []int{1, 2, 3}}, 4)
+		Expect(seen).To(Equal([]int{0, 2, 4}), "pass 1 holds its status back, pass 2 writes its own though an event came during it, pass 3 holds back, pass 4 writes")
+	})
+
+	It("writes the status of a pass that did not say it may wait, also when another pass is due", func(ctx context.Context) {
+		seen := written(ctx, newWidget(ns, "never-waits", true), passPlan{poke: []int{1}}, 2)
+		Expect(seen).To(Equal([]int{0, 1, 2}))
+	})
+
+	It("writes a status held back once the delay is over when no event came, without running the handler again", func(ctx context.Context) {
+		start := time.Now()
+		seen := written(ctx, newWidget(ns, "nothing-due", true), passPlan{mayWait: true}, 1)
+		Expect(seen).To(Equal([]int{0, 1}))
+		Expect(time.Since(start)).To(BeNumerically(">=", controller.StatusWaitDelay), "held back for the delay")
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(passes["nothing-due"]).To(Equal(1), "the held status is written as the pass left it")
+	})
+})
+
+var _ = Describe("StatusMayWait outside a pass", func() {
+	It("does nothing, and a pass's notes start empty", func(ctx context.Context) {
+		controller.StatusMayWait(ctx)
+		passCtx, notes := controller.WithPassNotes(ctx)
+		Expect(notes.StatusMayWait()).To(BeFalse())
+		controller.StatusMayWait(passCtx)
+		Expect(notes.StatusMayWait()).To(BeTrue())
+	})
+})
