@@ -92,12 +92,10 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		// work from the object that write left.
 		obj = written.DeepCopyObject().(T)
 	}
-	if h, held, eventSince := c.events.takeHeld(req.NamespacedName); held {
-		if !eventSince && obj.GetDeletionTimestamp() == nil && obj.GetResourceVersion() == h.orig.GetResourceVersion() {
-			// Nothing came since the pass that held its status back.
-			return c.writeHeld(ctx, h)
-		}
-		notes.afterWait = true
+	if h, held, eventSince := c.events.takeHeld(req.NamespacedName); held &&
+		!eventSince && obj.GetDeletionTimestamp() == nil && obj.GetResourceVersion() == h.orig.GetResourceVersion() {
+		// Nothing came since the pass that held its status back.
+		return c.writeHeld(ctx, h)
 	}
 
 	var (
@@ -225,9 +223,12 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	stampGeneration(obj)
 
 	if c.holdStatus(ctx, obj, orig, result, res) {
+		// Its events and metrics come with its write (writeHeld), or with
+		// the status of the pass that writes instead.
 		logf.FromContext(ctx).V(1).Info("status held back", "for", StatusWaitDelay)
-		res = ctrl.Result{RequeueAfter: StatusWaitDelay}
-	} else if err := c.writeStatus(ctx, obj, orig); err != nil {
+		return ctrl.Result{RequeueAfter: StatusWaitDelay}, result, retErr
+	}
+	if err := c.writeStatus(ctx, obj, orig); err != nil {
 		if apierrors.IsConflict(err) && hErr == nil {
 			// The object changed since it was read: the status describes an
 			// outdated object. Run the whole pass again on a fresh read
@@ -239,13 +240,20 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 		// Never lose the handler's error behind the status error.
 		return ctrl.Result{}, ResultError, errors.Join(hErr, fmt.Errorf("write status: %w", err))
 	}
+	c.events.wrote(client.ObjectKeyFromObject(obj))
+	c.announce(orig, obj)
+	return res, result, retErr
+}
+
+// announce emits the events of obj's transitions from orig and records its
+// Ready status in the metrics, once its status is written.
+func (c *Controller[T]) announce(orig, obj T) {
 	c.emitTransitions(orig, obj)
 	ready := "Unknown"
 	if r := condition.Find(obj, condition.TypeReady); r != nil {
 		ready = string(r.Status)
 	}
 	c.opts.Metrics.setReady(c.name, client.ObjectKeyFromObject(obj), ready)
-	return res, result, retErr
 }
 
 // classify decides the requeue for a handler error.
@@ -281,16 +289,16 @@ func stampGeneration(obj object.Object) {
 
 // holdStatus decides whether a pass that succeeded holds its changed
 // status back (StatusMayWait), and keeps it when so: only when the handler
-// allowed it and the status was not held back by the pass before.
+// allowed it, a queue counts the object's events, and no status was held
+// back since the object's status was last written.
 func (c *Controller[T]) holdStatus(ctx context.Context, obj, orig T, result string, res ctrl.Result) bool {
 	notes := passNotesOf(ctx)
-	if !notes.statusMayWait || notes.afterWait || result != ResultSuccess || !statusChanged(orig, obj) {
+	if !notes.statusMayWait || result != ResultSuccess || !statusChanged(orig, obj) {
 		return false
 	}
-	c.events.hold(client.ObjectKeyFromObject(obj), heldStatus{
+	return c.events.hold(client.ObjectKeyFromObject(obj), heldStatus{
 		obj: obj.DeepCopyObject().(client.Object), orig: orig.DeepCopyObject().(client.Object), since: notes.since, res: res,
 	})
-	return true
 }
 
 // writeHeld writes the status a pass held back, when no event came since
@@ -304,6 +312,8 @@ func (c *Controller[T]) writeHeld(ctx context.Context, h heldStatus) (ctrl.Resul
 		}
 		return ctrl.Result{}, fmt.Errorf("write status: %w", err)
 	}
+	c.events.wrote(client.ObjectKeyFromObject(h.obj))
+	c.announce(h.orig.(T), h.obj.(T))
 	return h.res, nil
 }
 

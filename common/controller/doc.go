@@ -16,7 +16,7 @@
 //  7. patch the status only when it changed, guarded by the resourceVersion
 //     that was read; on a conflict the pass runs again on a fresh read, and a
 //     handler error is kept when the write fails too. A status the handler
-//     marked with StatusMayWait is held back for up to StatusWaitDelay, for
-//     a pass an event starts meanwhile to write instead;
+//     marked with StatusMayWait is held back, for a pass an event starts
+//     within StatusWaitDelay to write instead;
 //  8. emit events on transitions only (Ready flips, Blocked) and record metrics.
 package controller

@@ -37,7 +37,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 // watch drops the updates that change neither spec nor metadata
 // (SpecOrMetadataChanged): the Controller's own status writes and finalizer,
 // which would otherwise start a second pass after every pass that wrote
-// them. Add Owns and Watches to it and finish with
+// them. Its work queue counts each object's events, for StatusMayWait; a
+// later WithOptions on the builder replaces that queue, and the Controller
+// then holds no status back. Add Owns and Watches to it and finish with
 // Complete(&Reconciler{...}), or use SetupWithManager. forOpts (e.g.
 // builder.WithPredicates) apply to T's watch as well.
 func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject func() T, forOpts ...builder.ForOption) *builder.Builder {
@@ -53,6 +55,7 @@ func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject f
 			// controller-runtime's priority queue (its default), counting
 			// the events of each object for StatusMayWait.
 			NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+				c.events.counting.Store(true)
 				return countingQueue{counts: c.events, PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
 					o.Log = mgr.GetLogger().WithValues("controller", name)
 					o.RateLimiter = rl

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -15,20 +16,23 @@ import (
 // StatusMayWait tells the Controller running this pass that the status the
 // handler sets records nothing a later pass needs: counts, conditions and
 // messages only, no state such as what the pass wrote outside the cluster.
-// The Controller may then hold the status back for up to StatusWaitDelay:
-// a pass that an event of the object starts meanwhile computes the status
-// anew and writes it, and if none comes, the held status is written when
-// the delay is over, without calling the handler. A status so waits for
-// one delay at most, and the pass after one that waited writes its own. A
-// handler whose pass wrote outside the cluster must not call it. Outside a
-// Controller's pass it does nothing.
+// The Controller may then hold the status back and queue the object again
+// StatusWaitDelay later: a pass that an event of the object starts
+// meanwhile computes the status anew and writes it, and if none comes, the
+// queued pass writes the held status without calling the handler. Once a
+// status was held back, none is until a status of the object is written,
+// so while events keep coming at least every other pass writes. A handler
+// whose pass wrote outside the cluster must not call it. Outside a
+// Controller's pass, and for a Controller whose queue does not count
+// events (see NewBuilder), it does nothing.
 func StatusMayWait(ctx context.Context) {
 	if n, ok := ctx.Value(passNotesKey{}).(*PassNotes); ok {
 		n.statusMayWait = true
 	}
 }
 
-// StatusWaitDelay is how long a status that may wait is held back at most.
+// StatusWaitDelay is how long after a pass that held its status back the
+// object is queued again, for that status to be written if no event came.
 const StatusWaitDelay = 200 * time.Millisecond
 
 // PassNotes is what a handler told the Controller during one pass.
@@ -36,9 +40,6 @@ type PassNotes struct {
 	statusMayWait bool
 	// since is the count of the object's events when the pass began.
 	since uint64
-	// afterWait is set when the object's status was held back by the pass
-	// before: this pass writes its own.
-	afterWait bool
 }
 
 // StatusMayWait reports whether the handler called StatusMayWait.
@@ -81,10 +82,17 @@ type eventCounts struct {
 	mu   sync.Mutex
 	n    map[types.NamespacedName]uint64
 	held map[types.NamespacedName]heldStatus
+	// unwritten are the objects a status was held back for since their
+	// status was last written: their passes write until it is.
+	unwritten map[types.NamespacedName]bool
+	// counting is set once a queue counts the events (NewQueue ran);
+	// without it no status is held back, as no event could be told.
+	counting atomic.Bool
 }
 
 func newEventCounts() *eventCounts {
-	return &eventCounts{n: map[types.NamespacedName]uint64{}, held: map[types.NamespacedName]heldStatus{}}
+	return &eventCounts{n: map[types.NamespacedName]uint64{}, held: map[types.NamespacedName]heldStatus{},
+		unwritten: map[types.NamespacedName]bool{}}
 }
 
 func (e *eventCounts) add(key types.NamespacedName) {
@@ -100,11 +108,27 @@ func (e *eventCounts) count(key types.NamespacedName) uint64 {
 	return e.n[key]
 }
 
-// hold keeps the status a pass held back.
-func (e *eventCounts) hold(key types.NamespacedName, h heldStatus) {
+// hold keeps the status a pass held back, unless no queue counts the
+// events or a status of key was held back since its status was last
+// written; it reports whether it kept it.
+func (e *eventCounts) hold(key types.NamespacedName, h heldStatus) bool {
+	if !e.counting.Load() {
+		return false
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.held[key] = h
+	if e.unwritten[key] {
+		return false
+	}
+	e.held[key], e.unwritten[key] = h, true
+	return true
+}
+
+// wrote records that key's status was written (or needed no write).
+func (e *eventCounts) wrote(key types.NamespacedName) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.unwritten, key)
 }
 
 // takeHeld returns and forgets the status held back for key, if any, and
@@ -122,6 +146,7 @@ func (e *eventCounts) forget(key types.NamespacedName) {
 	defer e.mu.Unlock()
 	delete(e.n, key)
 	delete(e.held, key)
+	delete(e.unwritten, key)
 }
 
 // countingQueue is controller-runtime's priority queue, counting the

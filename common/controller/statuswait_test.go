@@ -178,3 +178,20 @@ var _ = Describe("StatusMayWait outside a pass", func() {
 		Expect(notes.StatusMayWait()).To(BeTrue())
 	})
 })
+
+var _ = Describe("StatusMayWait without a counting queue", func() {
+	It("writes the status at once when the Controller is reconciled without the builder's queue", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		w := newWidget(ns, "no-queue", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		c := controller.New("widget-no-queue", watchClient(), handlerFunc(func(ctx context.Context, w *widgetv1.Widget) error {
+			w.Status.ChildCount = 7
+			controller.StatusMayWait(ctx)
+			return nil
+		}), controller.Options{Config: config.Default()})
+		res, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(get(ctx, w).(*widgetv1.Widget).Status.ChildCount).To(Equal(7), "no event could be told, so nothing is held back")
+		Expect(res.RequeueAfter).To(BeNumerically(">", controller.StatusWaitDelay), "the resync, not a requeue for a held status")
+	})
+})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
@@ -364,11 +365,15 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		// Pods come to nodes and leave them, and an entry refused before
 		// may be created now: the parents held change.
 		obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
+	} else if parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, nil, false); !slices.Equal(parents, obj.Status.ParentIDs) {
+		// A record that missed a write (its status write was refused after
+		// an earlier pass's SPIRE write) is brought up to date, and written.
+		obj.Status.ParentIDs = parents
 	} else {
 		// Nothing was written to SPIRE and the parents held are as
-		// recorded: the status changes by counts and conditions only, so
-		// when another pass is due already (say the new workload's pod came
-		// while this pass ran) it may write its status instead.
+		// recorded: the status changes by counts and conditions only, so a
+		// pass that an event starts soon (say the new workload's pod, come
+		// while this pass ran) may write its status instead.
 		controller.StatusMayWait(ctx)
 	}
 	return true, h.report(ctx, obj, owner, counts{

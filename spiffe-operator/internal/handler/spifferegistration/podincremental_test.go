@@ -255,3 +255,50 @@ func TestRefusedEntryOnANewNodeHoldsTheOldOneOnlyWhileRefused(t *testing.T) {
 	}
 	expectFullPassAgrees(ctx, t, e, l, p)
 }
+
+// TestAPassThatWritesNothingCompletesTheRecordedParents: a status write
+// refused after a pass wrote to SPIRE leaves a parent out of the recorded
+// ones, and only the record lets a restarted operator find that parent's
+// entries. A later pass that writes nothing to SPIRE must put the parent
+// back and write its status, not let it wait.
+func TestAPassThatWritesNothingCompletesTheRecordedParents(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), node("n1"), node("n2"),
+		deploy("a", "web", "shop", map[string]string{"app": "web"}),
+		runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"}),
+		runningPod("a", "web-2", "shop", "n2", map[string]string{"app": "web"}))
+	e.h.Lister, e.h.Dirty, e.h.Nodes, e.h.ClusterName = workload.ReaderLister{Reader: e.c}, NewDirty(), nodes.CacheGetter(e.c), "c1"
+	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" })
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	recorded := slices.Clone(p.Status.ParentIDs)
+	if len(recorded) != 2 {
+		t.Fatalf("first pass recorded parents %v; want one per node", recorded)
+	}
+	p.Status.ParentIDs = recorded[:1] // the write that recorded the second was refused
+
+	pod := &corev1.Pod{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "web-1"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations = map[string]string{"touched": "yes"}
+	if err := e.c.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Account(p.Name, "a", "shop")
+	before := writes(e)
+	passCtx, notes := controller.WithPassNotes(ctx)
+	if err := e.h.CreateOrUpdate(passCtx, p); err != nil {
+		t.Fatal(err)
+	}
+	if writes(e) != before {
+		t.Fatalf("the pass wrote to SPIRE: %v", e.api.Writes())
+	}
+	if !slices.Equal(p.Status.ParentIDs, recorded) {
+		t.Errorf("recorded parents after the pass: %v; want %v", p.Status.ParentIDs, recorded)
+	}
+	if notes.StatusMayWait() {
+		t.Errorf("the pass let a status that completes the recorded parents wait")
+	}
+}
