@@ -75,7 +75,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	log := logf.FromContext(ctx).WithValues("controller", c.name, "object", req.NamespacedName)
 	ctx = logf.IntoContext(ctx, log)
 	ctx, notes := WithPassNotes(ctx)
-	notes.since = c.events.count(req.NamespacedName)
+	notes.since, notes.servesEvents = c.events.begin(req.NamespacedName)
 
 	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -222,13 +222,14 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	}
 	stampGeneration(obj)
 
-	if c.holdStatus(ctx, obj, orig, result, res) {
+	changed := statusChanged(orig, obj)
+	if changed && c.holdStatus(ctx, obj, orig, result, res) {
 		// Its events and metrics come with its write (writeHeld), or with
 		// the status of the pass that writes instead.
 		logf.FromContext(ctx).V(1).Info("status held back", "for", StatusWaitDelay)
 		return ctrl.Result{RequeueAfter: StatusWaitDelay}, result, retErr
 	}
-	if err := c.writeStatus(ctx, obj, orig); err != nil {
+	if err := c.writeStatus(ctx, obj, orig, changed); err != nil {
 		if apierrors.IsConflict(err) && hErr == nil {
 			// The object changed since it was read: the status describes an
 			// outdated object. Run the whole pass again on a fresh read
@@ -290,10 +291,11 @@ func stampGeneration(obj object.Object) {
 // holdStatus decides whether a pass that succeeded holds its changed
 // status back (StatusMayWait), and keeps it when so: only when the handler
 // allowed it, a queue counts the object's events, and no status was held
-// back since the object's status was last written.
+// back since the object's status was last written. The caller has found
+// the status changed.
 func (c *Controller[T]) holdStatus(ctx context.Context, obj, orig T, result string, res ctrl.Result) bool {
 	notes := passNotesOf(ctx)
-	if !notes.statusMayWait || result != ResultSuccess || !statusChanged(orig, obj) {
+	if !notes.statusMayWait || result != ResultSuccess {
 		return false
 	}
 	return c.events.hold(client.ObjectKeyFromObject(obj), heldStatus{
@@ -305,7 +307,8 @@ func (c *Controller[T]) holdStatus(ctx context.Context, obj, orig T, result stri
 // and the object is as that pass read it, and returns what that pass
 // would have.
 func (c *Controller[T]) writeHeld(ctx context.Context, h heldStatus) (ctrl.Result, error) {
-	if err := c.writeStatus(ctx, h.obj.(T), h.orig.(T)); err != nil {
+	// A status is held back only when it changed.
+	if err := c.writeStatus(ctx, h.obj.(T), h.orig.(T), true); err != nil {
 		if apierrors.IsConflict(err) {
 			logf.FromContext(ctx).V(1).Info("held status write conflicted; reconciling again", "error", err.Error())
 			return ctrl.Result{RequeueAfter: c.opts.Config.RequeueAfterOnError}, nil
@@ -323,15 +326,15 @@ func statusChanged(orig, obj client.Object) bool {
 }
 
 // writeStatus patches the status subresource when the status differs from
-// orig. The merge patch carries only the changed status fields and is guarded
-// by the resourceVersion that was read, so a status computed from an outdated
-// or stale-cached object never overwrites a newer one: the write conflicts and
-// the caller reconciles again. It records the write, so that the next pass
-// works from the object it left even before the cache shows it
-// (ownWrites).
-func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T) error {
+// orig, as changed (statusChanged) says. The merge patch carries only the
+// changed status fields and is guarded by the resourceVersion that was
+// read, so a status computed from an outdated or stale-cached object never
+// overwrites a newer one: the write conflicts and the caller reconciles
+// again. It records the write, so that the next pass works from the object
+// it left even before the cache shows it (ownWrites).
+func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T, changed bool) error {
 	key, rv := client.ObjectKeyFromObject(obj), orig.GetResourceVersion()
-	if !statusChanged(orig, obj) {
+	if !changed {
 		return nil
 	}
 	if err := c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {

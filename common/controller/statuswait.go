@@ -35,9 +35,27 @@ func StatusMayWait(ctx context.Context) {
 // object is queued again, for that status to be written if no event came.
 const StatusWaitDelay = 200 * time.Millisecond
 
-// PassNotes is what a handler told the Controller during one pass.
+// PassServesEvents reports whether the pass running in ctx serves at least
+// one event of its object counted since the object's previous pass began
+// (for its first pass, since the Controller started). It is false for a
+// pass that only a requeue started (the periodic resync, RequeueAfter, a
+// retry), outside a Controller's pass, and for a Controller whose queue does
+// not count events (see NewBuilder). A handler that records what its event
+// handlers saw, to serve an event with less work than a resync, can tell by
+// it that finding nothing recorded means an earlier pass took the record,
+// not that a resync is due.
+func PassServesEvents(ctx context.Context) bool {
+	if n, ok := ctx.Value(passNotesKey{}).(*PassNotes); ok {
+		return n.servesEvents
+	}
+	return false
+}
+
+// PassNotes is what the Controller and a handler told each other during
+// one pass.
 type PassNotes struct {
 	statusMayWait bool
+	servesEvents  bool
 	// since is the count of the object's events when the pass began.
 	since uint64
 }
@@ -53,6 +71,14 @@ type passNotesKey struct{}
 func WithPassNotes(ctx context.Context) (context.Context, *PassNotes) {
 	n := &PassNotes{}
 	return context.WithValue(ctx, passNotesKey{}, n), n
+}
+
+// WithEventPassNotes is WithPassNotes for a pass that serves events
+// (PassServesEvents), for a handler's tests.
+func WithEventPassNotes(ctx context.Context) (context.Context, *PassNotes) {
+	ctx, n := WithPassNotes(ctx)
+	n.servesEvents = true
+	return ctx, n
 }
 
 func passNotesOf(ctx context.Context) *PassNotes {
@@ -79,9 +105,11 @@ type heldStatus struct {
 // during it, so a count that grew since a pass began tells that a pass
 // after it serves that event.
 type eventCounts struct {
-	mu   sync.Mutex
-	n    map[types.NamespacedName]uint64
-	held map[types.NamespacedName]heldStatus
+	mu sync.Mutex
+	n  map[types.NamespacedName]uint64
+	// begun is, per object, n when its last pass began.
+	begun map[types.NamespacedName]uint64
+	held  map[types.NamespacedName]heldStatus
 	// unwritten are the objects a status was held back for since their
 	// status was last written: their passes write until it is.
 	unwritten map[types.NamespacedName]bool
@@ -91,8 +119,8 @@ type eventCounts struct {
 }
 
 func newEventCounts() *eventCounts {
-	return &eventCounts{n: map[types.NamespacedName]uint64{}, held: map[types.NamespacedName]heldStatus{},
-		unwritten: map[types.NamespacedName]bool{}}
+	return &eventCounts{n: map[types.NamespacedName]uint64{}, begun: map[types.NamespacedName]uint64{},
+		held: map[types.NamespacedName]heldStatus{}, unwritten: map[types.NamespacedName]bool{}}
 }
 
 func (e *eventCounts) add(key types.NamespacedName) {
@@ -101,11 +129,16 @@ func (e *eventCounts) add(key types.NamespacedName) {
 	e.n[key]++
 }
 
-// count returns the additions counted for key so far.
-func (e *eventCounts) count(key types.NamespacedName) uint64 {
+// begin records that a pass of key begins, and returns the additions
+// counted for key so far and whether any was counted since key's previous
+// pass began (false when no queue counts the events).
+func (e *eventCounts) begin(key types.NamespacedName) (count uint64, eventSince bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.n[key]
+	count = e.n[key]
+	eventSince = e.counting.Load() && count != e.begun[key]
+	e.begun[key] = count
+	return count, eventSince
 }
 
 // hold keeps the status a pass held back, unless no queue counts the
@@ -145,6 +178,7 @@ func (e *eventCounts) forget(key types.NamespacedName) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.n, key)
+	delete(e.begun, key)
 	delete(e.held, key)
 	delete(e.unwritten, key)
 }

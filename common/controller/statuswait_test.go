@@ -24,6 +24,7 @@ import (
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/ctrlerrors"
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 )
 
@@ -60,6 +61,38 @@ type passPlan struct {
 // pokeLabel names the widget a ConfigMap is an event of.
 const pokeLabel = "test.trustplane.dev/poke"
 
+// startWithPokes runs, until the suite ends, a manager with a Controller
+// named name of widgets, with handler h and configuration cfg, in which a
+// ConfigMap labelled pokeLabel with a widget's name is an event of that
+// widget: a poke that does not change the widget itself.
+func startWithPokes(name string, h handlerFunc, cfg config.Config) {
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	Expect(err).NotTo(HaveOccurred())
+	c := controller.New(name, mgr.GetClient(), h, controller.Options{Config: cfg})
+	pokes := func(b *builder.Builder) *builder.Builder {
+		return b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if w, ok := o.GetLabels()[pokeLabel]; ok {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: w}}}
+			}
+			return nil
+		}))
+	}
+	Expect(controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} }, pokes)).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	DeferCleanup(cancel)
+}
+
+// poke creates the ConfigMap named name that is an event of widget w.
+func poke(ctx context.Context, w *widgetv1.Widget, name string) {
+	Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Namespace: w.Namespace, Name: name, Labels: map[string]string{pokeLabel: w.Name},
+	}})).To(Succeed())
+}
+
 var _ = Describe("Controller in a manager: a status that may wait (StatusMayWait)", Ordered, func() {
 	const name = "widget-status-wait"
 	var (
@@ -68,9 +101,7 @@ var _ = Describe("Controller in a manager: a status that may wait (StatusMayWait
 		passes = map[string]int{}
 		ns     string
 	)
-	BeforeAll(func() {
-		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
-		Expect(err).NotTo(HaveOccurred())
+	BeforeAll(func(ctx context.Context) {
 		h := handlerFunc(func(ctx context.Context, w *widgetv1.Widget) error {
 			mu.Lock()
 			passes[w.Name]++
@@ -82,32 +113,13 @@ var _ = Describe("Controller in a manager: a status that may wait (StatusMayWait
 			}
 			if slices.Contains(plan.poke, n) {
 				before := queueAdds(Default, name)
-				Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-					Namespace: w.Namespace, Name: fmt.Sprintf("%s-poke-%d", w.Name, n), Labels: map[string]string{pokeLabel: w.Name},
-				}})).To(Succeed())
+				poke(ctx, w, fmt.Sprintf("%s-poke-%d", w.Name, n))
 				Eventually(func(g Gomega) float64 { return queueAdds(g, name) }).Should(BeNumerically(">", before),
 					"the edit's event reaches the queue while the pass runs")
 			}
 			return nil
 		})
-		c := controller.New(name, mgr.GetClient(), h, controller.Options{Config: config.Default()})
-		// A ConfigMap labelled with a widget's name is an event of that
-		// widget: a poke that does not change the widget itself.
-		pokes := func(b *builder.Builder) *builder.Builder {
-			return b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-				if w, ok := o.GetLabels()[pokeLabel]; ok {
-					return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: w}}}
-				}
-				return nil
-			}))
-		}
-		Expect(controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} }, pokes)).To(Succeed())
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			defer GinkgoRecover()
-			Expect(mgr.Start(ctx)).To(Succeed())
-		}()
-		DeferCleanup(cancel)
+		startWithPokes(name, h, config.Default())
 		ns = newNamespace(ctx)
 	})
 
@@ -184,8 +196,10 @@ var _ = Describe("StatusMayWait without a counting queue", func() {
 		ns := newNamespace(ctx)
 		w := newWidget(ns, "no-queue", true)
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		served := true
 		c := controller.New("widget-no-queue", watchClient(), handlerFunc(func(ctx context.Context, w *widgetv1.Widget) error {
 			w.Status.ChildCount = 7
+			served = controller.PassServesEvents(ctx)
 			controller.StatusMayWait(ctx)
 			return nil
 		}), controller.Options{Config: config.Default()})
@@ -193,5 +207,96 @@ var _ = Describe("StatusMayWait without a counting queue", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(get(ctx, w).(*widgetv1.Widget).Status.ChildCount).To(Equal(7), "no event could be told, so nothing is held back")
 		Expect(res.RequeueAfter).To(BeNumerically(">", controller.StatusWaitDelay), "the resync, not a requeue for a held status")
+		Expect(served).To(BeFalse(), "no event could be told, so no pass serves one")
+	})
+})
+
+var _ = Describe("Controller in a manager: a pass tells an event from a requeue (PassServesEvents)", Ordered, func() {
+	const name = "widget-serves-events"
+	// servesPlan is what the handler does in pass n (from 1) of one
+	// widget: poke makes an event of the widget while the pass runs, and
+	// fail makes the pass fail with a retryable error.
+	type servesPlan struct{ poke, fail []int }
+	var (
+		mu     sync.Mutex
+		plans  = map[string]servesPlan{}
+		serves = map[string][]bool{}
+		ns     string
+	)
+	BeforeAll(func(ctx context.Context) {
+		h := handlerFunc(func(ctx context.Context, w *widgetv1.Widget) error {
+			mu.Lock()
+			serves[w.Name] = append(serves[w.Name], controller.PassServesEvents(ctx))
+			n, plan := len(serves[w.Name]), plans[w.Name]
+			mu.Unlock()
+			if slices.Contains(plan.poke, n) {
+				before := queueAdds(Default, name)
+				poke(ctx, w, fmt.Sprintf("%s-poke-%d", w.Name, n))
+				Eventually(func(g Gomega) float64 { return queueAdds(g, name) }).Should(BeNumerically(">", before),
+					"the edit's event reaches the queue while the pass runs")
+			}
+			if slices.Contains(plan.fail, n) {
+				return ctrlerrors.RetryableErrorf("pass %d fails", n)
+			}
+			return nil
+		})
+		cfg := config.Default()
+		// A resync every 300ms: the passes that only it starts.
+		cfg.RequeueAfter, cfg.RequeueAfterOnError, cfg.JitterFactor = 300*time.Millisecond, 300*time.Millisecond, 0
+		startWithPokes(name, h, cfg)
+		ns = newNamespace(ctx)
+	})
+
+	// passes creates widget w with plan and returns, once it made at
+	// least n passes, whether each served events.
+	passes := func(ctx context.Context, w *widgetv1.Widget, plan servesPlan, n int) []bool {
+		mu.Lock()
+		plans[w.Name] = plan
+		mu.Unlock()
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		return servedBy(&mu, serves, w.Name, n)
+	}
+
+	It("tells the passes the resync starts from those an event starts", func(ctx context.Context) {
+		w := newWidget(ns, "resyncs", true)
+		got := passes(ctx, w, servesPlan{}, 3)
+		Expect(got[:3]).To(Equal([]bool{true, false, false}), "the creation is an event; the resync's passes serve none")
+		n := len(got)
+		poke(ctx, w, "resyncs-poke")
+		Eventually(func() []bool { return servedBy(&mu, serves, w.Name, n+1)[n:] }).Should(ContainElement(true),
+			"the pass that serves the poke knows it")
+	})
+
+	It("tells the pass after one an event came during that it serves the event", func(ctx context.Context) {
+		got := passes(ctx, newWidget(ns, "poked-during", true), servesPlan{poke: []int{1}}, 3)
+		Expect(got[:3]).To(Equal([]bool{true, true, false}))
+	})
+
+	It("tells a retry after a failed pass that it serves no event", func(ctx context.Context) {
+		got := passes(ctx, newWidget(ns, "retries", true), servesPlan{fail: []int{1, 2}}, 3)
+		Expect(got[:3]).To(Equal([]bool{true, false, false}))
+	})
+})
+
+// servedBy waits until widget name made at least n passes and returns
+// whether each served events.
+func servedBy(mu *sync.Mutex, serves map[string][]bool, name string, n int) []bool {
+	var got []bool
+	EventuallyWithOffset(1, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		got = slices.Clone(serves[name])
+		return len(got)
+	}).WithTimeout(30*time.Second).Should(BeNumerically(">=", n), "passes of %s", name)
+	return got
+}
+
+var _ = Describe("PassServesEvents outside a pass", func() {
+	It("is false outside a pass, and true in a handler's test of an event's pass", func(ctx context.Context) {
+		Expect(controller.PassServesEvents(ctx)).To(BeFalse())
+		passCtx, _ := controller.WithPassNotes(ctx)
+		Expect(controller.PassServesEvents(passCtx)).To(BeFalse())
+		eventCtx, _ := controller.WithEventPassNotes(ctx)
+		Expect(controller.PassServesEvents(eventCtx)).To(BeTrue())
 	})
 })

@@ -1007,6 +1007,10 @@ type costs struct {
 	quickReconciles        float64
 	queueSeconds, dequeued float64
 	gcs, gcPauseSeconds    float64
+	// incremental counts the policies' incremental passes, full their full
+	// passes by reason.
+	incremental float64
+	full        map[string]float64
 }
 
 // sub returns the figures of the stretch from c0 to c.
@@ -1014,7 +1018,32 @@ func (c costs) sub(c0 costs) costs {
 	return costs{c.createSeconds - c0.createSeconds, c.creates - c0.creates,
 		c.reconcileSeconds - c0.reconcileSeconds, c.reconciles - c0.reconciles, c.quickReconciles - c0.quickReconciles,
 		c.queueSeconds - c0.queueSeconds, c.dequeued - c0.dequeued,
-		c.gcs - c0.gcs, c.gcPauseSeconds - c0.gcPauseSeconds}
+		c.gcs - c0.gcs, c.gcPauseSeconds - c0.gcPauseSeconds,
+		c.incremental - c0.incremental, subCounts(c.full, c0.full)}
+}
+
+// subCounts returns the counts of c less those of c0, leaving out the
+// ones that did not grow.
+func subCounts(c, c0 map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range c {
+		if d := v - c0[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// passes prints the passes by kind, and the full ones by reason.
+func (c costs) passes() string {
+	reasons := slices.Sorted(maps.Keys(c.full))
+	var full float64
+	by := make([]string, len(reasons))
+	for i, r := range reasons {
+		full += c.full[r]
+		by[i] = fmt.Sprintf("%s %.0f", r, c.full[r])
+	}
+	return fmt.Sprintf("%.0f incremental passes, %.0f full (%s)", c.incremental, full, strings.Join(by, ", "))
 }
 
 // seconds prints a sum of seconds as a duration.
@@ -1030,9 +1059,9 @@ func (c costs) String() string {
 		}
 		return seconds(sum / n).String()
 	}
-	return fmt.Sprintf("BatchCreateEntry mean %s over %.0f calls, SpiffeRegistration reconcile mean %s over %.0f (%.0f over 250 ms), queue wait mean %s over %.0f, %.0f garbage collections",
+	return fmt.Sprintf("BatchCreateEntry mean %s over %.0f calls, SpiffeRegistration reconcile mean %s over %.0f (%.0f over 250 ms; %s), queue wait mean %s over %.0f, %.0f garbage collections",
 		mean(c.createSeconds, c.creates), c.creates, mean(c.reconcileSeconds, c.reconciles), c.reconciles, c.reconciles-c.quickReconciles,
-		mean(c.queueSeconds, c.dequeued), c.dequeued, c.gcs)
+		c.passes(), mean(c.queueSeconds, c.dequeued), c.dequeued, c.gcs)
 }
 
 // within splits a stretch of the given length by where its time went: the
@@ -1051,7 +1080,7 @@ func (c costs) within(length time.Duration) string {
 
 // costsNow reads the operator's costs from its metrics.
 func (p *process) costsNow() (costs, error) {
-	var c costs
+	c := costs{full: map[string]float64{}}
 	err := p.scrape(func(line string, v float64) {
 		create := strings.Contains(line, `method="BatchCreateEntry"`)
 		policy := strings.Contains(line, `controller="spifferegistration"`)
@@ -1070,6 +1099,11 @@ func (p *process) costsNow() (costs, error) {
 			c.queueSeconds += v
 		case policy && strings.HasPrefix(line, "workqueue_queue_duration_seconds_count{"):
 			c.dequeued += v
+		case strings.HasPrefix(line, "trustplane_registration_passes_total{") && strings.Contains(line, `kind="incremental"`):
+			c.incremental += v
+		case strings.HasPrefix(line, "trustplane_registration_passes_total{"):
+			labels, _, _ := strings.Cut(line[strings.IndexByte(line, '{')+1:], "}")
+			c.full[label(labels, "reason")] += v
 		case strings.HasPrefix(line, "go_gc_duration_seconds_count"):
 			c.gcs += v
 		case strings.HasPrefix(line, "go_gc_duration_seconds_sum"):

@@ -229,8 +229,9 @@ type SpiffeRegistrationStatus struct {
 	// ParentIDs are the parent IDs under which this object holds entries in
 	// SPIRE. The operator reads them on its first pass, so entries under a
 	// parent the spec no longer names (changed while the operator was down)
-	// are still found and deleted. It holds one item but for the passes
-	// after a parent change.
+	// are still found and deleted. With spec.parentID it holds that parent
+	// (and the previous one too, for the passes after a parent change);
+	// with per-node parents, the parent of each node it holds entries for.
 	// +listType=set
 	// +optional
 	ParentIDs []string `json:"parentIDs,omitempty"`

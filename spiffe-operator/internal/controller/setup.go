@@ -79,6 +79,9 @@ type Options struct {
 	TrustDomain string
 	// EntryMetrics is the gauge of entries by object and state.
 	EntryMetrics *entrysync.Metrics
+	// PassMetrics counts the SpiffeRegistration passes by kind; nil counts
+	// nothing.
+	PassMetrics *spifferegistration.PassMetrics
 	// Metrics are the framework's reconcile metrics.
 	Metrics *controller.Metrics
 	// Dirty records which workloads changed, for incremental passes; the
@@ -101,8 +104,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	regHandler := &spifferegistration.Handler{
 		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
 		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached), AllNodes: nodes.CacheLister(cached), Class: o.Class,
-		DryRun: o.DryRun,
-		Pods:   &pods.Source{Cache: mgr.GetCache()},
+		DryRun: o.DryRun, Passes: o.PassMetrics,
+		Pods: &pods.Source{Cache: mgr.GetCache()},
 		ServiceNames: func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error) {
 			return services.DNSNames(ctx, cached, namespace, podLabels)
 		},

@@ -1196,6 +1196,10 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 	return nil
 }
 
+// ResyncInterval is how old the view of a parent may grow before a pass
+// reads SPIRE again (Options.ResyncInterval).
+func (s *Syncer) ResyncInterval() time.Duration { return s.opts.ResyncInterval }
+
 // Stats counts the view, for tests and benchmarks.
 func (s *Syncer) Stats() (parents, ours int) {
 	s.mu.Lock()

@@ -126,6 +126,10 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	if err != nil {
 		return nil, err
 	}
+	passMetrics, err := spifferegistration.NewPassMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	entryMetrics, err := entrysync.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -189,7 +193,7 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	}
 	err = opcontroller.Setup(mgr, opcontroller.Options{
 		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
-		EntryMetrics: entryMetrics, Metrics: ctrlMetrics, Dirty: dirty, ClusterName: o.ClusterName,
+		EntryMetrics: entryMetrics, PassMetrics: passMetrics, Metrics: ctrlMetrics, Dirty: dirty, ClusterName: o.ClusterName,
 		Class: class.Filter{Name: o.ClassName, Classless: o.WatchClassless}, DryRun: o.DryRun, Federation: federationAPI,
 	})
 	if err != nil {

@@ -42,6 +42,8 @@ var (
 	// spireConn is the suite's connection to SPIRE's admin API.
 	spireConn *grpc.ClientConn
 	op        *operator.Operator
+	// opMetrics holds the metrics of the operator startOperator started.
+	opMetrics *prometheus.Registry
 )
 
 func TestOperator(t *testing.T) {
@@ -91,7 +93,8 @@ var stopOperator func()
 // server and SPIRE, and sets op and stopOperator.
 func startOperator() {
 	GinkgoHelper()
-	op, stopOperator = launch(cp.Config, nil)
+	opMetrics = prometheus.NewRegistry()
+	op, stopOperator = launchRegistered(cp.Config, nil, opMetrics)
 }
 
 // launch builds and starts an operator against the API server of cfg and
@@ -99,6 +102,12 @@ func startOperator() {
 // them), and returns it with a function that stops it and waits for it to
 // exit. The entry ID prefix is the cluster's default.
 func launch(restCfg *rest.Config, mut func(*operator.Options)) (*operator.Operator, func()) {
+	GinkgoHelper()
+	return launchRegistered(restCfg, mut, prometheus.NewRegistry())
+}
+
+// launchRegistered is launch with the operator's metrics registered in reg.
+func launchRegistered(restCfg *rest.Config, mut func(*operator.Options), reg *prometheus.Registry) (*operator.Operator, func()) {
 	GinkgoHelper()
 	cfg := config.Default()
 	cfg.RequeueAfter = resync
@@ -128,7 +137,7 @@ func launch(restCfg *rest.Config, mut func(*operator.Options)) (*operator.Operat
 		return c.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, &corev1.Namespace{})
 	}).Should(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
-	o, err := operator.New(ctx, restCfg, opts, prometheus.NewRegistry())
+	o, err := operator.New(ctx, restCfg, opts, reg)
 	Expect(err).NotTo(HaveOccurred())
 	done := make(chan error, 1)
 	go func() { done <- o.Start(ctx) }()

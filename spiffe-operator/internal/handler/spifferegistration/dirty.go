@@ -15,7 +15,9 @@ const maxDirty = 2048
 // rather than every workload the policy selects. Event handlers record a
 // change before they enqueue the policy; a change that can concern any
 // workload (a namespace, a hand-over of a masked entry) asks for a full pass.
-// A policy with nothing recorded gets a full pass (first pass, resync, retry).
+// A policy with nothing recorded gets a full pass (first pass, resync, retry),
+// unless its pass serves events only (controller.PassServesEvents): an
+// earlier pass then took what those events recorded.
 // It is safe for concurrent use; a nil Dirty records nothing.
 type Dirty struct {
 	mu       sync.Mutex
@@ -100,20 +102,24 @@ func (d *Dirty) set(policy string) *dirtySet {
 	return s
 }
 
-// take returns and clears what was recorded for policy. full is true when
-// the next pass must be a full one: asked for, or nothing recorded.
-func (d *Dirty) take(policy string) (changed changes, full bool) {
+// take returns and clears what was recorded for policy: the changes, and
+// whether a full pass was asked for (always, for a nil Dirty). recorded is
+// false when nothing was.
+func (d *Dirty) take(policy string) (changed changes, all, recorded bool) {
 	if d == nil {
-		return changes{}, true
+		return changes{}, true, true
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.byPolicy[policy]
 	delete(d.byPolicy, policy)
-	if s == nil || s.all || s.size() == 0 {
-		return changes{}, true
+	switch {
+	case s == nil || !s.all && s.size() == 0:
+		return changes{}, false, false
+	case s.all:
+		return changes{}, true, true
 	}
-	return s.changes, false
+	return s.changes, false, true
 }
 
 // forget drops what was recorded for policy.

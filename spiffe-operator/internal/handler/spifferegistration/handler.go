@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/handler"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
@@ -71,6 +72,8 @@ type Handler struct {
 	// Pods reads the pods, for per-node parents, per-pod entries and
 	// policies of pods; nil reads typed pods through Reader.
 	Pods *pods.Source
+	// Passes counts the passes by kind; nil counts nothing.
+	Passes *PassMetrics
 
 	memo renders
 	// parents remembers the node each per-node parent was rendered for.
@@ -123,8 +126,10 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 // CreateOrUpdate makes SPIRE hold exactly the entries of the workloads the
 // policy selects. A pass for which Dirty recorded only changes of single
 // workloads renders and diffs just those (its cost does not grow with the
-// number of workloads); any other pass (first, resync, retry, spec or
-// namespace change) renders every selected workload and diffs the whole set.
+// number of workloads), and so does a pass that serves events whose
+// changes an earlier pass took; any other pass (first, resync, retry, spec
+// or namespace change) renders every selected workload and diffs the whole
+// set.
 func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegistration) (err error) {
 	defer func() {
 		if err == nil && h.DryRun {
@@ -137,27 +142,60 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 		h.Dirty.forget(obj.Name)
 		return ctrlerrors.WithReason(specErr.reason, ctrlerrors.BlockedErrorf("%w", specErr))
 	}
-	changed, full := h.Dirty.take(obj.Name)
+	changed, all, recorded := h.Dirty.take(obj.Name)
 	if obj.Spec.Fallback {
 		if p.others, err = h.othersOf(ctx, obj); err != nil {
 			return err
 		}
 	}
 	if p.pods != nil {
+		h.Passes.observe(obj.Name, PassFull, ReasonPodSelector)
 		return h.podPass(ctx, obj, p)
 	}
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
-	// A fallback policy depends on every other policy, and DNS names from
-	// Services on every Service: their passes are full ones.
-	if !full && memo.ready && !obj.Spec.Fallback && !p.autoDNS {
-		if done, err := h.incremental(ctx, obj, p, memo, changed); done {
+	reason := fullPassReason(obj, p, memo, all, recorded, controller.PassServesEvents(ctx))
+	if reason == "" && h.now().Sub(memo.fullAt) >= h.Syncer.ResyncInterval() {
+		// Every event's pass queues the policy before its resync, so while
+		// events keep coming the resync never runs: what it does (read
+		// SPIRE again, repair drift) is done here instead.
+		reason = ReasonResyncDue
+	}
+	if reason == "" {
+		if reason, err = h.incremental(ctx, obj, p, memo, changed); reason == "" {
+			h.Passes.observe(obj.Name, PassIncremental, "")
 			return err
 		}
 	}
-	// Why the pass is a full one, for finding passes that need not be.
-	logf.FromContext(ctx).V(1).Info("full pass", "recordedNothingOrAskedForAll", full, "memoReady", memo.ready,
-		"fallback", obj.Spec.Fallback, "serviceDNSNames", p.autoDNS)
+	logf.FromContext(ctx).V(1).Info("full pass", "reason", reason)
+	h.Passes.observe(obj.Name, PassFull, reason)
 	return h.fullPass(ctx, obj, p, memo)
+}
+
+// fullPassReason says why a pass must render every selected workload, or
+// returns "" when an incremental pass may serve it: all when a full pass
+// was asked for, recorded when any change was, servesEvents when the pass
+// serves events (controller.PassServesEvents).
+func fullPassReason(obj *v1alpha1.SpiffeRegistration, p *policy, memo *policyRenders, all, recorded, servesEvents bool) string {
+	switch {
+	case all:
+		return ReasonAsked
+	case !recorded && !servesEvents:
+		// A first pass, a resync or a retry. A pass that serves events
+		// only has nothing recorded when an earlier pass took what they
+		// recorded (an event handler records, then queues, and a pass
+		// may begin in between): it renders nothing, and reports the
+		// status of what the memo holds.
+		return ReasonResync
+	case !memo.ready:
+		return ReasonUnknownState
+	case obj.Spec.Fallback:
+		// A fallback policy depends on every other policy.
+		return ReasonFallback
+	case p.autoDNS:
+		// DNS names from Services depend on every Service.
+		return ReasonServiceDNSNames
+	}
+	return ""
 }
 
 // fullPass renders every selected workload and syncs the whole desired set.
@@ -224,6 +262,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	// has some is followed by full ones until they are fixed.
 	if syncErr == nil && !p.autoDNS && len(podFailures) == 0 {
 		memo.rebuild(bases, groups, p.byPods(), &out)
+		memo.fullAt = h.now()
 	}
 	return h.report(ctx, obj, owner, counts{
 		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),
@@ -284,6 +323,7 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeRegistration) 
 		return SpireError(err)
 	}
 	h.Metrics.Forget(owner)
+	h.Passes.forget(obj.Name)
 	h.memo.forget(obj.UID)
 	h.Dirty.forget(obj.Name)
 	return nil

@@ -257,17 +257,14 @@ func (m *policyRenders) failures() []v1alpha1.Failure {
 }
 
 // incremental re-renders only the changed workloads and syncs only the
-// entries they touch. done is false when it cannot serve the pass (the
-// caller then runs a full pass); memo stays consistent either way.
+// entries they touch. fullReason is not empty when it cannot serve the
+// pass (the caller then runs a full pass, for that reason); memo stays
+// consistent either way.
 func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, m *policyRenders,
-	changed changes) (done bool, err error) {
-	var lister workload.Lister = workload.ReaderLister{Reader: h.Reader}
-	if h.Lister != nil {
-		lister = h.Lister
-	}
-	getter, ok := lister.(workload.Getter)
+	changed changes) (fullReason string, err error) {
+	getter, ok := h.getter()
 	if !ok {
-		return false, nil
+		return ReasonNoGetter, nil
 	}
 	namespaces := map[string]*corev1.Namespace{}
 	touched := map[entries.Key]struct{}{}
@@ -278,7 +275,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			if err := h.Reader.Get(ctx, client.ObjectKey{Name: wk.namespace}, nsObj); err != nil {
 				if !apierrors.IsNotFound(err) {
 					m.ready = false
-					return true, fmt.Errorf("get namespace %s: %w", wk.namespace, err)
+					return "", fmt.Errorf("get namespace %s: %w", wk.namespace, err)
 				}
 				nsObj = nil
 			}
@@ -287,7 +284,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		cur, found, err := getter.Get(ctx, wk.kind, wk.namespace, wk.name)
 		if err != nil {
 			m.ready = false
-			return true, fmt.Errorf("select workloads: %w", err)
+			return "", fmt.Errorf("select workloads: %w", err)
 		}
 		old := m.byWorkload[wk]
 		var nr *rendered
@@ -318,7 +315,10 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		var full bool
 		if want, gone, full, err = h.expandTouched(ctx, p, m, touched); err != nil || full {
 			m.ready = false
-			return err != nil, err
+			if err != nil {
+				return "", err
+			}
+			return ReasonNodeParent, nil
 		}
 	} else {
 		for k := range touched {
@@ -348,12 +348,12 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		out, syncErr = h.Syncer.SyncDelta(ctx, owner, want, gone)
 		if errors.Is(syncErr, entrysync.ErrNeedFullSync) {
 			m.ready = false
-			return false, nil
+			return ReasonViewDue, nil
 		}
 		if syncErr != nil {
 			m.ready = false
 			obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), true)
-			return true, SpireError(syncErr)
+			return "", SpireError(syncErr)
 		}
 		for _, e := range want {
 			m.clearResult(e.Key(), m.outcomeOf(e.Key()))
@@ -376,10 +376,21 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		// while this pass ran) may write its status instead.
 		controller.StatusMayWait(ctx)
 	}
-	return true, h.report(ctx, obj, owner, counts{
+	return "", h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,
 		spireFailed: len(m.spireFailed), retained: out.Retained, talked: out.Talked,
 	}, m.failures(), nil)
+}
+
+// getter returns the workload lister as a workload.Getter, if it is one:
+// incremental passes read the changed workloads one by one.
+func (h *Handler) getter() (workload.Getter, bool) {
+	var lister workload.Lister = workload.ReaderLister{Reader: h.Reader}
+	if h.Lister != nil {
+		lister = h.Lister
+	}
+	g, ok := lister.(workload.Getter)
+	return g, ok
 }
 
 // expandTouched expands again the touched entries of a policy whose
