@@ -1196,9 +1196,23 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 	return nil
 }
 
-// ResyncInterval is how old the view of a parent may grow before a pass
-// reads SPIRE again (Options.ResyncInterval).
-func (s *Syncer) ResyncInterval() time.Duration { return s.opts.ResyncInterval }
+// ViewsDue reports whether the view of a parent under which owner holds
+// entries is invalid or older than the resync interval: a full Sync of
+// owner would then read SPIRE again under it (and repair what was changed
+// there by hand), which SyncDelta never does. Its cost grows with the
+// number of parents read.
+func (s *Syncer) ViewsDue(owner Owner) bool {
+	tag := owner.Tag()
+	now := s.opts.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.views {
+		if v.held[tag] > 0 && (!v.valid || now.Sub(v.listedAt) >= s.opts.ResyncInterval) {
+			return true
+		}
+	}
+	return false
+}
 
 // Stats counts the view, for tests and benchmarks.
 func (s *Syncer) Stats() (parents, ours int) {

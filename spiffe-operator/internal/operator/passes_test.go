@@ -86,7 +86,7 @@ var _ = Describe("Passes of a policy", func() {
 			d.Labels["poke"] = fmt.Sprint(pokes)
 			g.Expect(k8s.Update(ctx, d)).To(Succeed())
 			return paths(parentOf("passes-drift"))()
-		}).WithTimeout(4*resync).WithPolling(300*time.Millisecond).Should(ConsistOf("/ns/passes-drift/sa/web"),
+		}).WithTimeout(2*resync).WithPolling(300*time.Millisecond).Should(ConsistOf("/ns/passes-drift/sa/web"),
 			"the entry deleted by hand is back within a resync interval, events or not")
 	})
 })

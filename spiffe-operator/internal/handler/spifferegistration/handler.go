@@ -153,11 +153,12 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 		return h.podPass(ctx, obj, p)
 	}
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
-	reason := fullPassReason(obj, p, memo, all, recorded, controller.PassServesEvents(ctx))
-	if reason == "" && h.now().Sub(memo.fullAt) >= h.Syncer.ResyncInterval() {
+	reason := fullPassReason(obj, p, memo, passRecords{all: all, recorded: recorded, servesEvents: controller.PassServesEvents(ctx)})
+	if reason == "" && h.Syncer.ViewsDue(h.ownerFor(obj, p)) {
 		// Every event's pass queues the policy before its resync, so while
-		// events keep coming the resync never runs: what it does (read
-		// SPIRE again, repair drift) is done here instead.
+		// events keep coming the resync never runs, and a pass that writes
+		// nothing reads no view again: what the resync does (read SPIRE
+		// again, repair drift) is done here instead.
 		reason = ReasonResyncDue
 	}
 	if reason == "" {
@@ -171,23 +172,31 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	return h.fullPass(ctx, obj, p, memo)
 }
 
+// passRecords is what a pass found recorded for it, and whether it serves
+// events (controller.PassServesEvents).
+type passRecords struct {
+	// all is true when a full pass was asked for.
+	all bool
+	// recorded is false when nothing was.
+	recorded     bool
+	servesEvents bool
+}
+
 // fullPassReason says why a pass must render every selected workload, or
-// returns "" when an incremental pass may serve it: all when a full pass
-// was asked for, recorded when any change was, servesEvents when the pass
-// serves events (controller.PassServesEvents).
-func fullPassReason(obj *v1alpha1.SpiffeRegistration, p *policy, memo *policyRenders, all, recorded, servesEvents bool) string {
+// returns "" when an incremental pass may serve it.
+func fullPassReason(obj *v1alpha1.SpiffeRegistration, p *policy, memo *policyRenders, r passRecords) string {
 	switch {
-	case all:
+	case r.all:
 		return ReasonAsked
-	case !recorded && !servesEvents:
-		// A first pass, a resync or a retry. A pass that serves events
+	case !memo.ready:
+		return ReasonUnknownState
+	case !r.recorded && !r.servesEvents:
+		// The resync, a retry or a requeue. A pass that serves events
 		// only has nothing recorded when an earlier pass took what they
 		// recorded (an event handler records, then queues, and a pass
 		// may begin in between): it renders nothing, and reports the
 		// status of what the memo holds.
 		return ReasonResync
-	case !memo.ready:
-		return ReasonUnknownState
 	case obj.Spec.Fallback:
 		// A fallback policy depends on every other policy.
 		return ReasonFallback
@@ -262,7 +271,6 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	// has some is followed by full ones until they are fixed.
 	if syncErr == nil && !p.autoDNS && len(podFailures) == 0 {
 		memo.rebuild(bases, groups, p.byPods(), &out)
-		memo.fullAt = h.now()
 	}
 	return h.report(ctx, obj, owner, counts{
 		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),

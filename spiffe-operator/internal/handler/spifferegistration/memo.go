@@ -2,7 +2,6 @@ package spifferegistration
 
 import (
 	"sync"
-	"time"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
@@ -31,8 +30,6 @@ type policyRenders struct {
 	// ready is true when the fields below describe SPIRE's state after the
 	// last pass, so the next pass may be an incremental one.
 	ready bool
-	// fullAt is when the last full pass that made the memo ready ended.
-	fullAt time.Time
 	// keys holds the desired entries by key (for a policy whose entries
 	// follow pods, before they are expanded by the pods).
 	keys map[entries.Key]*keyState

@@ -20,10 +20,12 @@ const (
 	// entry won or lost to another owner, a list of policies that failed).
 	ReasonAsked = "asked"
 	// ReasonResync: nothing was recorded and the pass serves no event: the
-	// periodic resync, a retry, or a requeue.
+	// periodic resync, a retry, or a requeue (after a pass that failed,
+	// ReasonUnknownState instead).
 	ReasonResync = "resync"
-	// ReasonResyncDue: the last full pass is older than the resync
-	// interval, and events kept queueing the policy before its resync.
+	// ReasonResyncDue: the view of a parent under which the policy holds
+	// entries is due for a re-read (older than the resync interval, or
+	// invalid) while events keep queueing the policy before its resync.
 	ReasonResyncDue = "resyncDue"
 	// ReasonUnknownState: the handler does not know what SPIRE holds for the
 	// policy: its first pass at this generation, or the pass after one that
