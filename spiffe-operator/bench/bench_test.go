@@ -1007,10 +1007,10 @@ type costs struct {
 	quickReconciles        float64
 	queueSeconds, dequeued float64
 	gcs, gcPauseSeconds    float64
-	// incremental counts the policies' incremental passes, full their full
-	// passes by reason.
-	incremental float64
-	full        map[string]float64
+	// incremental counts the policies' incremental passes (eventsTaken
+	// those that found nothing recorded), full their full passes by reason.
+	incremental, eventsTaken float64
+	full                     map[string]float64
 }
 
 // sub returns the figures of the stretch from c0 to c.
@@ -1019,7 +1019,7 @@ func (c costs) sub(c0 costs) costs {
 		c.reconcileSeconds - c0.reconcileSeconds, c.reconciles - c0.reconciles, c.quickReconciles - c0.quickReconciles,
 		c.queueSeconds - c0.queueSeconds, c.dequeued - c0.dequeued,
 		c.gcs - c0.gcs, c.gcPauseSeconds - c0.gcPauseSeconds,
-		c.incremental - c0.incremental, subCounts(c.full, c0.full)}
+		c.incremental - c0.incremental, c.eventsTaken - c0.eventsTaken, subCounts(c.full, c0.full)}
 }
 
 // subCounts returns the counts of c less those of c0, leaving out the
@@ -1043,7 +1043,8 @@ func (c costs) passes() string {
 		full += c.full[r]
 		by[i] = fmt.Sprintf("%s %.0f", r, c.full[r])
 	}
-	return fmt.Sprintf("%.0f incremental passes, %.0f full (%s)", c.incremental, full, strings.Join(by, ", "))
+	return fmt.Sprintf("%.0f incremental passes (%.0f of events an earlier pass took), %.0f full (%s)",
+		c.incremental, c.eventsTaken, full, strings.Join(by, ", "))
 }
 
 // seconds prints a sum of seconds as a duration.
@@ -1101,6 +1102,9 @@ func (p *process) costsNow() (costs, error) {
 			c.dequeued += v
 		case strings.HasPrefix(line, "trustplane_registration_passes_total{") && strings.Contains(line, `kind="incremental"`):
 			c.incremental += v
+			if strings.Contains(line, `reason="eventsTaken"`) {
+				c.eventsTaken += v
+			}
 		case strings.HasPrefix(line, "trustplane_registration_passes_total{"):
 			labels, _, _ := strings.Cut(line[strings.IndexByte(line, '{')+1:], "}")
 			c.full[label(labels, "reason")] += v

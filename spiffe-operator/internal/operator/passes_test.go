@@ -48,7 +48,7 @@ var _ = Describe("Passes of a policy", func() {
 
 		// An edit of the policy that changes nothing it registers is an
 		// event whose handler records no workload.
-		incremental := passesOf("passes", spifferegistration.PassIncremental, "")
+		incremental := passesOf("passes", spifferegistration.PassIncremental, spifferegistration.ReasonEventsTaken)
 		before := incremental(Default)
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 		p.Annotations = map[string]string{"touched": "yes"}

@@ -39,9 +39,10 @@ func TestAPassServingTakenEventsRendersNothing(t *testing.T) {
 		// Syncer has no view of the new node's parent yet.
 		passes []count
 	}{
-		{"fixed parent", nil, []count{{PassFull, ReasonUnknownState, 1}, {PassIncremental, "", 2}, {PassFull, ReasonResync, 1}}},
+		{"fixed parent", nil, []count{{PassFull, ReasonUnknownState, 1}, {PassIncremental, "", 1},
+			{PassIncremental, ReasonEventsTaken, 1}, {PassFull, ReasonResync, 1}}},
 		{"per-node parents", func(s *v1alpha1.SpiffeRegistrationSpec) { s.ParentID = "" },
-			[]count{{PassFull, ReasonUnknownState, 1}, {PassFull, ReasonViewDue, 1}, {PassIncremental, "", 1}, {PassFull, ReasonResync, 1}}},
+			[]count{{PassFull, ReasonUnknownState, 1}, {PassFull, ReasonViewDue, 1}, {PassIncremental, ReasonEventsTaken, 1}, {PassFull, ReasonResync, 1}}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx := context.Background()

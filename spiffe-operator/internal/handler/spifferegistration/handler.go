@@ -163,7 +163,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	}
 	if reason == "" {
 		if reason, err = h.incremental(ctx, obj, p, memo, changed); reason == "" {
-			h.Passes.observe(obj.Name, PassIncremental, "")
+			if !recorded {
+				reason = ReasonEventsTaken
+			}
+			h.Passes.observe(obj.Name, PassIncremental, reason)
 			return err
 		}
 	}

@@ -6,14 +6,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Pass kinds and the reasons for a full pass, the labels of
-// trustplane_registration_passes_total.
+// Pass kinds and their reasons, the labels of
+// trustplane_registration_passes_total: an incremental pass has none but
+// ReasonEventsTaken, a full pass always one.
 const (
 	// PassIncremental renders and diffs only the workloads and service
 	// accounts recorded as changed.
 	PassIncremental = "incremental"
 	// PassFull renders every selected workload and diffs the whole set.
 	PassFull = "full"
+
+	// ReasonEventsTaken: an incremental pass that found nothing recorded,
+	// as it serves events whose changes an earlier pass took (or an edit of
+	// the policy outside its spec); it renders nothing.
+	ReasonEventsTaken = "eventsTaken"
 
 	// ReasonAsked: an event that can concern any workload asked for a full
 	// pass (a namespace, a node, a Service, another policy, a federation, an
