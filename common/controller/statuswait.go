@@ -45,10 +45,7 @@ const StatusWaitDelay = 200 * time.Millisecond
 // it that finding nothing recorded means an earlier pass took the record,
 // not that a resync is due.
 func PassServesEvents(ctx context.Context) bool {
-	if n, ok := ctx.Value(passNotesKey{}).(*PassNotes); ok {
-		return n.servesEvents
-	}
-	return false
+	return passNotesOf(ctx).servesEvents
 }
 
 // PassNotes is what the Controller and a handler told each other during

@@ -154,7 +154,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	}
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
 	reason := fullPassReason(obj, p, memo, passRecords{all: all, recorded: recorded, servesEvents: controller.PassServesEvents(ctx)})
-	if reason == "" && h.Syncer.ViewsDue(h.ownerFor(obj, p)) {
+	if reason == "" && h.Syncer.ViewsDue(OwnerOf(obj)) {
 		// Every event's pass queues the policy before its resync, so while
 		// events keep coming the resync never runs, and a pass that writes
 		// nothing reads no view again: what the resync does (read SPIRE
@@ -212,10 +212,7 @@ func fullPassReason(obj *v1alpha1.SpiffeRegistration, p *policy, memo *policyRen
 
 // fullPass renders every selected workload and syncs the whole desired set.
 func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, memo *policyRenders) error {
-	lister := h.Lister
-	if lister == nil {
-		lister = workload.ReaderLister{Reader: h.Reader}
-	}
+	lister := h.lister()
 	var (
 		rendered []*entries.Entry
 		failures []v1alpha1.Failure

@@ -382,14 +382,19 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	}, m.failures(), nil)
 }
 
+// lister returns the Handler's workload lister: Lister, or a
+// workload.ReaderLister on Reader when it is nil.
+func (h *Handler) lister() workload.Lister {
+	if h.Lister != nil {
+		return h.Lister
+	}
+	return workload.ReaderLister{Reader: h.Reader}
+}
+
 // getter returns the workload lister as a workload.Getter, if it is one:
 // incremental passes read the changed workloads one by one.
 func (h *Handler) getter() (workload.Getter, bool) {
-	var lister workload.Lister = workload.ReaderLister{Reader: h.Reader}
-	if h.Lister != nil {
-		lister = h.Lister
-	}
-	g, ok := lister.(workload.Getter)
+	g, ok := h.lister().(workload.Getter)
 	return g, ok
 }
 
