@@ -40,6 +40,11 @@ type Options struct {
 	// APIReader reads uncached (the manager's GetAPIReader), to confirm
 	// that children of Live types are gone; nil reads through the client.
 	APIReader client.Reader
+	// StatusMaxWait is the longest the statuses of an object's passes are
+	// held back (StatusMayWait) while its events keep coming, from the first
+	// held back since its status was last written; zero means
+	// DefaultStatusMaxWait.
+	StatusMaxWait time.Duration
 }
 
 // Controller runs the reconcile lifecycle of kind T around a Handler.
@@ -63,7 +68,7 @@ type Controller[T object.Object] struct {
 // New returns a Controller named name (used in logs, events and metrics)
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
-	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now), events: newEventCounts()}
+	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now), events: newEventCounts(opts.StatusMaxWait, time.Now)}
 }
 
 // Name returns the controller name.

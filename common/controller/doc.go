@@ -17,6 +17,7 @@
 //     that was read; on a conflict the pass runs again on a fresh read, and a
 //     handler error is kept when the write fails too. A status the handler
 //     marked with StatusMayWait is held back, for a pass an event starts
-//     within StatusWaitDelay to write instead;
+//     within StatusWaitDelay to write instead, and for at most
+//     Options.StatusMaxWait while events keep coming;
 //  8. emit events on transitions only (Ready flips, Blocked) and record metrics.
 package controller

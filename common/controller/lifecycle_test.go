@@ -29,6 +29,7 @@ import (
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 const env = "test"
@@ -727,23 +728,9 @@ var _ = Describe("Controller in a manager", Ordered, func() {
 		w := newWidget(ns, "metered", true)
 		Expect(cp.Client.Create(ctx, w)).To(Succeed()) // no children: Blocked
 		value := func(g Gomega, name string, labels map[string]string) float64 {
-			families, err := registry.Gather()
+			n, err := testenv.MetricSum(registry, name, labels)
 			g.Expect(err).NotTo(HaveOccurred())
-			for _, f := range families {
-				if f.GetName() != name {
-					continue
-				}
-			metric:
-				for _, m := range f.GetMetric() {
-					for _, l := range m.GetLabel() {
-						if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
-							continue metric
-						}
-					}
-					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-				}
-			}
-			return 0
+			return n
 		}
 		Eventually(func(g Gomega) {
 			g.Expect(value(g, "trustplane_reconcile_blocked_total", map[string]string{"controller": "widget-managed"})).To(BeNumerically(">", 0))

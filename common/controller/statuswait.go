@@ -18,13 +18,15 @@ import (
 // messages only, no state such as what the pass wrote outside the cluster.
 // The Controller may then hold the status back and queue the object again
 // StatusWaitDelay later: a pass that an event of the object starts
-// meanwhile computes the status anew and writes it, and if none comes, the
-// queued pass writes the held status without calling the handler. Once a
-// status was held back, none is until a status of the object is written,
-// so while events keep coming at least every other pass writes. A handler
-// whose pass wrote outside the cluster must not call it. Outside a
-// Controller's pass, and for a Controller whose queue does not count
-// events (see NewBuilder), it does nothing.
+// meanwhile computes the status anew and may hold it back in turn, and if
+// none comes, the queued pass writes the held status without calling the
+// handler. While events keep coming, statuses are held back for at most
+// Options.StatusMaxWait from the first one held back since a status of the
+// object was last written: the first pass after that writes its status. A
+// handler whose pass wrote outside the cluster must call it only when the
+// status records nothing new of that write. Outside a Controller's pass,
+// and for a Controller whose queue does not count events (see NewBuilder),
+// it does nothing.
 func StatusMayWait(ctx context.Context) {
 	if n, ok := ctx.Value(passNotesKey{}).(*PassNotes); ok {
 		n.statusMayWait = true
@@ -34,6 +36,10 @@ func StatusMayWait(ctx context.Context) {
 // StatusWaitDelay is how long after a pass that held its status back the
 // object is queued again, for that status to be written if no event came.
 const StatusWaitDelay = 200 * time.Millisecond
+
+// DefaultStatusMaxWait is the longest statuses are held back while events
+// keep coming, when Options.StatusMaxWait is zero.
+const DefaultStatusMaxWait = time.Second
 
 // PassServesEvents reports whether the pass running in ctx serves at least
 // one event of its object counted since the object's previous pass began
@@ -107,17 +113,26 @@ type eventCounts struct {
 	// begun is, per object, n when its last pass began.
 	begun map[types.NamespacedName]uint64
 	held  map[types.NamespacedName]heldStatus
-	// unwritten are the objects a status was held back for since their
-	// status was last written: their passes write until it is.
-	unwritten map[types.NamespacedName]bool
+	// unwritten holds, per object a status was held back for since its
+	// status was last written, when the first of those was held back: from
+	// maxWait after it, its passes write until one is written.
+	unwritten map[types.NamespacedName]time.Time
+	maxWait   time.Duration
+	now       func() time.Time
 	// counting is set once a queue counts the events (NewQueue ran);
 	// without it no status is held back, as no event could be told.
 	counting atomic.Bool
 }
 
-func newEventCounts() *eventCounts {
+// newEventCounts returns eventCounts that hold statuses back for at most
+// maxWait (DefaultStatusMaxWait when zero) while events keep coming, by the
+// clock now.
+func newEventCounts(maxWait time.Duration, now func() time.Time) *eventCounts {
+	if maxWait == 0 {
+		maxWait = DefaultStatusMaxWait
+	}
 	return &eventCounts{n: map[types.NamespacedName]uint64{}, begun: map[types.NamespacedName]uint64{},
-		held: map[types.NamespacedName]heldStatus{}, unwritten: map[types.NamespacedName]bool{}}
+		held: map[types.NamespacedName]heldStatus{}, unwritten: map[types.NamespacedName]time.Time{}, maxWait: maxWait, now: now}
 }
 
 func (e *eventCounts) add(key types.NamespacedName) {
@@ -138,19 +153,25 @@ func (e *eventCounts) begin(key types.NamespacedName) (count uint64, eventSince 
 	return count, eventSince
 }
 
-// hold keeps the status a pass held back, unless no queue counts the
-// events or a status of key was held back since its status was last
-// written; it reports whether it kept it.
+// hold keeps the status a pass held back, in place of any kept before,
+// unless no queue counts the events or the first status of key held back
+// since its status was last written was held maxWait ago or more; it
+// reports whether it kept it.
 func (e *eventCounts) hold(key types.NamespacedName, h heldStatus) bool {
 	if !e.counting.Load() {
 		return false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.unwritten[key] {
+	now := e.now()
+	first, waiting := e.unwritten[key]
+	if waiting && now.Sub(first) >= e.maxWait {
 		return false
 	}
-	e.held[key], e.unwritten[key] = h, true
+	if !waiting {
+		e.unwritten[key] = now
+	}
+	e.held[key] = h
 	return true
 }
 

@@ -26,49 +26,40 @@ import (
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 // queueAdds returns how many items the work queue of the named controller
 // made ready so far (controller-runtime's workqueue_adds_total).
 func queueAdds(g Gomega, name string) float64 {
-	families, err := crmetrics.Registry.Gather()
+	n, err := testenv.MetricSum(crmetrics.Registry, "workqueue_adds_total", map[string]string{"name": name})
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != "workqueue_adds_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "name" && l.GetValue() == name {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return n
 }
 
 // passPlan is what the handler does in each pass of one widget: pass n
 // (from 1) sets status.childCount to n, calls StatusMayWait when mayWait
-// is set, and, for n in poke, creates a ConfigMap that is an event of the
-// widget and waits until that event has reached the work queue, so that
-// another pass is due before this one ends.
+// is set, and, for n in poke, or in every pass until pokeFor has passed
+// since the widget's first pass, creates a ConfigMap that is an event of
+// the widget and waits until that event has reached the work queue, so
+// that another pass is due before this one ends.
 type passPlan struct {
 	mayWait bool
 	poke    []int
+	pokeFor time.Duration
 }
 
 // pokeLabel names the widget a ConfigMap is an event of.
 const pokeLabel = "test.trustplane.dev/poke"
 
 // startWithPokes runs, until the suite ends, a manager with a Controller
-// named name of widgets, with handler h and configuration cfg, in which a
+// named name of widgets, with handler h and options opts, in which a
 // ConfigMap labelled pokeLabel with a widget's name is an event of that
 // widget: a poke that does not change the widget itself.
-func startWithPokes(name string, h handlerFunc, cfg config.Config) {
+func startWithPokes(name string, h handlerFunc, opts controller.Options) {
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
-	c := controller.New(name, mgr.GetClient(), h, controller.Options{Config: cfg})
+	c := controller.New(name, mgr.GetClient(), h, opts)
 	pokes := func(b *builder.Builder) *builder.Builder {
 		return b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			if w, ok := o.GetLabels()[pokeLabel]; ok {
@@ -93,53 +84,78 @@ func poke(ctx context.Context, w *widgetv1.Widget, name string) {
 	}})).To(Succeed())
 }
 
-var _ = Describe("Controller in a manager: a status that may wait (StatusMayWait)", Ordered, func() {
-	const name = "widget-status-wait"
-	var (
-		mu     sync.Mutex
-		plans  = map[string]passPlan{}
-		passes = map[string]int{}
-		ns     string
-	)
-	BeforeAll(func(ctx context.Context) {
-		h := handlerFunc(func(ctx context.Context, w *widgetv1.Widget) error {
-			mu.Lock()
-			passes[w.Name]++
-			n, plan := passes[w.Name], plans[w.Name]
-			mu.Unlock()
-			w.Status.ChildCount = n
-			if plan.mayWait {
-				controller.StatusMayWait(ctx)
-			}
-			if slices.Contains(plan.poke, n) {
-				before := queueAdds(Default, name)
-				poke(ctx, w, fmt.Sprintf("%s-poke-%d", w.Name, n))
-				Eventually(func(g Gomega) float64 { return queueAdds(g, name) }).Should(BeNumerically(">", before),
-					"the edit's event reaches the queue while the pass runs")
-			}
-			return nil
-		})
-		startWithPokes(name, h, config.Default())
-		ns = newNamespace(ctx)
-	})
+// statusWaitRig runs a Controller of widgets whose handler follows each
+// widget's passPlan, and reads the statuses the Controller writes.
+type statusWaitRig struct {
+	name   string
+	ns     string
+	mu     sync.Mutex
+	plans  map[string]passPlan
+	passes map[string]int
+	first  map[string]time.Time
+}
 
-	// written creates widget w with plan and returns the childCount of
-	// every status the server held for it, in order, once a status of
-	// pass last was written and Ready.
-	written := func(ctx context.Context, w *widgetv1.Widget, plan passPlan, last int) []int {
-		mu.Lock()
-		plans[w.Name] = plan
-		mu.Unlock()
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		wc := watchClient()
-		watcher, err := wc.Watch(ctx, &widgetv1.WidgetList{}, client.InNamespace(ns),
-			client.MatchingFields{"metadata.name": w.Name})
-		Expect(err).NotTo(HaveOccurred())
-		defer watcher.Stop()
-		Expect(cp.Client.Create(ctx, w)).To(Succeed())
-		var seen []int
-		for ev := range watcher.ResultChan() {
+// startStatusWaitRig starts the rig's Controller, named name, with opts,
+// in a BeforeAll of the enclosing Ordered container.
+func startStatusWaitRig(name string, opts controller.Options) *statusWaitRig {
+	r := &statusWaitRig{name: name, plans: map[string]passPlan{}, passes: map[string]int{}, first: map[string]time.Time{}}
+	BeforeAll(func(ctx context.Context) {
+		startWithPokes(name, r.pass, opts)
+		r.ns = newNamespace(ctx)
+	})
+	return r
+}
+
+// pass is the rig's handler.
+func (r *statusWaitRig) pass(ctx context.Context, w *widgetv1.Widget) error {
+	r.mu.Lock()
+	r.passes[w.Name]++
+	n, plan := r.passes[w.Name], r.plans[w.Name]
+	if n == 1 {
+		r.first[w.Name] = time.Now()
+	}
+	since := time.Since(r.first[w.Name])
+	r.mu.Unlock()
+	w.Status.ChildCount = n
+	if plan.mayWait {
+		controller.StatusMayWait(ctx)
+	}
+	if slices.Contains(plan.poke, n) || since < plan.pokeFor {
+		before := queueAdds(Default, r.name)
+		poke(ctx, w, fmt.Sprintf("%s-poke-%d", w.Name, n))
+		Eventually(func(g Gomega) float64 { return queueAdds(g, r.name) }).Should(BeNumerically(">", before),
+			"the edit's event reaches the queue while the pass runs")
+	}
+	return nil
+}
+
+// passesOf returns how many passes widget name made so far.
+func (r *statusWaitRig) passesOf(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.passes[name]
+}
+
+// written creates a widget named name with plan and returns the
+// childCount of every status the server held for it, in order, once a
+// status of its last pass was written and Ready, and no pass followed it
+// within a second.
+func (r *statusWaitRig) written(ctx context.Context, name string, plan passPlan) []int {
+	r.mu.Lock()
+	r.plans[name] = plan
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	wc := watchClient()
+	watcher, err := wc.Watch(ctx, &widgetv1.WidgetList{}, client.InNamespace(r.ns),
+		client.MatchingFields{"metadata.name": name})
+	Expect(err).NotTo(HaveOccurred())
+	defer watcher.Stop()
+	Expect(cp.Client.Create(ctx, newWidget(r.ns, name, true))).To(Succeed())
+	var seen []int
+	for {
+		select {
+		case ev := <-watcher.ResultChan():
 			got, ok := ev.Object.(*widgetv1.Widget)
 			if !ok || ev.Type != watch.Modified {
 				continue
@@ -147,37 +163,60 @@ var _ = Describe("Controller in a manager: a status that may wait (StatusMayWait
 			if len(seen) == 0 || seen[len(seen)-1] != got.Status.ChildCount {
 				seen = append(seen, got.Status.ChildCount)
 			}
-			if got.Status.ChildCount == last && condition.IsReady(got) {
+		case <-time.After(time.Second):
+			if len(seen) > 0 && seen[len(seen)-1] == r.passesOf(name) && r.passesOf(name) > 0 {
+				Expect(condition.IsReady(get(ctx, newWidget(r.ns, name, true)).(*widgetv1.Widget))).To(BeTrue())
 				return seen
 			}
+		case <-ctx.Done():
+			Fail(fmt.Sprintf("the status of the last pass of %s was not written in 30s; the statuses written: %v", name, seen))
 		}
-		Fail(fmt.Sprintf("no status of pass %d was written in 30s; the statuses written: %v", last, seen))
-		return nil
 	}
+}
 
-	It("leaves a status held back to the pass an event started meanwhile, which writes its own", func(ctx context.Context) {
-		seen := written(ctx, newWidget(ns, "waits", true), passPlan{mayWait: true, poke: []int{1}}, 2)
-		Expect(seen).To(Equal([]int{0, 2}), "the first pass's status is never written: the second, due before it ended, writes its own")
+var _ = Describe("Controller in a manager: a status that may wait (StatusMayWait)", Ordered, func() {
+	r := startStatusWaitRig("widget-status-wait", controller.Options{Config: config.Default()})
+
+	It("leaves a status held back to the pass an event started meanwhile", func(ctx context.Context) {
+		seen := r.written(ctx, "waits", passPlan{mayWait: true, poke: []int{1}})
+		Expect(seen).To(Equal([]int{0, 2}), "the first pass's status is never written: the second, due before it ended, leaves its own")
 	})
 
-	It("writes every other status at least when events keep coming, so a status waits one pass at most", func(ctx context.Context) {
-		seen := written(ctx, newWidget(ns, "keeps-coming", true), passPlan{mayWait: true, poke: []int{1, 2, 3}}, 4)
-		Expect(seen).To(Equal([]int{0, 2, 4}), "pass 1 holds its status back, pass 2 writes its own though an event came during it, pass 3 holds back, pass 4 writes")
+	It("holds back the statuses of passes whose events keep coming within StatusMaxWait, and writes the last", func(ctx context.Context) {
+		seen := r.written(ctx, "keeps-coming", passPlan{mayWait: true, poke: []int{1, 2, 3}})
+		Expect(seen).To(Equal([]int{0, 4}), "passes 1 to 3 each had an event come during them; only pass 4's status is written")
+	})
+
+	It("writes a status at least once per StatusMaxWait while events keep coming, and no more often", func(ctx context.Context) {
+		const pokeFor = 2500 * time.Millisecond
+		seen := r.written(ctx, "busy", passPlan{mayWait: true, pokeFor: pokeFor})
+		writes, passes := len(seen)-1, r.passesOf("busy")
+		Expect(writes).To(BeNumerically(">=", 3), "events came for %s, over two StatusMaxWait (%s): statuses %v of %d passes",
+			pokeFor, controller.DefaultStatusMaxWait, seen, passes)
+		Expect(writes).To(BeNumerically("<=", 4), "a status held back for StatusMaxWait at most, from the first held back: statuses %v of %d passes",
+			seen, passes)
 	})
 
 	It("writes the status of a pass that did not say it may wait, also when another pass is due", func(ctx context.Context) {
-		seen := written(ctx, newWidget(ns, "never-waits", true), passPlan{poke: []int{1}}, 2)
+		seen := r.written(ctx, "never-waits", passPlan{poke: []int{1}})
 		Expect(seen).To(Equal([]int{0, 1, 2}))
 	})
 
 	It("writes a status held back once the delay is over when no event came, without running the handler again", func(ctx context.Context) {
 		start := time.Now()
-		seen := written(ctx, newWidget(ns, "nothing-due", true), passPlan{mayWait: true}, 1)
+		seen := r.written(ctx, "nothing-due", passPlan{mayWait: true})
 		Expect(seen).To(Equal([]int{0, 1}))
 		Expect(time.Since(start)).To(BeNumerically(">=", controller.StatusWaitDelay), "held back for the delay")
-		mu.Lock()
-		defer mu.Unlock()
-		Expect(passes["nothing-due"]).To(Equal(1), "the held status is written as the pass left it")
+		Expect(r.passesOf("nothing-due")).To(Equal(1), "the held status is written as the pass left it")
+	})
+})
+
+var _ = Describe("Controller in a manager: the shortest StatusMaxWait", Ordered, func() {
+	r := startStatusWaitRig("widget-status-wait-short", controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond})
+
+	It("holds back one pass's status at most, so every other pass writes while events keep coming", func(ctx context.Context) {
+		seen := r.written(ctx, "every-other", passPlan{mayWait: true, poke: []int{1, 2, 3}})
+		Expect(seen).To(Equal([]int{0, 2, 4}), "pass 1 holds its status back, pass 2 writes its own though an event came during it, pass 3 holds back, pass 4 writes")
 	})
 })
 
@@ -243,7 +282,7 @@ var _ = Describe("Controller in a manager: a pass tells an event from a requeue 
 		cfg := config.Default()
 		// A resync every 300ms: the passes that only it starts.
 		cfg.RequeueAfter, cfg.RequeueAfterOnError, cfg.JitterFactor = 300*time.Millisecond, 300*time.Millisecond, 0
-		startWithPokes(name, h, cfg)
+		startWithPokes(name, h, controller.Options{Config: cfg})
 		ns = newNamespace(ctx)
 	})
 

@@ -6,8 +6,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/testenv"
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/handler/spifferegistration"
 )
 
@@ -15,23 +19,10 @@ import (
 // full passes, reason) the running operator counted.
 func passesOf(policy, kind, reason string) func(Gomega) float64 {
 	return func(g Gomega) float64 {
-		families, err := opMetrics.Gather()
+		n, err := testenv.MetricSum(opMetrics, "trustplane_registration_passes_total",
+			map[string]string{"name": policy, "kind": kind, "reason": reason})
 		g.Expect(err).NotTo(HaveOccurred())
-		for _, f := range families {
-			if f.GetName() != "trustplane_registration_passes_total" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				l := map[string]string{}
-				for _, p := range m.GetLabel() {
-					l[p.GetName()] = p.GetValue()
-				}
-				if l["name"] == policy && l["kind"] == kind && l["reason"] == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-		return 0
+		return n
 	}
 }
 
@@ -88,5 +79,60 @@ var _ = Describe("Passes of a policy", func() {
 			return paths(parentOf("passes-drift"))()
 		}).WithTimeout(2*resync).WithPolling(300*time.Millisecond).Should(ConsistOf("/ns/passes-drift/sa/web"),
 			"the entry deleted by hand is back within a resync interval, events or not")
+	})
+
+	It("write a status that changes by counts only once per StatusMaxWait at most while workloads keep coming, and the last once they stop", func() {
+		const workloads = 30
+		namespace("passes-burst", map[string]string{"test": "passes-burst"})
+		p := policyFor("passes-burst", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, p))).To(Succeed()) })
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+
+		wc, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		// Its first event is the policy as it is (Added), then one
+		// Modified per write.
+		watcher, err := wc.Watch(ctx, &v1alpha1.SpiffeRegistrationList{}, client.MatchingFields{"metadata.name": p.Name})
+		Expect(err).NotTo(HaveOccurred())
+		defer watcher.Stop()
+		incremental := passesOf("passes-burst", spifferegistration.PassIncremental, "")
+		passesBefore := incremental(Default)
+
+		// A new workload every 50ms, each an event of the policy whose pass
+		// writes its entry under the policy's one parent: the status
+		// changes by its counts only.
+		start := time.Now()
+		tick := time.NewTicker(50 * time.Millisecond)
+		for i := range workloads {
+			<-tick.C
+			deployment("passes-burst", fmt.Sprintf("w-%d", i), fmt.Sprintf("w-%d", i), nil)
+		}
+		tick.Stop()
+		Eventually(paths(parentOf("passes-burst"))).Should(HaveLen(workloads))
+		elapsed := time.Since(start)
+		Eventually(func(g Gomega) int32 {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			return p.Status.EntriesRegistered
+		}).Should(BeEquivalentTo(workloads), "the last status is written once the workloads stop coming")
+
+		// The writes up to the one that left the status read above.
+		writes := 0
+		for ev := range watcher.ResultChan() {
+			got, ok := ev.Object.(*v1alpha1.SpiffeRegistration)
+			Expect(ok).To(BeTrue(), "a watch event of the policy: %v", ev.Object)
+			if ev.Type == watch.Modified {
+				writes++
+			}
+			if got.ResourceVersion == p.ResourceVersion {
+				break
+			}
+		}
+		passes := incremental(Default) - passesBefore
+		Expect(passes).To(BeNumerically(">=", 2), "the workloads came in more than one pass")
+		// Each StatusMaxWait at most one write, the last one, and one of
+		// the resync's, which may fall in.
+		bound := int(elapsed/controller.DefaultStatusMaxWait) + 3
+		Expect(writes).To(BeNumerically("<=", bound), "%d status writes over %s for %v incremental passes", writes, elapsed.Round(time.Millisecond), passes)
 	})
 })

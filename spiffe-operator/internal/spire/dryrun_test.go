@@ -9,6 +9,7 @@ import (
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
 
+	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 	spirefake "github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
@@ -63,21 +64,9 @@ func TestDryRunWritesNothingAndLogsAndCountsEveryWrite(t *testing.T) {
 // dryRunCount returns the dry-run counter of method in reg.
 func dryRunCount(t *testing.T, reg *prometheus.Registry, method string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	n, err := testenv.MetricSum(reg, "trustplane_spire_dry_run_writes_total", map[string]string{"method": method})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "trustplane_spire_dry_run_writes_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "method" && l.GetValue() == method {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return n
 }

@@ -364,7 +364,15 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		}
 		// Pods come to nodes and leave them, and an entry refused before
 		// may be created now: the parents held change.
-		obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
+		parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
+		if slices.Equal(parents, obj.Status.ParentIDs) {
+			// The entries written are under parents the status records
+			// already: it changes by counts and conditions only, and a
+			// later pass may write it (say that of the next workload, in a
+			// burst of them).
+			controller.StatusMayWait(ctx)
+		}
+		obj.Status.ParentIDs = parents
 	} else if parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, nil, false); !slices.Equal(parents, obj.Status.ParentIDs) {
 		// A record that missed a write (its status write was refused after
 		// an earlier pass's SPIRE write) is brought up to date, and written.
