@@ -41,9 +41,9 @@ type Options struct {
 	// that children of Live types are gone; nil reads through the client.
 	APIReader client.Reader
 	// StatusMaxWait is the longest the statuses of an object's passes are
-	// held back (StatusMayWait) while its events keep coming, from the first
-	// held back since its status was last written; zero means
-	// DefaultStatusMaxWait.
+	// held back (StatusMayWait), from the first held back since its status
+	// was last written; zero means DefaultStatusMaxWait, and a negative
+	// value holds no status back.
 	StatusMaxWait time.Duration
 }
 
@@ -228,11 +228,13 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	stampGeneration(obj)
 
 	changed := statusChanged(orig, obj)
-	if changed && c.holdStatus(ctx, obj, orig, result, res) {
-		// Its events and metrics come with its write (writeHeld), or with
-		// the status of the pass that writes instead.
-		logf.FromContext(ctx).V(1).Info("status held back", "for", StatusWaitDelay)
-		return ctrl.Result{RequeueAfter: StatusWaitDelay}, result, retErr
+	if changed {
+		if after, held := c.holdStatus(ctx, obj, orig, result, res); held {
+			// Its events and metrics come with its write (writeHeld), or
+			// with the status of the pass that writes instead.
+			logf.FromContext(ctx).V(1).Info("status held back", "for", after)
+			return ctrl.Result{RequeueAfter: after}, result, retErr
+		}
 	}
 	if err := c.writeStatus(ctx, obj, orig, changed); err != nil {
 		if apierrors.IsConflict(err) && hErr == nil {
@@ -295,13 +297,14 @@ func stampGeneration(obj object.Object) {
 
 // holdStatus decides whether a pass that succeeded holds its changed
 // status back (StatusMayWait), and keeps it when so: only when the handler
-// allowed it, a queue counts the object's events, and no status was held
-// back since the object's status was last written. The caller has found
-// the status changed.
-func (c *Controller[T]) holdStatus(ctx context.Context, obj, orig T, result string, res ctrl.Result) bool {
+// allowed it, a queue counts the object's events, and the first status
+// held back since the object's status was last written was held less than
+// StatusMaxWait ago. It returns when to queue the object again for the
+// held status. The caller has found the status changed.
+func (c *Controller[T]) holdStatus(ctx context.Context, obj, orig T, result string, res ctrl.Result) (time.Duration, bool) {
 	notes := passNotesOf(ctx)
 	if !notes.statusMayWait || result != ResultSuccess {
-		return false
+		return 0, false
 	}
 	return c.events.hold(client.ObjectKeyFromObject(obj), heldStatus{
 		obj: obj.DeepCopyObject().(client.Object), orig: orig.DeepCopyObject().(client.Object), since: notes.since, res: res,

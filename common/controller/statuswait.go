@@ -14,17 +14,18 @@ import (
 )
 
 // StatusMayWait tells the Controller running this pass that the status the
-// handler sets records nothing a later pass needs: counts, conditions and
-// messages only, no state such as what the pass wrote outside the cluster.
+// handler sets records nothing new that a later pass needs: it changes by
+// counts, conditions and messages only, and records no new state such as
+// what the pass wrote outside the cluster.
 // The Controller may then hold the status back and queue the object again
 // StatusWaitDelay later: a pass that an event of the object starts
 // meanwhile computes the status anew and may hold it back in turn, and if
 // none comes, the queued pass writes the held status without calling the
-// handler. While events keep coming, statuses are held back for at most
-// Options.StatusMaxWait from the first one held back since a status of the
-// object was last written: the first pass after that writes its status. A
-// handler whose pass wrote outside the cluster must call it only when the
-// status records nothing new of that write. Outside a Controller's pass,
+// handler. Statuses are held back for at most Options.StatusMaxWait from
+// the first one held back since a status of the object was last written:
+// the object is queued again by then, and the first pass after that
+// writes its status. A handler whose pass wrote outside the cluster must
+// call it only when the status records nothing new of that write. Outside a Controller's pass,
 // and for a Controller whose queue does not count events (see NewBuilder),
 // it does nothing.
 func StatusMayWait(ctx context.Context) {
@@ -155,24 +156,27 @@ func (e *eventCounts) begin(key types.NamespacedName) (count uint64, eventSince 
 
 // hold keeps the status a pass held back, in place of any kept before,
 // unless no queue counts the events or the first status of key held back
-// since its status was last written was held maxWait ago or more; it
-// reports whether it kept it.
-func (e *eventCounts) hold(key types.NamespacedName, h heldStatus) bool {
+// since its status was last written was held maxWait ago or more. It
+// reports whether it kept it and, if so, how long after now the object is
+// to be queued for it to be written: StatusWaitDelay, or less when the
+// wait ends sooner.
+func (e *eventCounts) hold(key types.NamespacedName, h heldStatus) (after time.Duration, kept bool) {
 	if !e.counting.Load() {
-		return false
+		return 0, false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
 	first, waiting := e.unwritten[key]
-	if waiting && now.Sub(first) >= e.maxWait {
-		return false
-	}
 	if !waiting {
-		e.unwritten[key] = now
+		first, e.unwritten[key] = now, now
+	}
+	left := first.Add(e.maxWait).Sub(now)
+	if left <= 0 {
+		return 0, false
 	}
 	e.held[key] = h
-	return true
+	return min(StatusWaitDelay, left), true
 }
 
 // wrote records that key's status was written (or needed no write).

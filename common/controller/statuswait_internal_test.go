@@ -9,40 +9,54 @@ import (
 
 // TestHeldStatusesWaitStatusMaxWaitAtMost holds statuses back by a settable
 // clock: while the first held back since the last write is younger than
-// the maximum wait, each pass's replaces the one before; from then on none
-// is held back until a status is written, which starts a new wait.
+// the maximum wait, each pass's replaces the one before and the object is
+// queued again StatusWaitDelay later, or when the wait ends if sooner; from
+// then on none is held back until a status is written, which starts a new
+// wait.
 func TestHeldStatusesWaitStatusMaxWaitAtMost(t *testing.T) {
 	c := &clock{t: time.Unix(1_000_000, 0)}
 	e := newEventCounts(0, c.now)
 	e.counting.Store(true)
 	key := types.NamespacedName{Namespace: "ns", Name: "w"}
-	hold := func(since uint64) bool { return e.hold(key, heldStatus{since: since}) }
 	step := func(d time.Duration) { c.t = c.t.Add(d) }
+	expectHeld := func(since uint64, after time.Duration) {
+		t.Helper()
+		got, kept := e.hold(key, heldStatus{since: since})
+		if !kept || got != after {
+			t.Fatalf("pass %d: held back %v, to be written after %s; want held back, after %s", since, kept, got, after)
+		}
+	}
+	expectWritten := func(since uint64) {
+		t.Helper()
+		if _, kept := e.hold(key, heldStatus{since: since}); kept {
+			t.Fatalf("pass %d: its status was held back, %s after the first since the last write; want it written", since, DefaultStatusMaxWait)
+		}
+	}
 
-	if !hold(1) {
-		t.Fatal("the first status after a write was not held back")
+	expectHeld(1, StatusWaitDelay)
+	step(DefaultStatusMaxWait - StatusWaitDelay)
+	expectHeld(2, StatusWaitDelay)
+	step(StatusWaitDelay / 2)
+	expectHeld(3, StatusWaitDelay/2) // queued again when the wait ends
+	if h, held, _ := e.takeHeld(key); !held || h.since != 3 {
+		t.Fatalf("the status held back is that of pass %d (held %v), want the last one's (3)", h.since, held)
 	}
-	step(DefaultStatusMaxWait - time.Millisecond)
-	if !hold(2) {
-		t.Fatalf("a status %s after the first held back was not held back, with a maximum wait of %s", DefaultStatusMaxWait-time.Millisecond, DefaultStatusMaxWait)
-	}
-	if h, held, _ := e.takeHeld(key); !held || h.since != 2 {
-		t.Fatalf("the status held back is that of pass %d (held %v), want the last one's (2)", h.since, held)
-	}
-	step(time.Millisecond)
-	if hold(3) {
-		t.Fatalf("a status was held back %s after the first, with a maximum wait of %s", DefaultStatusMaxWait, DefaultStatusMaxWait)
-	}
+	step(StatusWaitDelay / 2)
+	expectWritten(4)
 	step(time.Hour)
-	if hold(4) {
-		t.Fatal("a status was held back though none was written since the wait ended")
-	}
+	expectWritten(5)
 	e.wrote(key)
-	if !hold(5) {
-		t.Fatal("the first status after a write was not held back")
-	}
+	expectHeld(6, StatusWaitDelay)
 	step(DefaultStatusMaxWait / 2)
-	if !hold(6) {
-		t.Fatal("a write did not start a new wait")
+	expectHeld(7, StatusWaitDelay)
+}
+
+// TestANegativeStatusMaxWaitHoldsNothingBack: a Controller given a
+// negative maximum wait writes every status at once.
+func TestANegativeStatusMaxWaitHoldsNothingBack(t *testing.T) {
+	e := newEventCounts(-time.Nanosecond, time.Now)
+	e.counting.Store(true)
+	if _, kept := e.hold(types.NamespacedName{Name: "w"}, heldStatus{}); kept {
+		t.Fatal("a status was held back with a negative maximum wait")
 	}
 }

@@ -91,14 +91,21 @@ type statusWaitRig struct {
 	ns     string
 	mu     sync.Mutex
 	plans  map[string]passPlan
-	passes map[string]int
-	first  map[string]time.Time
+	passes map[string]*passTimes
+}
+
+// passTimes is when a widget's first pass began, when its last pass that
+// poked ended, how many passes it made and how long the longest took.
+type passTimes struct {
+	first, pokesEnd time.Time
+	n               int
+	longest         time.Duration
 }
 
 // startStatusWaitRig starts the rig's Controller, named name, with opts,
 // in a BeforeAll of the enclosing Ordered container.
 func startStatusWaitRig(name string, opts controller.Options) *statusWaitRig {
-	r := &statusWaitRig{name: name, plans: map[string]passPlan{}, passes: map[string]int{}, first: map[string]time.Time{}}
+	r := &statusWaitRig{name: name, plans: map[string]passPlan{}, passes: map[string]*passTimes{}}
 	BeforeAll(func(ctx context.Context) {
 		startWithPokes(name, r.pass, opts)
 		r.ns = newNamespace(ctx)
@@ -108,39 +115,51 @@ func startStatusWaitRig(name string, opts controller.Options) *statusWaitRig {
 
 // pass is the rig's handler.
 func (r *statusWaitRig) pass(ctx context.Context, w *widgetv1.Widget) error {
+	began := time.Now()
 	r.mu.Lock()
-	r.passes[w.Name]++
-	n, plan := r.passes[w.Name], r.plans[w.Name]
-	if n == 1 {
-		r.first[w.Name] = time.Now()
+	t, ok := r.passes[w.Name]
+	if !ok {
+		t = &passTimes{first: began}
+		r.passes[w.Name] = t
 	}
-	since := time.Since(r.first[w.Name])
+	t.n++
+	n, plan := t.n, r.plans[w.Name]
 	r.mu.Unlock()
 	w.Status.ChildCount = n
 	if plan.mayWait {
 		controller.StatusMayWait(ctx)
 	}
-	if slices.Contains(plan.poke, n) || since < plan.pokeFor {
+	poked := slices.Contains(plan.poke, n) || began.Sub(t.first) < plan.pokeFor
+	if poked {
 		before := queueAdds(Default, r.name)
 		poke(ctx, w, fmt.Sprintf("%s-poke-%d", w.Name, n))
 		Eventually(func(g Gomega) float64 { return queueAdds(g, r.name) }).Should(BeNumerically(">", before),
 			"the edit's event reaches the queue while the pass runs")
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.longest = max(t.longest, time.Since(began))
+	if poked {
+		t.pokesEnd = time.Now()
+	}
 	return nil
 }
 
-// passesOf returns how many passes widget name made so far.
-func (r *statusWaitRig) passesOf(name string) int {
+// timesOf returns the pass times of widget name so far.
+func (r *statusWaitRig) timesOf(name string) passTimes {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.passes[name]
+	if t, ok := r.passes[name]; ok {
+		return *t
+	}
+	return passTimes{}
 }
 
 // written creates a widget named name with plan and returns the
 // childCount of every status the server held for it, in order, once a
 // status of its last pass was written and Ready, and no pass followed it
-// within a second.
-func (r *statusWaitRig) written(ctx context.Context, name string, plan passPlan) []int {
+// within a second; at are the times the watch told of each.
+func (r *statusWaitRig) written(ctx context.Context, name string, plan passPlan) (seen []int, at []time.Time) {
 	r.mu.Lock()
 	r.plans[name] = plan
 	r.mu.Unlock()
@@ -152,21 +171,23 @@ func (r *statusWaitRig) written(ctx context.Context, name string, plan passPlan)
 	Expect(err).NotTo(HaveOccurred())
 	defer watcher.Stop()
 	Expect(cp.Client.Create(ctx, newWidget(r.ns, name, true))).To(Succeed())
-	var seen []int
 	for {
 		select {
-		case ev := <-watcher.ResultChan():
+		case ev, open := <-watcher.ResultChan():
+			if !open {
+				Fail(fmt.Sprintf("the watch of %s ended; the statuses written: %v", name, seen))
+			}
 			got, ok := ev.Object.(*widgetv1.Widget)
 			if !ok || ev.Type != watch.Modified {
 				continue
 			}
 			if len(seen) == 0 || seen[len(seen)-1] != got.Status.ChildCount {
-				seen = append(seen, got.Status.ChildCount)
+				seen, at = append(seen, got.Status.ChildCount), append(at, time.Now())
 			}
 		case <-time.After(time.Second):
-			if len(seen) > 0 && seen[len(seen)-1] == r.passesOf(name) && r.passesOf(name) > 0 {
+			if n := r.timesOf(name).n; n > 0 && len(seen) > 0 && seen[len(seen)-1] == n {
 				Expect(condition.IsReady(get(ctx, newWidget(r.ns, name, true)).(*widgetv1.Widget))).To(BeTrue())
-				return seen
+				return seen, at
 			}
 		case <-ctx.Done():
 			Fail(fmt.Sprintf("the status of the last pass of %s was not written in 30s; the statuses written: %v", name, seen))
@@ -178,36 +199,57 @@ var _ = Describe("Controller in a manager: a status that may wait (StatusMayWait
 	r := startStatusWaitRig("widget-status-wait", controller.Options{Config: config.Default()})
 
 	It("leaves a status held back to the pass an event started meanwhile", func(ctx context.Context) {
-		seen := r.written(ctx, "waits", passPlan{mayWait: true, poke: []int{1}})
+		seen, _ := r.written(ctx, "waits", passPlan{mayWait: true, poke: []int{1}})
 		Expect(seen).To(Equal([]int{0, 2}), "the first pass's status is never written: the second, due before it ended, leaves its own")
-	})
-
-	It("holds back the statuses of passes whose events keep coming within StatusMaxWait, and writes the last", func(ctx context.Context) {
-		seen := r.written(ctx, "keeps-coming", passPlan{mayWait: true, poke: []int{1, 2, 3}})
-		Expect(seen).To(Equal([]int{0, 4}), "passes 1 to 3 each had an event come during them; only pass 4's status is written")
 	})
 
 	It("writes a status at least once per StatusMaxWait while events keep coming, and no more often", func(ctx context.Context) {
 		const pokeFor = 2500 * time.Millisecond
-		seen := r.written(ctx, "busy", passPlan{mayWait: true, pokeFor: pokeFor})
-		writes, passes := len(seen)-1, r.passesOf("busy")
-		Expect(writes).To(BeNumerically(">=", 3), "events came for %s, over two StatusMaxWait (%s): statuses %v of %d passes",
-			pokeFor, controller.DefaultStatusMaxWait, seen, passes)
-		Expect(writes).To(BeNumerically("<=", 4), "a status held back for StatusMaxWait at most, from the first held back: statuses %v of %d passes",
-			seen, passes)
+		maxWait := controller.DefaultStatusMaxWait
+		seen, at := r.written(ctx, "busy", passPlan{mayWait: true, pokeFor: pokeFor})
+		t := r.timesOf("busy")
+		Expect(t.pokesEnd.Sub(t.first)).To(BeNumerically(">=", pokeFor), "events came during every pass for %s", pokeFor)
+		// While events keep coming, a write comes at most StatusMaxWait
+		// after the first status held back since the last write, which
+		// the pass after that write holds, plus the pass that then writes
+		// and the one the wait ended during.
+		bound := maxWait + 3*t.longest + 500*time.Millisecond
+		stretches := []time.Time{t.first}
+		for _, w := range at[1:] {
+			if w.Before(t.pokesEnd) {
+				stretches = append(stretches, w)
+			}
+		}
+		stretches = append(stretches, t.pokesEnd)
+		for i := 1; i < len(stretches); i++ {
+			Expect(stretches[i].Sub(stretches[i-1])).To(BeNumerically("<=", bound),
+				"no status written for that long while events kept coming (passes up to %s): statuses %v of %d passes", t.longest, seen, t.n)
+		}
+		// Each write while events keep coming starts a wait of StatusMaxWait.
+		Expect(len(seen)-1).To(BeNumerically("<=", int(t.pokesEnd.Sub(t.first)/maxWait)+2),
+			"statuses %v of %d passes over %s", seen, t.n, t.pokesEnd.Sub(t.first).Round(time.Millisecond))
 	})
 
 	It("writes the status of a pass that did not say it may wait, also when another pass is due", func(ctx context.Context) {
-		seen := r.written(ctx, "never-waits", passPlan{poke: []int{1}})
+		seen, _ := r.written(ctx, "never-waits", passPlan{poke: []int{1}})
 		Expect(seen).To(Equal([]int{0, 1, 2}))
 	})
 
 	It("writes a status held back once the delay is over when no event came, without running the handler again", func(ctx context.Context) {
 		start := time.Now()
-		seen := r.written(ctx, "nothing-due", passPlan{mayWait: true})
+		seen, _ := r.written(ctx, "nothing-due", passPlan{mayWait: true})
 		Expect(seen).To(Equal([]int{0, 1}))
 		Expect(time.Since(start)).To(BeNumerically(">=", controller.StatusWaitDelay), "held back for the delay")
-		Expect(r.passesOf("nothing-due")).To(Equal(1), "the held status is written as the pass left it")
+		Expect(r.timesOf("nothing-due").n).To(Equal(1), "the held status is written as the pass left it")
+	})
+})
+
+var _ = Describe("Controller in a manager: a long StatusMaxWait", Ordered, func() {
+	r := startStatusWaitRig("widget-status-wait-long", controller.Options{Config: config.Default(), StatusMaxWait: time.Hour})
+
+	It("holds back the statuses of passes whose events keep coming, and writes the last", func(ctx context.Context) {
+		seen, _ := r.written(ctx, "keeps-coming", passPlan{mayWait: true, poke: []int{1, 2, 3}})
+		Expect(seen).To(Equal([]int{0, 4}), "passes 1 to 3 each had an event come during them; only pass 4's status is written")
 	})
 })
 
@@ -215,7 +257,7 @@ var _ = Describe("Controller in a manager: the shortest StatusMaxWait", Ordered,
 	r := startStatusWaitRig("widget-status-wait-short", controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond})
 
 	It("holds back one pass's status at most, so every other pass writes while events keep coming", func(ctx context.Context) {
-		seen := r.written(ctx, "every-other", passPlan{mayWait: true, poke: []int{1, 2, 3}})
+		seen, _ := r.written(ctx, "every-other", passPlan{mayWait: true, poke: []int{1, 2, 3}})
 		Expect(seen).To(Equal([]int{0, 2, 4}), "pass 1 holds its status back, pass 2 writes its own though an event came during it, pass 3 holds back, pass 4 writes")
 	})
 })

@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,16 @@ func TestMetricSumAddsTheMetricsWhoseLabelsMatch(t *testing.T) {
 		if got != c.want {
 			t.Errorf("MetricSum(%s, %v) = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+}
+
+func TestMetricSumRefusesAHistogram(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pass_seconds"})
+	reg.MustRegister(h)
+	h.Observe(1)
+	if _, err := testenv.MetricSum(reg, "pass_seconds", nil); err == nil || !strings.Contains(err.Error(), "HISTOGRAM") {
+		t.Fatalf("error %v, want one that names the histogram", err)
 	}
 }
 

@@ -229,7 +229,7 @@ func waitAllReady(ctx context.Context, b *testing.B, c client.Client, ns string)
 // reconciles counts the identitybinding controller's reconciles so far.
 func reconciles(b *testing.B) float64 {
 	b.Helper()
-	n, err := testenv.MetricSum(ctrlmetrics.Registry, "controller_runtime_reconcile_total", map[string]string{"controller": ibcontroller.Name})
+	n, err := testsupport.Reconciles(ctrlmetrics.Registry, ibcontroller.Name)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -86,7 +86,7 @@ var _ = Describe("InferencePool CRD installed after startup: pools are watched w
 
 		// reconciles counts the operator's finished reconciles.
 		reconciles := func(g Gomega) float64 {
-			n, err := testenv.MetricSum(ctrlmetrics.Registry, "controller_runtime_reconcile_total", map[string]string{"controller": ibcontroller.Name})
+			n, err := testsupport.Reconciles(ctrlmetrics.Registry, ibcontroller.Name)
 			g.Expect(err).NotTo(HaveOccurred())
 			return n
 		}
