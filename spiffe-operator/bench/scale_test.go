@@ -255,7 +255,7 @@ func (r *report) samples(n int, res scaleResult) {
 	r.add("N=%d: from the pod's creation (the bench's own API calls done) to the entry: p50 %s, p99 %s; the API server's own times: %s", n,
 		pct(res.afterCreates, 50), pct(res.afterCreates, 99), res.api.means(
 			apiCall{"POST", "deployments", ""}, apiCall{"POST", "pods", ""}, apiCall{"PATCH", "spifferegistrations", "status"}))
-	r.add("N=%d: CPU by process during the samples, %s; the policy whose status each pass writes: %d bytes, %d parent IDs", n, res.cpu,
+	r.add("N=%d: CPU by process during the samples, %s; the policy after the samples: %d bytes, %d parent IDs in its status", n, res.cpu,
 		res.policySize, res.policyParents)
 	for i, s := range res.slowest {
 		r.add("N=%d: slowest sample %d of %d, %s", n, i+1, len(res.latencies), s.costs.within(s.latency))
