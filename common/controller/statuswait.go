@@ -25,9 +25,9 @@ import (
 // the first one held back since a status of the object was last written:
 // the object is queued again by then, and the first pass after that
 // writes its status. A handler whose pass wrote outside the cluster must
-// call it only when the status records nothing new of that write. Outside a Controller's pass,
-// and for a Controller whose queue does not count events (see NewBuilder),
-// it does nothing.
+// call it only when the status records nothing new of that write. Outside
+// a Controller's pass, and for a Controller whose queue does not count
+// events (see NewBuilder), it does nothing.
 func StatusMayWait(ctx context.Context) {
 	if n, ok := ctx.Value(passNotesKey{}).(*PassNotes); ok {
 		n.statusMayWait = true

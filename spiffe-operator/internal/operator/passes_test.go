@@ -18,9 +18,14 @@ import (
 // passesOf returns how many passes of the named policy of kind (and, for
 // full passes, reason) the running operator counted.
 func passesOf(policy, kind, reason string) func(Gomega) float64 {
+	return passesWith(map[string]string{"name": policy, "kind": kind, "reason": reason})
+}
+
+// passesWith returns how many passes whose labels hold every pair of
+// labels the running operator counted.
+func passesWith(labels map[string]string) func(Gomega) float64 {
 	return func(g Gomega) float64 {
-		n, err := testenv.MetricSum(opMetrics, "trustplane_registration_passes_total",
-			map[string]string{"name": policy, "kind": kind, "reason": reason})
+		n, err := testenv.MetricSum(opMetrics, "trustplane_registration_passes_total", labels)
 		g.Expect(err).NotTo(HaveOccurred())
 		return n
 	}
@@ -101,12 +106,7 @@ var _ = Describe("Passes of a policy", func() {
 		Expect(err).NotTo(HaveOccurred())
 		defer watcher.Stop()
 		incremental := passesOf("passes-burst", spifferegistration.PassIncremental, "")
-		full := func(g Gomega) float64 {
-			n, err := testenv.MetricSum(opMetrics, "trustplane_registration_passes_total",
-				map[string]string{"name": "passes-burst", "kind": spifferegistration.PassFull})
-			g.Expect(err).NotTo(HaveOccurred())
-			return n
-		}
+		full := passesWith(map[string]string{"name": "passes-burst", "kind": spifferegistration.PassFull})
 		passesBefore, fullBefore := incremental(Default), full(Default)
 
 		// A new workload every 50ms, each an event of the policy whose pass

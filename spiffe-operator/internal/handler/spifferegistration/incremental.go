@@ -362,28 +362,20 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		if out.HeldBack > 0 {
 			m.ready = false // as in rebuild: only a full pass sees them again
 		}
-		// Pods come to nodes and leave them, and an entry refused before
-		// may be created now: the parents held change.
-		parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
-		if slices.Equal(parents, obj.Status.ParentIDs) {
-			// The entries written are under parents the status records
-			// already: it changes by counts and conditions only, and a
-			// later pass may write it (say that of the next workload, in a
-			// burst of them).
-			controller.StatusMayWait(ctx)
-		}
-		obj.Status.ParentIDs = parents
-	} else if parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, nil, false); !slices.Equal(parents, obj.Status.ParentIDs) {
-		// A record that missed a write (its status write was refused after
-		// an earlier pass's SPIRE write) is brought up to date, and written.
-		obj.Status.ParentIDs = parents
-	} else {
-		// Nothing was written to SPIRE and the parents held are as
-		// recorded: the status changes by counts and conditions only, so a
-		// pass that an event starts soon (say the new workload's pod, come
-		// while this pass ran) may write its status instead.
+	}
+	// Pods come to nodes and leave them, and an entry refused before may be
+	// created now: the parents held change. A pass that wrote nothing may
+	// find a parent missing from the record (its status write was refused
+	// after an earlier pass's write to SPIRE), and records it.
+	parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
+	if slices.Equal(parents, obj.Status.ParentIDs) {
+		// The parents held are as recorded, whether this pass wrote under
+		// them or wrote nothing: the status changes by counts and
+		// conditions only, so a pass that an event starts soon (the next
+		// workload's, or its pod's, come while this pass ran) may write it.
 		controller.StatusMayWait(ctx)
 	}
+	obj.Status.ParentIDs = parents
 	return "", h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,
 		spireFailed: len(m.spireFailed), retained: out.Retained, talked: out.Talked,
