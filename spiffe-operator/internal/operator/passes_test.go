@@ -147,3 +147,67 @@ var _ = Describe("Passes of a policy", func() {
 			writes, elapsed.Round(time.Millisecond), passes, fulls)
 	})
 })
+
+var _ = Describe("A policy's lastSyncTime", func() {
+	It("does not go back behind SPIRE's writes while a tenant keeps editing a Deployment the policy selects", func() {
+		namespace("passes-sync", map[string]string{"test": "passes-sync"})
+		edited := deployment("passes-sync", "edited", "edited", nil)
+		p := policyFor("passes-sync", nil)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, p))).To(Succeed()) })
+		Eventually(recordedParents(p)).Should(ConsistOf(parentOf("passes-sync")))
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+
+		wc, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		watcher, err := wc.Watch(ctx, &v1alpha1.SpiffeRegistrationList{}, client.MatchingFields{"metadata.name": p.Name})
+		Expect(err).NotTo(HaveOccurred())
+		defer watcher.Stop()
+
+		// The tenant's edits, every 100ms: each an event whose pass renders
+		// the same entry and talks to nobody. Meanwhile a new workload's
+		// pass writes its entry and lets its status wait; the edit's pass
+		// after it replaces that status with its own.
+		edit := func(i int) {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(edited), edited)).To(Succeed())
+			edited.Labels["edit"] = fmt.Sprint(i)
+			Expect(k8s.Update(ctx, edited)).To(Succeed())
+		}
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := range 15 {
+			<-tick.C
+			edit(i)
+		}
+		created := time.Now()
+		deployment("passes-sync", "fresh", "fresh", nil)
+		for i := 15; i < 45; i++ {
+			<-tick.C
+			edit(i)
+		}
+		Eventually(paths(parentOf("passes-sync"))).Should(ConsistOf("/ns/passes-sync/sa/edited", "/ns/passes-sync/sa/fresh"))
+		Eventually(func(g Gomega) int32 {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			return p.Status.EntriesRegistered
+		}).Should(BeEquivalentTo(2))
+
+		// Every status written that counts the new workload's entry says
+		// SPIRE was last talked to no earlier than its creation (the field
+		// has a resolution of one second).
+		counted := 0
+		for ev := range watcher.ResultChan() {
+			got, ok := ev.Object.(*v1alpha1.SpiffeRegistration)
+			Expect(ok).To(BeTrue(), "a watch event of the policy: %v", ev.Object)
+			if got.Status.EntriesRegistered == 2 {
+				counted++
+				Expect(got.Status.LastSyncTime).NotTo(BeNil())
+				Expect(got.Status.LastSyncTime.Time).To(BeTemporally(">=", created.Truncate(time.Second)),
+					"status %d counting the new entry (resourceVersion %s)", counted, got.ResourceVersion)
+			}
+			if got.ResourceVersion == p.ResourceVersion {
+				break
+			}
+		}
+		Expect(counted).To(BeNumerically(">=", 1))
+	})
+})

@@ -274,7 +274,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	}
 	return h.report(ctx, obj, owner, counts{
 		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),
-		spireFailed: len(out.Failed), retained: out.Retained, talked: out.Talked,
+		spireFailed: len(out.Failed), retained: out.Retained, talked: out.Talked, synced: &memo.synced,
 	}, failures, syncErr)
 }
 
@@ -284,6 +284,28 @@ type counts struct {
 	// retained counts entries no longer wanted that pods still use.
 	retained int
 	talked   bool
+	// synced is the memo's record of when a pass of the policy last
+	// talked to SPIRE without error (nil for a pass that keeps no memo);
+	// report updates it.
+	synced *time.Time
+}
+
+// lastSync returns the lastSyncTime a pass reports: now when it talked to
+// SPIRE without error, else the later of recorded (the status the pass
+// read) and the memo's record, so that a pass replacing a held-back
+// status that talked does not take the time back.
+func lastSync(recorded *metav1.Time, c counts, syncErr error, now func() time.Time) *metav1.Time {
+	if c.talked && syncErr == nil {
+		t := now()
+		if c.synced != nil {
+			*c.synced = t
+		}
+		return &metav1.Time{Time: t}
+	}
+	if c.synced != nil && !c.synced.IsZero() && (recorded == nil || recorded.Time.Before(*c.synced)) {
+		return &metav1.Time{Time: *c.synced}
+	}
+	return recorded
 }
 
 // report writes the pass's figures into the status and metrics and returns
@@ -300,9 +322,7 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 	if len(st.Failures) == 0 {
 		st.Failures = nil
 	}
-	if c.talked && syncErr == nil {
-		st.LastSyncTime = &metav1.Time{Time: h.now()}
-	}
+	st.LastSyncTime = lastSync(st.LastSyncTime, c, syncErr, h.now)
 	h.Metrics.Record(owner, c.desired, c.registered, c.masked, len(failures))
 	logf.FromContext(ctx).V(1).Info("synced", "workloads", c.selected, "desired", c.desired, "registered", c.registered,
 		"masked", c.masked, "failed", len(failures), "retainedForPods", c.retained, "talked", c.talked)

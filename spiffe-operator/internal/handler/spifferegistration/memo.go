@@ -2,6 +2,7 @@ package spifferegistration
 
 import (
 	"sync"
+	"time"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
@@ -47,6 +48,13 @@ type policyRenders struct {
 	spireFailed map[entries.Key]struct{}
 	// registered and masked count the desired entries in those states.
 	registered, masked int
+	// synced is when a pass of this policy last read from or wrote to
+	// SPIRE without error (zero when none has since the operator started).
+	// A pass that does not talk to SPIRE reports it: the status of the
+	// pass that talked may have been held back and replaced by a later
+	// pass's (controller.StatusMayWait), and must not take lastSyncTime
+	// back with it.
+	synced time.Time
 }
 
 type workloadKey struct {
@@ -99,6 +107,7 @@ func (r *renders) forPolicy(uid k8stypes.UID, gen int64) *policyRenders {
 		next := &policyRenders{generation: gen, byWorkload: map[workloadKey]*rendered{}}
 		if m != nil {
 			next.previous = m.byWorkload
+			next.synced = m.synced
 		}
 		m = next
 		r.byPolicy[uid] = m

@@ -1,0 +1,100 @@
+package spifferegistration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
+)
+
+// TestAHeldStatusReplacedKeepsLastSyncTime checks the attack of a tenant
+// who keeps editing a Deployment that a shared policy selects while the
+// policy writes another workload's entry: the pass that wrote lets its
+// status wait (controller.StatusMayWait), the edit's pass replaces the
+// held status with its own, and that pass talks to nobody. Its status must
+// still say when the policy last talked to SPIRE, not the time the status
+// on the server had before.
+func TestAHeldStatusReplacedKeepsLastSyncTime(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
+		deploy("a", "web", "web", map[string]string{"app": "web"}))
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := start
+	e.h.Now = func() time.Time { return now }
+	e.h.Lister, e.h.Dirty = workload.ReaderLister{Reader: e.c}, NewDirty()
+	p := newPolicy(nil)
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Status.LastSyncTime; got == nil || !got.Time.Equal(start) {
+		t.Fatalf("the first pass reports lastSyncTime %v, want %v", got, start)
+	}
+	onServer := p.DeepCopy() // the status the server keeps while later ones are held back
+
+	// A new workload: its pass writes its entry and lets its status wait.
+	now = start.Add(10 * time.Second)
+	wrote := now
+	if err := e.c.Create(ctx, deploy("a", "fresh", "fresh", map[string]string{"app": "fresh"})); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "fresh")
+	held, notes := controller.WithEventPassNotes(ctx)
+	before := writes(e)
+	if err := e.h.CreateOrUpdate(held, p); err != nil {
+		t.Fatal(err)
+	}
+	if writes(e) == before {
+		t.Fatalf("the new workload's pass wrote nothing to SPIRE")
+	}
+	if !notes.StatusMayWait() {
+		t.Fatalf("the new workload's pass did not let its status wait; the attack needs it to")
+	}
+
+	// The tenant edits web (its entry stays the same) before the held
+	// status is written: the edit's pass starts from the status on the
+	// server and writes nothing to SPIRE.
+	now = start.Add(20 * time.Second)
+	web := &appsv1.Deployment{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "web"}, web); err != nil {
+		t.Fatal(err)
+	}
+	web.Labels["edited"] = "1"
+	if err := e.c.Update(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "web")
+	before = writes(e)
+	edit, _ := controller.WithEventPassNotes(ctx)
+	if err := e.h.CreateOrUpdate(edit, onServer); err != nil {
+		t.Fatal(err)
+	}
+	if writes(e) != before {
+		t.Fatalf("the edit's pass wrote to SPIRE: %v", e.api.Writes()[before:])
+	}
+	if got := onServer.Status.LastSyncTime; got == nil || !got.Time.Equal(wrote) {
+		t.Errorf("the edit's pass reports lastSyncTime %v, want %v (when the new workload's entry was written)", got, wrote)
+	}
+	if got := onServer.Status.EntriesRegistered; got != 2 {
+		t.Errorf("the edit's pass reports %d entries registered, want 2", got)
+	}
+
+	// A new generation keeps the record: its first pass is a full one,
+	// and whether it talks to SPIRE or not, the time does not go back.
+	now = start.Add(30 * time.Second)
+	next := onServer.DeepCopy()
+	next.Generation++
+	next.Status.LastSyncTime = p.Status.LastSyncTime.DeepCopy()
+	next.Status.LastSyncTime.Time = start
+	if err := e.h.CreateOrUpdate(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := next.Status.LastSyncTime; got == nil || got.Time.Before(wrote) {
+		t.Errorf("the new generation's first pass reports lastSyncTime %v, before %v", got, wrote)
+	}
+}
