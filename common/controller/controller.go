@@ -63,12 +63,15 @@ type Controller[T object.Object] struct {
 	// events counts the events that made a pass of each object due, and
 	// keeps the statuses held back (StatusMayWait).
 	events *eventCounts
+	// behind keeps the status writes left running off the worker.
+	behind *behindWrites
 }
 
 // New returns a Controller named name (used in logs, events and metrics)
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
-	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now), events: newEventCounts(opts.StatusMaxWait, time.Now)}
+	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now), events: newEventCounts(opts.StatusMaxWait, time.Now),
+		behind: newBehindWrites()}
 }
 
 // Name returns the controller name.
@@ -84,6 +87,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 
 	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
+			c.behind.take(req.NamespacedName)
 			c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
 			c.emitted.forget(req.NamespacedName)
 			c.written.forget(req.NamespacedName)
@@ -97,8 +101,8 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		// work from the object that write left.
 		obj = written.DeepCopyObject().(T)
 	}
-	if h, held, eventSince := c.events.takeHeld(req.NamespacedName); held &&
-		!eventSince && obj.GetDeletionTimestamp() == nil && obj.GetResourceVersion() == h.orig.GetResourceVersion() {
+	if h, held, eventSince := c.events.takeHeld(req.NamespacedName); held && !eventSince && obj.GetDeletionTimestamp() == nil &&
+		obj.GetResourceVersion() == h.orig.GetResourceVersion() && !c.behind.running(req.NamespacedName) {
 		// Nothing came since the pass that held its status back.
 		return c.writeHeld(ctx, h)
 	}
@@ -109,6 +113,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		result string
 	)
 	if obj.GetDeletionTimestamp() != nil {
+		c.behind.take(req.NamespacedName)
 		res, result, err = c.finalize(ctx, obj)
 	} else {
 		res, result, err = c.reconcile(ctx, obj)
@@ -213,6 +218,17 @@ func (c *Controller[T]) environment(obj T) (string, bool) {
 // finish maps the handler's error to conditions and a requeue, writes the
 // status if it changed and emits transition events.
 func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ctrl.Result, string, error) {
+	rebased := false
+	if w := c.behind.take(client.ObjectKeyFromObject(obj)); w != nil && w.written != nil &&
+		w.readVersion == orig.GetResourceVersion() {
+		// The pass read the object before the status write an earlier
+		// pass left running landed: the handler's work stands on what
+		// that write left (a status write changes no spec), and this
+		// pass's status is written over it.
+		orig = w.written.DeepCopyObject().(T)
+		obj.SetResourceVersion(orig.GetResourceVersion())
+		rebased = true
+	}
 	res, result, retErr := c.classify(hErr)
 	switch result {
 	case ResultSuccess:
@@ -226,6 +242,9 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 		condition.Set(obj, condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonError), hErr.Error()))
 	}
 	stampGeneration(obj)
+	if rebased {
+		keepTransitionTimes(obj, orig)
+	}
 
 	changed := statusChanged(orig, obj)
 	if changed {
@@ -234,6 +253,10 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 			// with the status of the pass that writes instead.
 			logf.FromContext(ctx).V(1).Info("status held back", "for", after)
 			return ctrl.Result{RequeueAfter: after}, result, retErr
+		}
+		if c.mayWriteBehind(ctx, result) {
+			c.writeBehind(ctx, obj, orig)
+			return res, result, retErr
 		}
 	}
 	if err := c.writeStatus(ctx, obj, orig, changed); err != nil {
@@ -284,6 +307,18 @@ func (c *Controller[T]) classify(hErr error) (ctrl.Result, string, error) {
 	return ctrl.Result{}, ResultError, hErr
 }
 
+// keepTransitionTimes gives each condition of obj that orig has with the
+// same status orig's lastTransitionTime: obj's conditions were set from an
+// object older than orig, and did not change since orig's.
+func keepTransitionTimes(obj, orig object.Object) {
+	for i := range obj.CommonStatus().Conditions {
+		c := &obj.CommonStatus().Conditions[i]
+		if o := condition.Find(orig, c.Type); o != nil && o.Status == c.Status {
+			c.LastTransitionTime = o.LastTransitionTime
+		}
+	}
+}
+
 // stampGeneration records that the status describes the object's current
 // generation, on every condition and in observedGeneration.
 func stampGeneration(obj object.Object) {
@@ -309,6 +344,41 @@ func (c *Controller[T]) holdStatus(ctx context.Context, obj, orig T, result stri
 	return c.events.hold(client.ObjectKeyFromObject(obj), heldStatus{
 		obj: obj.DeepCopyObject().(client.Object), orig: orig.DeepCopyObject().(client.Object), since: notes.since, res: res,
 	})
+}
+
+// mayWriteBehind tells whether a pass whose changed status was not held
+// back may leave its write running off the worker: when the handler
+// allowed its status to wait, the pass succeeded, and a queue counts the
+// object's events (the status could have been held back, but
+// StatusMaxWait is over).
+func (c *Controller[T]) mayWriteBehind(ctx context.Context, result string) bool {
+	return passNotesOf(ctx).statusMayWait && result == ResultSuccess && c.events.counting.Load()
+}
+
+// writeBehind writes obj's status off the worker (behindWrites). Once
+// written, it records the write as writeStatus does and announces it; when
+// the write fails it queues the object, for a pass to compute and write
+// the status again.
+func (c *Controller[T]) writeBehind(ctx context.Context, obj, orig T) {
+	key := client.ObjectKeyFromObject(obj)
+	w := c.behind.start(key, orig.GetResourceVersion())
+	obj, orig = obj.DeepCopyObject().(T), orig.DeepCopyObject().(T)
+	log := logf.FromContext(ctx)
+	// The pass's context may end with the pass; the write must not, and
+	// must end for the next pass to take it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), behindWriteTimeout)
+	go func() {
+		defer close(w.done)
+		defer cancel()
+		if err := c.writeStatus(ctx, obj, orig, true); err != nil {
+			log.V(1).Info("status write off the worker failed; reconciling again", "error", err.Error())
+			c.behind.requeue(key)
+			return
+		}
+		w.written = obj
+		c.events.wrote(key)
+		c.announce(orig, obj)
+	}()
 }
 
 // writeHeld writes the status a pass held back, when no event came since

@@ -56,10 +56,12 @@ func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject f
 			// the events of each object for StatusMayWait.
 			NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 				c.events.counting.Store(true)
-				return countingQueue{counts: c.events, PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
+				q := countingQueue{counts: c.events, PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
 					o.Log = mgr.GetLogger().WithValues("controller", name)
 					o.RateLimiter = rl
 				})}
+				c.behind.setQueue(q)
+				return q
 			},
 		})
 }

@@ -24,7 +24,10 @@ import (
 // handler. Statuses are held back for at most Options.StatusMaxWait from
 // the first one held back since a status of the object was last written:
 // the object is queued again by then, and the first pass after that
-// writes its status. A handler whose pass wrote outside the cluster must
+// writes its status, off the worker: the pass an event of the object
+// starts meanwhile runs its handler while the write is on its way, and
+// waits for it only before deciding on its own status, which it then
+// writes over that one. A handler whose pass wrote outside the cluster must
 // call it only when the status records nothing new of that write. Outside
 // a Controller's pass, and for a Controller whose queue does not count
 // events (see NewBuilder), it does nothing.

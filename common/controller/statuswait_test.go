@@ -47,6 +47,8 @@ type passPlan struct {
 	mayWait bool
 	poke    []int
 	pokeFor time.Duration
+	// onPass, when set, is called with n at the start of pass n.
+	onPass func(n int)
 }
 
 // pokeLabel names the widget a ConfigMap is an event of.
@@ -57,9 +59,19 @@ const pokeLabel = "test.trustplane.dev/poke"
 // ConfigMap labelled pokeLabel with a widget's name is an event of that
 // widget: a poke that does not change the widget itself.
 func startWithPokes(name string, h handlerFunc, opts controller.Options) {
+	startWithPokesThrough(name, h, opts, nil)
+}
+
+// startWithPokesThrough is startWithPokes with the Controller's client
+// wrapped by wrap (nil: the manager's client as it is).
+func startWithPokesThrough(name string, h handlerFunc, opts controller.Options, wrap func(client.Client) client.Client) {
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
-	c := controller.New(name, mgr.GetClient(), h, opts)
+	cl := mgr.GetClient()
+	if wrap != nil {
+		cl = wrap(cl)
+	}
+	c := controller.New(name, cl, h, opts)
 	pokes := func(b *builder.Builder) *builder.Builder {
 		return b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			if w, ok := o.GetLabels()[pokeLabel]; ok {
@@ -105,9 +117,15 @@ type passTimes struct {
 // startStatusWaitRig starts the rig's Controller, named name, with opts,
 // in a BeforeAll of the enclosing Ordered container.
 func startStatusWaitRig(name string, opts controller.Options) *statusWaitRig {
+	return startStatusWaitRigThrough(name, opts, nil)
+}
+
+// startStatusWaitRigThrough is startStatusWaitRig with the Controller's
+// client wrapped by wrap (startWithPokesThrough).
+func startStatusWaitRigThrough(name string, opts controller.Options, wrap func(client.Client) client.Client) *statusWaitRig {
 	r := &statusWaitRig{name: name, plans: map[string]passPlan{}, passes: map[string]*passTimes{}}
 	BeforeAll(func(ctx context.Context) {
-		startWithPokes(name, r.pass, opts)
+		startWithPokesThrough(name, r.pass, opts, wrap)
 		r.ns = newNamespace(ctx)
 	})
 	return r
@@ -125,6 +143,9 @@ func (r *statusWaitRig) pass(ctx context.Context, w *widgetv1.Widget) error {
 	t.n++
 	n, plan := t.n, r.plans[w.Name]
 	r.mu.Unlock()
+	if plan.onPass != nil {
+		plan.onPass(n)
+	}
 	w.Status.ChildCount = n
 	if plan.mayWait {
 		controller.StatusMayWait(ctx)

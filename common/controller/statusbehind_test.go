@@ -1,0 +1,147 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/controller"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+)
+
+// statusGate holds back the status write of one widget's status with one
+// childCount, until released or for a long time: a slow API server, on
+// demand. With fail set, it refuses that write instead, as the API server
+// refuses a write that conflicts.
+type statusGate struct {
+	widget  string
+	count   int
+	fail    bool
+	mu      sync.Mutex
+	blocked bool
+	// arrived is closed when a write first comes to the gate.
+	arrived  chan struct{}
+	arrive   sync.Once
+	released chan struct{}
+	once     sync.Once
+}
+
+func newStatusGate(widget string, count int) *statusGate {
+	return &statusGate{widget: widget, count: count, arrived: make(chan struct{}), released: make(chan struct{})}
+}
+
+// wrap returns c with its status writes passing the gate.
+func (g *statusGate) wrap(c client.Client) client.Client { return gatedClient{Client: c, gate: g} }
+
+// pass blocks a write of obj's status while the gate is closed, or
+// refuses it, when obj is the gate's widget with the gate's childCount.
+func (g *statusGate) pass(obj client.Object) error {
+	w, ok := obj.(*widgetv1.Widget)
+	if !ok || w.Name != g.widget || w.Status.ChildCount != g.count {
+		return nil
+	}
+	if g.fail {
+		return apierrors.NewConflict(widgetv1.GroupVersion.WithResource("widgets").GroupResource(), w.Name,
+			errors.New("the gate refuses this write"))
+	}
+	g.mu.Lock()
+	g.blocked = true
+	g.mu.Unlock()
+	g.arrive.Do(func() { close(g.arrived) })
+	select {
+	case <-g.released:
+	case <-time.After(10 * time.Second):
+	}
+	g.mu.Lock()
+	g.blocked = false
+	g.mu.Unlock()
+	return nil
+}
+
+// blockingWithin reports whether a write waits at the gate now or comes
+// to it within d and waits.
+func (g *statusGate) blockingWithin(d time.Duration) bool {
+	select {
+	case <-g.arrived:
+	case <-time.After(d):
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.blocked
+}
+
+// release opens the gate for good.
+func (g *statusGate) release() { g.once.Do(func() { close(g.released) }) }
+
+type gatedClient struct {
+	client.Client
+	gate *statusGate
+}
+
+func (c gatedClient) Status() client.SubResourceWriter {
+	return gatedStatus{SubResourceWriter: c.Client.Status(), gate: c.gate}
+}
+
+type gatedStatus struct {
+	client.SubResourceWriter
+	gate *statusGate
+}
+
+func (s gatedStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if err := s.gate.pass(obj); err != nil {
+		return err
+	}
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+var _ = Describe("Controller in a manager: a status write that StatusMaxWait forces", Ordered, func() {
+	gate := newStatusGate("behind", 2)
+	r := startStatusWaitRigThrough("widget-status-behind",
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond}, gate.wrap)
+
+	It("runs off the worker: the pass an event starts meanwhile runs its handler during the write, then writes over it", func(ctx context.Context) {
+		var (
+			mu     sync.Mutex
+			during bool
+		)
+		// Pass 1 holds its status back; pass 2 may no longer hold and
+		// writes, and its write waits at the gate; pokes in passes 1 and 2
+		// make pass 3 due.
+		seen, _ := r.written(ctx, "behind", passPlan{mayWait: true, poke: []int{1, 2}, onPass: func(n int) {
+			if n == 3 {
+				mu.Lock()
+				// The write may not have reached the server yet.
+				during = gate.blockingWithin(3 * time.Second)
+				mu.Unlock()
+				gate.release()
+			}
+		}})
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(during).To(BeTrue(), "pass 3's handler ran while pass 2's status write was on its way")
+		Expect(seen).To(Equal([]int{0, 2, 3}), "pass 2's status is written, then pass 3's over it")
+		Expect(r.timesOf("behind").n).To(Equal(3), "no pass ran again for a write that conflicted")
+	})
+})
+
+var _ = Describe("Controller in a manager: a status write off the worker that fails", Ordered, func() {
+	gate := newStatusGate("refused", 2)
+	gate.fail = true
+	r := startStatusWaitRigThrough("widget-status-behind-refused",
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond}, gate.wrap)
+
+	It("queues the object again, and the next pass writes its status", func(ctx context.Context) {
+		// Pass 1 holds its status back and pokes; pass 2 may no longer
+		// hold, and its write is refused. No event comes after it: only
+		// the Controller can queue the widget again before the resync.
+		seen, _ := r.written(ctx, "refused", passPlan{mayWait: true, poke: []int{1}})
+		Expect(seen).To(Equal([]int{0, 3}), "pass 2's status is refused; pass 3, queued for it, writes its own")
+	})
+})
