@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -101,8 +102,11 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		// work from the object that write left.
 		obj = written.DeepCopyObject().(T)
 	}
-	if h, held, eventSince := c.events.takeHeld(req.NamespacedName); held && !eventSince && obj.GetDeletionTimestamp() == nil &&
-		obj.GetResourceVersion() == h.orig.GetResourceVersion() && !c.behind.running(req.NamespacedName) {
+	// A status write off the worker is never pending here when a status is
+	// held back: the pass that held it took any write before it, and the
+	// passes after it take the held status first.
+	if h, held, eventSince := c.events.takeHeld(req.NamespacedName); held &&
+		!eventSince && obj.GetDeletionTimestamp() == nil && obj.GetResourceVersion() == h.orig.GetResourceVersion() {
 		// Nothing came since the pass that held its status back.
 		return c.writeHeld(ctx, h)
 	}
@@ -224,10 +228,16 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 		// The pass read the object before the status write an earlier
 		// pass left running landed: the handler's work stands on what
 		// that write left (a status write changes no spec), and this
-		// pass's status is written over it.
-		orig = w.written.DeepCopyObject().(T)
-		obj.SetResourceVersion(orig.GetResourceVersion())
-		rebased = true
+		// pass's status is written over it, each field the pass left as
+		// it read it taking the write's value.
+		written := w.written.(T)
+		if over, err := overWritten(obj, orig, written); err != nil {
+			// Not rebased: the write below conflicts, and the pass runs
+			// again on a fresh read.
+			logf.FromContext(ctx).Error(err, "reading the status a write off the worker left")
+		} else {
+			obj, orig, rebased = over, written.DeepCopyObject().(T), true
+		}
 	}
 	res, result, retErr := c.classify(hErr)
 	switch result {
@@ -243,7 +253,7 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	}
 	stampGeneration(obj)
 	if rebased {
-		keepTransitionTimes(obj, orig)
+		keepTransitionTimes(obj, orig, metav1.Now())
 	}
 
 	changed := statusChanged(orig, obj)
@@ -307,14 +317,61 @@ func (c *Controller[T]) classify(hErr error) (ctrl.Result, string, error) {
 	return ctrl.Result{}, ResultError, hErr
 }
 
-// keepTransitionTimes gives each condition of obj that orig has with the
-// same status orig's lastTransitionTime: obj's conditions were set from an
-// object older than orig, and did not change since orig's.
-func keepTransitionTimes(obj, orig object.Object) {
+// overWritten returns obj, whose pass read the object read, with each
+// top-level status field that the pass left as read taken from written (a
+// later version of the object, left by a status write): what the pass
+// changed is its own, and the rest is as written, not as read.
+func overWritten[T object.Object](obj, read, written T) (T, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return obj, err
+	}
+	st, _ := u["status"].(map[string]any)
+	if st == nil {
+		st = map[string]any{}
+	}
+	readSt, _ := statusOf(read).(map[string]any)
+	writtenSt, _ := statusOf(written).(map[string]any)
+	fields := map[string]struct{}{}
+	for _, m := range []map[string]any{st, readSt, writtenSt} {
+		for k := range m {
+			fields[k] = struct{}{}
+		}
+	}
+	for k := range fields {
+		if !equality.Semantic.DeepEqual(st[k], readSt[k]) {
+			continue
+		}
+		if v, ok := writtenSt[k]; ok {
+			st[k] = v
+		} else {
+			delete(st, k)
+		}
+	}
+	u["status"] = st
+	out := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, out); err != nil {
+		return obj, err
+	}
+	out.SetResourceVersion(written.GetResourceVersion())
+	return out, nil
+}
+
+// keepTransitionTimes fixes the lastTransitionTime of obj's conditions,
+// which were set from an object older than orig (a later version of the
+// object, left by a status write): a condition with the status orig has
+// takes orig's time, and one whose status differs from orig's but whose
+// time is before orig's (kept from the older object) takes now.
+func keepTransitionTimes(obj, orig object.Object, now metav1.Time) {
 	for i := range obj.CommonStatus().Conditions {
 		c := &obj.CommonStatus().Conditions[i]
-		if o := condition.Find(orig, c.Type); o != nil && o.Status == c.Status {
+		o := condition.Find(orig, c.Type)
+		switch {
+		case o == nil:
+		case o.Status == c.Status:
 			c.LastTransitionTime = o.LastTransitionTime
+		case c.LastTransitionTime.Before(&o.LastTransitionTime):
+			c.LastTransitionTime = now
 		}
 	}
 }
@@ -371,8 +428,13 @@ func (c *Controller[T]) writeBehind(ctx context.Context, obj, orig T) {
 		defer close(w.done)
 		defer cancel()
 		if err := c.writeStatus(ctx, obj, orig, true); err != nil {
-			log.V(1).Info("status write off the worker failed; reconciling again", "error", err.Error())
-			c.behind.requeue(key)
+			if apierrors.IsConflict(err) {
+				log.V(1).Info("status write off the worker conflicted; reconciling again", "error", err.Error())
+			} else {
+				log.Error(err, "status write off the worker failed; reconciling again")
+			}
+			// A pass that took the write meanwhile writes its own status.
+			c.behind.requeueUntaken(key, w)
 			return
 		}
 		w.written = obj

@@ -63,15 +63,6 @@ func (b *behindWrites) start(key types.NamespacedName, readVersion string) *behi
 	return w
 }
 
-// running reports whether a write of key's status is recorded that no pass
-// took yet (it may have ended).
-func (b *behindWrites) running(key types.NamespacedName) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.byKey[key]
-	return ok
-}
-
 // take waits for the write of key's status that no pass took yet, if any,
 // forgets it and returns it (nil when there was none).
 func (b *behindWrites) take(key types.NamespacedName) *behindWrite {
@@ -85,12 +76,13 @@ func (b *behindWrites) take(key types.NamespacedName) *behindWrite {
 	return w
 }
 
-// requeue queues key for a pass, when a queue was made.
-func (b *behindWrites) requeue(key types.NamespacedName) {
+// requeueUntaken queues key for a pass, when a queue was made and no pass
+// took the write w of key yet (a pass that took it writes its own status).
+func (b *behindWrites) requeueUntaken(key types.NamespacedName, w *behindWrite) {
 	b.mu.Lock()
-	q := b.queue
+	q, untaken := b.queue, b.byKey[key] == w
 	b.mu.Unlock()
-	if q != nil {
+	if q != nil && untaken {
 		q.AddRateLimited(reconcile.Request{NamespacedName: key})
 	}
 }

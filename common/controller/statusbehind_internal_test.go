@@ -12,25 +12,83 @@ import (
 // TestAPassWrittenOverAnotherKeepsItsTransitionTimes checks the conditions
 // of a pass that read the object before a status write off the worker
 // landed: a condition whose status that write already had keeps the time
-// that write gave it, and one whose status changed since gets the pass's.
+// that write gave it, one that changed since with a time of its own keeps
+// it, and one whose status the pass kept from the older object, unlike the
+// write's, changes now.
 func TestAPassWrittenOverAnotherKeepsItsTransitionTimes(t *testing.T) {
-	t0, t1, t2 := metav1.NewTime(time.Unix(100, 0)), metav1.NewTime(time.Unix(200, 0)), metav1.NewTime(time.Unix(300, 0))
+	t0, t1, t2, now := metav1.NewTime(time.Unix(100, 0)), metav1.NewTime(time.Unix(200, 0)),
+		metav1.NewTime(time.Unix(300, 0)), metav1.NewTime(time.Unix(400, 0))
 	written := &widgetv1.Widget{}
 	written.Status.Conditions = []metav1.Condition{
 		{Type: "Ready", Status: metav1.ConditionTrue, LastTransitionTime: t1},
 		{Type: "Done", Status: metav1.ConditionFalse, LastTransitionTime: t0},
+		{Type: "Processing", Status: metav1.ConditionFalse, LastTransitionTime: t1},
 	}
 	pass := &widgetv1.Widget{}
 	pass.Status.Conditions = []metav1.Condition{
 		{Type: "Ready", Status: metav1.ConditionTrue, LastTransitionTime: t2},
 		{Type: "Done", Status: metav1.ConditionTrue, LastTransitionTime: t2},
 		{Type: "Blocked", Status: metav1.ConditionFalse, LastTransitionTime: t2},
+		{Type: "Processing", Status: metav1.ConditionTrue, LastTransitionTime: t0},
 	}
-	keepTransitionTimes(pass, written)
-	want := map[string]metav1.Time{"Ready": t1, "Done": t2, "Blocked": t2}
+	keepTransitionTimes(pass, written, now)
+	want := map[string]metav1.Time{"Ready": t1, "Done": t2, "Blocked": t2, "Processing": now}
 	for _, c := range pass.Status.Conditions {
-		if !c.LastTransitionTime.Equal(&metav1.Time{Time: want[c.Type].Time}) {
-			t.Errorf("%s: lastTransitionTime %v, want %v", c.Type, c.LastTransitionTime, want[c.Type])
+		if w := want[c.Type]; !c.LastTransitionTime.Equal(&w) {
+			t.Errorf("%s: lastTransitionTime %v, want %v", c.Type, c.LastTransitionTime, w)
 		}
+	}
+}
+
+// TestOverWrittenTakesTheFieldsAPassLeftFromTheWrite checks the status of a
+// pass written over a status write it did not read: each field the pass
+// changed is the pass's, each it left as it read it is the write's, and a
+// field the write removed goes.
+func TestOverWrittenTakesTheFieldsAPassLeftFromTheWrite(t *testing.T) {
+	ready := func(s metav1.ConditionStatus, at int64) []metav1.Condition {
+		return []metav1.Condition{{Type: "Ready", Status: s, Reason: "R", LastTransitionTime: metav1.NewTime(time.Unix(at, 0))}}
+	}
+	read := &widgetv1.Widget{}
+	read.ResourceVersion = "1"
+	read.Status.ChildCount, read.Status.Conditions, read.Status.ObservedGeneration = 1, ready(metav1.ConditionFalse, 100), 3
+	written := read.DeepCopy()
+	written.ResourceVersion = "2"
+	written.Status.ChildCount, written.Status.Conditions, written.Status.ObservedGeneration = 2, ready(metav1.ConditionTrue, 200), 0
+
+	for _, tc := range []struct {
+		name       string
+		childCount int
+		conditions []metav1.Condition
+		wantCount  int
+		wantConds  []metav1.Condition
+	}{
+		{"left all as read", 1, ready(metav1.ConditionFalse, 100), 2, ready(metav1.ConditionTrue, 200)},
+		{"set its own count", 5, ready(metav1.ConditionFalse, 100), 5, ready(metav1.ConditionTrue, 200)},
+		{"set its own conditions", 1, ready(metav1.ConditionFalse, 300), 2, ready(metav1.ConditionFalse, 300)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pass := read.DeepCopy()
+			pass.Status.ChildCount, pass.Status.Conditions = tc.childCount, tc.conditions
+			got, err := overWritten(pass, read, written)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.ChildCount != tc.wantCount {
+				t.Errorf("childCount %d, want %d", got.Status.ChildCount, tc.wantCount)
+			}
+			if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Status != tc.wantConds[0].Status ||
+				!got.Status.Conditions[0].LastTransitionTime.Equal(&tc.wantConds[0].LastTransitionTime) {
+				t.Errorf("conditions %v, want %v", got.Status.Conditions, tc.wantConds)
+			}
+			if got.Status.ObservedGeneration != 0 {
+				t.Errorf("observedGeneration %d; the write removed it", got.Status.ObservedGeneration)
+			}
+			if got.ResourceVersion != "2" || got.Name != read.Name {
+				t.Errorf("metadata %+v; want the pass's with the write's resourceVersion", got.ObjectMeta)
+			}
+			if pass.Status.ChildCount != tc.childCount {
+				t.Errorf("the pass's object was changed")
+			}
+		})
 	}
 }

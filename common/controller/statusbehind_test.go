@@ -131,6 +131,25 @@ var _ = Describe("Controller in a manager: a status write that StatusMaxWait for
 	})
 })
 
+var _ = Describe("Controller in a manager: a pass that fails after a status write off the worker", Ordered, func() {
+	gate := newStatusGate("then-fails", 2)
+	r := startStatusWaitRigThrough("widget-status-behind-then-fails",
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond}, gate.wrap)
+
+	It("writes its error over that status, keeping the fields it did not set as that write left them", func(ctx context.Context) {
+		// As above, and pass 3, which read the widget before pass 2's
+		// write landed, fails without setting childCount; pass 4, its
+		// retry, succeeds.
+		seen, _ := r.written(ctx, "then-fails", passPlan{mayWait: true, poke: []int{1, 2}, fail: []int{3}, onPass: func(n int) {
+			if n == 3 {
+				gate.blockingWithin(3 * time.Second)
+				gate.release()
+			}
+		}})
+		Expect(seen).To(Equal([]int{0, 2, 4}), "pass 3's failure is written with pass 2's childCount, not the one pass 3 read")
+	})
+})
+
 var _ = Describe("Controller in a manager: a status write off the worker that fails", Ordered, func() {
 	gate := newStatusGate("refused", 2)
 	gate.fail = true

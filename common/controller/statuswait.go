@@ -27,7 +27,8 @@ import (
 // writes its status, off the worker: the pass an event of the object
 // starts meanwhile runs its handler while the write is on its way, and
 // waits for it only before deciding on its own status, which it then
-// writes over that one. A handler whose pass wrote outside the cluster must
+// writes over that one (the status fields it left as it read them take
+// that write's values). A handler whose pass wrote outside the cluster must
 // call it only when the status records nothing new of that write. Outside
 // a Controller's pass, and for a Controller whose queue does not count
 // events (see NewBuilder), it does nothing.

@@ -49,6 +49,9 @@ type passPlan struct {
 	pokeFor time.Duration
 	// onPass, when set, is called with n at the start of pass n.
 	onPass func(n int)
+	// fail are the passes that fail (a retryable error) without setting
+	// childCount.
+	fail []int
 }
 
 // pokeLabel names the widget a ConfigMap is an event of.
@@ -145,6 +148,12 @@ func (r *statusWaitRig) pass(ctx context.Context, w *widgetv1.Widget) error {
 	r.mu.Unlock()
 	if plan.onPass != nil {
 		plan.onPass(n)
+	}
+	if slices.Contains(plan.fail, n) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		t.longest = max(t.longest, time.Since(began))
+		return ctrlerrors.RetryableErrorf("pass %d fails", n)
 	}
 	w.Status.ChildCount = n
 	if plan.mayWait {

@@ -153,6 +153,11 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 		return h.podPass(ctx, obj, p)
 	}
 	memo := h.memo.forPolicy(obj.UID, obj.Generation)
+	// Whatever the pass ends with, its status must not take lastSyncTime
+	// back behind a pass that talked to SPIRE and whose status was held
+	// back and replaced, or written off the worker after this pass read
+	// the policy.
+	defer func() { obj.Status.LastSyncTime = laterSync(obj.Status.LastSyncTime, memo.synced) }()
 	reason := fullPassReason(obj, p, memo, passRecords{all: all, recorded: recorded, servesEvents: controller.PassServesEvents(ctx)})
 	if reason == "" && h.Syncer.ViewsDue(OwnerOf(obj)) {
 		// Every event's pass queues the policy before its resync, so while
@@ -286,24 +291,15 @@ type counts struct {
 	talked   bool
 	// synced is the memo's record of when a pass of the policy last
 	// talked to SPIRE without error (nil for a pass that keeps no memo);
-	// report updates it.
+	// report updates it, and CreateOrUpdate reports it.
 	synced *time.Time
 }
 
-// lastSync returns the lastSyncTime a pass reports: now when it talked to
-// SPIRE without error, else the later of recorded (the status the pass
-// read) and the memo's record, so that a pass replacing a held-back
-// status that talked does not take the time back.
-func lastSync(recorded *metav1.Time, c counts, syncErr error, now func() time.Time) *metav1.Time {
-	if c.talked && syncErr == nil {
-		t := now()
-		if c.synced != nil {
-			*c.synced = t
-		}
-		return &metav1.Time{Time: t}
-	}
-	if c.synced != nil && !c.synced.IsZero() && (recorded == nil || recorded.Time.Before(*c.synced)) {
-		return &metav1.Time{Time: *c.synced}
+// laterSync returns the later of recorded (a status's lastSyncTime) and
+// synced (the memo's record; zero when none).
+func laterSync(recorded *metav1.Time, synced time.Time) *metav1.Time {
+	if !synced.IsZero() && (recorded == nil || recorded.Time.Before(synced)) {
+		return &metav1.Time{Time: synced}
 	}
 	return recorded
 }
@@ -322,7 +318,13 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 	if len(st.Failures) == 0 {
 		st.Failures = nil
 	}
-	st.LastSyncTime = lastSync(st.LastSyncTime, c, syncErr, h.now)
+	if c.talked && syncErr == nil {
+		t := h.now()
+		if c.synced != nil {
+			*c.synced = t
+		}
+		st.LastSyncTime = &metav1.Time{Time: t}
+	}
 	h.Metrics.Record(owner, c.desired, c.registered, c.masked, len(failures))
 	logf.FromContext(ctx).V(1).Info("synced", "workloads", c.selected, "desired", c.desired, "registered", c.registered,
 		"masked", c.masked, "failed", len(failures), "retainedForPods", c.retained, "talked", c.talked)

@@ -84,6 +84,25 @@ func TestAHeldStatusReplacedKeepsLastSyncTime(t *testing.T) {
 		t.Errorf("the edit's pass reports %d entries registered, want 2", got)
 	}
 
+	// A pass that fails before it reports (SPIRE is down when it writes
+	// a third workload's entry) keeps the time too.
+	now = start.Add(25 * time.Second)
+	if err := e.c.Create(ctx, deploy("a", "third", "third", map[string]string{"app": "third"})); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "third")
+	failing := onServer.DeepCopy()
+	failing.Status.LastSyncTime.Time = start
+	e.api.SetUnavailable(true)
+	fails, _ := controller.WithEventPassNotes(ctx)
+	if err := e.h.CreateOrUpdate(fails, failing); err == nil {
+		t.Fatalf("the pass succeeded with SPIRE down")
+	}
+	e.api.SetUnavailable(false)
+	if got := failing.Status.LastSyncTime; got == nil || !got.Time.Equal(wrote) {
+		t.Errorf("the failed pass reports lastSyncTime %v, want %v", got, wrote)
+	}
+
 	// A new generation keeps the record: its first pass is a full one,
 	// and whether it talks to SPIRE or not, the time does not go back.
 	now = start.Add(30 * time.Second)
