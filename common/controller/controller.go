@@ -228,10 +228,11 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 		// The pass read the object before the status write an earlier
 		// pass left running landed: the handler's work stands on what
 		// that write left (a status write changes no spec), and this
-		// pass's status is written over it, each field the pass left as
-		// it read it taking the write's value.
+		// pass's status is written over it: as the handler set it when it
+		// said so (StatusComplete), else each field the pass left as it
+		// read it takes the write's value.
 		written := w.written.(T)
-		if over, err := overWritten(obj, orig, written); err != nil {
+		if over, err := overWritten(obj, orig, written, !passNotesOf(ctx).statusComplete); err != nil {
 			// Not rebased: the write below conflicts, and the pass runs
 			// again on a fresh read.
 			logf.FromContext(ctx).Error(err, "reading the status a write off the worker left")
@@ -317,11 +318,12 @@ func (c *Controller[T]) classify(hErr error) (ctrl.Result, string, error) {
 	return ctrl.Result{}, ResultError, hErr
 }
 
-// overWritten returns obj, whose pass read the object read, with each
-// top-level status field that the pass left as read taken from written (a
-// later version of the object, left by a status write): what the pass
-// changed is its own, and the rest is as written, not as read.
-func overWritten[T object.Object](obj, read, written T) (T, error) {
+// overWritten returns obj, whose pass read the object read, on written (a
+// later version of the object, left by a status write): written's
+// metadata with obj's status, in which, when merge is set, each top-level
+// field that the pass left as read is taken from written (what the pass
+// changed is its own, and the rest is as written, not as read).
+func overWritten[T object.Object](obj, read, written T, merge bool) (T, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return obj, err
@@ -339,7 +341,7 @@ func overWritten[T object.Object](obj, read, written T) (T, error) {
 		}
 	}
 	for k := range fields {
-		if !equality.Semantic.DeepEqual(st[k], readSt[k]) {
+		if !merge || !equality.Semantic.DeepEqual(st[k], readSt[k]) {
 			continue
 		}
 		if v, ok := writtenSt[k]; ok {
@@ -353,7 +355,10 @@ func overWritten[T object.Object](obj, read, written T) (T, error) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, out); err != nil {
 		return obj, err
 	}
+	// The merge patch from written carries no metadata but the
+	// resourceVersion guard when the two agree on what it compares.
 	out.SetResourceVersion(written.GetResourceVersion())
+	out.SetManagedFields(written.GetManagedFields())
 	return out, nil
 }
 

@@ -69,7 +69,7 @@ func TestOverWrittenTakesTheFieldsAPassLeftFromTheWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pass := read.DeepCopy()
 			pass.Status.ChildCount, pass.Status.Conditions = tc.childCount, tc.conditions
-			got, err := overWritten(pass, read, written)
+			got, err := overWritten(pass, read, written, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,6 +88,15 @@ func TestOverWrittenTakesTheFieldsAPassLeftFromTheWrite(t *testing.T) {
 			}
 			if pass.Status.ChildCount != tc.childCount {
 				t.Errorf("the pass's object was changed")
+			}
+			// Not merged (StatusComplete): the pass's status as it is.
+			whole, err := overWritten(pass, read, written, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if whole.Status.ChildCount != tc.childCount || whole.Status.ObservedGeneration != 3 || whole.ResourceVersion != "2" {
+				t.Errorf("not merged: childCount %d, observedGeneration %d, resourceVersion %s; want %d, 3, 2",
+					whole.Status.ChildCount, whole.Status.ObservedGeneration, whole.ResourceVersion, tc.childCount)
 			}
 		})
 	}

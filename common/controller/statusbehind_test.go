@@ -150,6 +150,32 @@ var _ = Describe("Controller in a manager: a pass that fails after a status writ
 	})
 })
 
+var _ = Describe("Controller in a manager: a complete status after a status write off the worker", Ordered, func() {
+	gate := newStatusGate("back", 2)
+	r := startStatusWaitRigThrough("widget-status-behind-back",
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond}, gate.wrap)
+
+	It("is written as the handler set it, also a field that went back to the value the pass read", func(ctx context.Context) {
+		// As above, and every pass says its status is complete; pass 3,
+		// which read the widget before pass 2's write landed, finds the
+		// count it read (0) again.
+		seen, _ := r.written(ctx, "back", passPlan{mayWait: true, complete: true, poke: []int{1, 2},
+			count: func(n int) int {
+				if n == 3 {
+					return 0
+				}
+				return n
+			},
+			onPass: func(n int) {
+				if n == 3 {
+					gate.blockingWithin(3 * time.Second)
+					gate.release()
+				}
+			}})
+		Expect(seen).To(Equal([]int{0, 2, 0}), "pass 3's count is written over pass 2's, though it is the one pass 3 read")
+	})
+})
+
 var _ = Describe("Controller in a manager: a status write off the worker that fails", Ordered, func() {
 	gate := newStatusGate("refused", 2)
 	gate.fail = true

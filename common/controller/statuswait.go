@@ -38,6 +38,21 @@ func StatusMayWait(ctx context.Context) {
 	}
 }
 
+// StatusComplete tells the Controller running this pass that the handler
+// set every status field it owns from what it knows now. It matters for a
+// pass that read the object before a status write off the worker landed
+// (see StatusMayWait): the pass's status is then written over that one as
+// the handler set it. Without it, each top-level status field the pass
+// left as it read it takes that write's value, which is right for a pass
+// that returned before setting its status (a failure) but wrong for one
+// that computed a field anew and found the value it read (a count that
+// went back). Outside a Controller's pass it does nothing.
+func StatusComplete(ctx context.Context) {
+	if n, ok := ctx.Value(passNotesKey{}).(*PassNotes); ok {
+		n.statusComplete = true
+	}
+}
+
 // StatusWaitDelay is how long after a pass that held its status back the
 // object is queued again, for that status to be written if no event came.
 const StatusWaitDelay = 200 * time.Millisecond
@@ -62,14 +77,18 @@ func PassServesEvents(ctx context.Context) bool {
 // PassNotes is what the Controller and a handler told each other during
 // one pass.
 type PassNotes struct {
-	statusMayWait bool
-	servesEvents  bool
+	statusMayWait  bool
+	statusComplete bool
+	servesEvents   bool
 	// since is the count of the object's events when the pass began.
 	since uint64
 }
 
 // StatusMayWait reports whether the handler called StatusMayWait.
 func (n *PassNotes) StatusMayWait() bool { return n.statusMayWait }
+
+// StatusComplete reports whether the handler called StatusComplete.
+func (n *PassNotes) StatusComplete() bool { return n.statusComplete }
 
 type passNotesKey struct{}
 

@@ -52,6 +52,18 @@ type passPlan struct {
 	// fail are the passes that fail (a retryable error) without setting
 	// childCount.
 	fail []int
+	// count, when set, is the childCount pass n sets, in place of n.
+	count func(n int) int
+	// complete makes each pass call StatusComplete.
+	complete bool
+}
+
+// countOf is the childCount pass n of a widget with plan sets.
+func (plan passPlan) countOf(n int) int {
+	if plan.count != nil {
+		return plan.count(n)
+	}
+	return n
 }
 
 // pokeLabel names the widget a ConfigMap is an event of.
@@ -155,7 +167,10 @@ func (r *statusWaitRig) pass(ctx context.Context, w *widgetv1.Widget) error {
 		t.longest = max(t.longest, time.Since(began))
 		return ctrlerrors.RetryableErrorf("pass %d fails", n)
 	}
-	w.Status.ChildCount = n
+	w.Status.ChildCount = plan.countOf(n)
+	if plan.complete {
+		controller.StatusComplete(ctx)
+	}
 	if plan.mayWait {
 		controller.StatusMayWait(ctx)
 	}
@@ -215,7 +230,7 @@ func (r *statusWaitRig) written(ctx context.Context, name string, plan passPlan)
 				seen, at = append(seen, got.Status.ChildCount), append(at, time.Now())
 			}
 		case <-time.After(time.Second):
-			if n := r.timesOf(name).n; n > 0 && len(seen) > 0 && seen[len(seen)-1] == n {
+			if n := r.timesOf(name).n; n > 0 && len(seen) > 0 && seen[len(seen)-1] == plan.countOf(n) {
 				Expect(condition.IsReady(get(ctx, newWidget(r.ns, name, true)).(*widgetv1.Widget))).To(BeTrue())
 				return seen, at
 			}

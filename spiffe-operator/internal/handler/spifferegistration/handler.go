@@ -307,6 +307,9 @@ func laterSync(recorded *metav1.Time, synced time.Time) *metav1.Time {
 // report writes the pass's figures into the status and metrics and returns
 // the pass's error.
 func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, owner entrysync.Owner, c counts, failures []v1alpha1.Failure, syncErr error) error {
+	// Every field of the status is set here or by the caller (parentIDs),
+	// from what the pass knows now.
+	controller.StatusComplete(ctx)
 	slices.SortFunc(failures, func(a, b v1alpha1.Failure) int { return strings.Compare(a.Object, b.Object) })
 	st := &obj.Status
 	st.WorkloadsSelected = int32(c.selected)

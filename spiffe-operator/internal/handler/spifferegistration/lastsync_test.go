@@ -70,7 +70,7 @@ func TestAHeldStatusReplacedKeepsLastSyncTime(t *testing.T) {
 	}
 	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "web")
 	before = writes(e)
-	edit, _ := controller.WithEventPassNotes(ctx)
+	edit, editNotes := controller.WithEventPassNotes(ctx)
 	if err := e.h.CreateOrUpdate(edit, onServer); err != nil {
 		t.Fatal(err)
 	}
@@ -83,18 +83,41 @@ func TestAHeldStatusReplacedKeepsLastSyncTime(t *testing.T) {
 	if got := onServer.Status.EntriesRegistered; got != 2 {
 		t.Errorf("the edit's pass reports %d entries registered, want 2", got)
 	}
+	if !editNotes.StatusComplete() {
+		t.Errorf("the edit's pass set its whole status but did not say so (controller.StatusComplete)")
+	}
+
+	// A new generation keeps the record: its first pass is a full one
+	// that finds nothing to write and reads no view again (they are
+	// younger than the resync interval), and reports the time of the
+	// last write.
+	now = start.Add(30 * time.Second)
+	next := onServer.DeepCopy()
+	next.Generation++
+	next.Status.LastSyncTime = p.Status.LastSyncTime.DeepCopy()
+	next.Status.LastSyncTime.Time = start
+	before = writes(e)
+	if err := e.h.CreateOrUpdate(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if writes(e) != before {
+		t.Fatalf("the new generation's first pass wrote to SPIRE: %v", e.api.Writes()[before:])
+	}
+	if got := next.Status.LastSyncTime; got == nil || !got.Time.Equal(wrote) {
+		t.Errorf("the new generation's first pass reports lastSyncTime %v, want %v", got, wrote)
+	}
 
 	// A pass that fails before it reports (SPIRE is down when it writes
 	// a third workload's entry) keeps the time too.
-	now = start.Add(25 * time.Second)
+	now = start.Add(40 * time.Second)
 	if err := e.c.Create(ctx, deploy("a", "third", "third", map[string]string{"app": "third"})); err != nil {
 		t.Fatal(err)
 	}
 	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "third")
-	failing := onServer.DeepCopy()
+	failing := next.DeepCopy()
 	failing.Status.LastSyncTime.Time = start
 	e.api.SetUnavailable(true)
-	fails, _ := controller.WithEventPassNotes(ctx)
+	fails, failNotes := controller.WithEventPassNotes(ctx)
 	if err := e.h.CreateOrUpdate(fails, failing); err == nil {
 		t.Fatalf("the pass succeeded with SPIRE down")
 	}
@@ -102,18 +125,7 @@ func TestAHeldStatusReplacedKeepsLastSyncTime(t *testing.T) {
 	if got := failing.Status.LastSyncTime; got == nil || !got.Time.Equal(wrote) {
 		t.Errorf("the failed pass reports lastSyncTime %v, want %v", got, wrote)
 	}
-
-	// A new generation keeps the record: its first pass is a full one,
-	// and whether it talks to SPIRE or not, the time does not go back.
-	now = start.Add(30 * time.Second)
-	next := onServer.DeepCopy()
-	next.Generation++
-	next.Status.LastSyncTime = p.Status.LastSyncTime.DeepCopy()
-	next.Status.LastSyncTime.Time = start
-	if err := e.h.CreateOrUpdate(ctx, next); err != nil {
-		t.Fatal(err)
-	}
-	if got := next.Status.LastSyncTime; got == nil || got.Time.Before(wrote) {
-		t.Errorf("the new generation's first pass reports lastSyncTime %v, before %v", got, wrote)
+	if failNotes.StatusComplete() {
+		t.Errorf("the failed pass returned before setting its counts but said its status was complete")
 	}
 }
