@@ -324,6 +324,16 @@ func (c *Controller[T]) classify(hErr error) (ctrl.Result, string, error) {
 // field that the pass left as read is taken from written (what the pass
 // changed is its own, and the rest is as written, not as read).
 func overWritten[T object.Object](obj, read, written T, merge bool) (T, error) {
+	// The merge patch from written carries no metadata but the
+	// resourceVersion guard when the two agree on what it compares.
+	onWritten := func(out T) T {
+		out.SetResourceVersion(written.GetResourceVersion())
+		out.SetManagedFields(written.GetManagedFields())
+		return out
+	}
+	if !merge {
+		return onWritten(obj.DeepCopyObject().(T)), nil
+	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return obj, err
@@ -341,7 +351,7 @@ func overWritten[T object.Object](obj, read, written T, merge bool) (T, error) {
 		}
 	}
 	for k := range fields {
-		if !merge || !equality.Semantic.DeepEqual(st[k], readSt[k]) {
+		if !equality.Semantic.DeepEqual(st[k], readSt[k]) {
 			continue
 		}
 		if v, ok := writtenSt[k]; ok {
@@ -355,11 +365,7 @@ func overWritten[T object.Object](obj, read, written T, merge bool) (T, error) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, out); err != nil {
 		return obj, err
 	}
-	// The merge patch from written carries no metadata but the
-	// resourceVersion guard when the two agree on what it compares.
-	out.SetResourceVersion(written.GetResourceVersion())
-	out.SetManagedFields(written.GetManagedFields())
-	return out, nil
+	return onWritten(out), nil
 }
 
 // keepTransitionTimes fixes the lastTransitionTime of obj's conditions,
@@ -419,8 +425,8 @@ func (c *Controller[T]) mayWriteBehind(ctx context.Context, result string) bool 
 
 // writeBehind writes obj's status off the worker (behindWrites). Once
 // written, it records the write as writeStatus does and announces it; when
-// the write fails it queues the object, for a pass to compute and write
-// the status again.
+// the write fails and no pass took it meanwhile, it queues the object, for
+// a pass to compute and write the status again.
 func (c *Controller[T]) writeBehind(ctx context.Context, obj, orig T) {
 	key := client.ObjectKeyFromObject(obj)
 	w := c.behind.start(key, orig.GetResourceVersion())
