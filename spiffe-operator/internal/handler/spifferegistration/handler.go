@@ -157,7 +157,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	// back behind a pass that talked to SPIRE and whose status was held
 	// back and replaced, or written off the worker after this pass read
 	// the policy.
-	defer func() { obj.Status.LastSyncTime = memo.laterSync(obj.Status.LastSyncTime) }()
+	defer func() { obj.Status.LastSyncTime = laterSync(obj.Status.LastSyncTime, memo.synced) }()
 	reason := fullPassReason(obj, p, memo, passRecords{all: all, recorded: recorded, servesEvents: controller.PassServesEvents(ctx)})
 	if reason == "" && h.Syncer.ViewsDue(OwnerOf(obj)) {
 		// Every event's pass queues the policy before its resync, so while
@@ -279,7 +279,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	}
 	return h.report(ctx, obj, owner, counts{
 		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),
-		spireFailed: len(out.Failed), retained: out.Retained, talked: out.Talked,
+		spireFailed: len(out.Failed), retained: out.Retained, talked: out.Talked, synced: &memo.synced,
 	}, failures, syncErr)
 }
 
@@ -289,6 +289,19 @@ type counts struct {
 	// retained counts entries no longer wanted that pods still use.
 	retained int
 	talked   bool
+	// synced is the memo's record of when a pass of the policy last
+	// talked to SPIRE without error (nil for a pass that keeps no memo);
+	// report updates it, and CreateOrUpdate reports it.
+	synced *time.Time
+}
+
+// laterSync returns the later of recorded (a status's lastSyncTime) and
+// synced (the memo's record; zero when none).
+func laterSync(recorded *metav1.Time, synced time.Time) *metav1.Time {
+	if !synced.IsZero() && (recorded == nil || recorded.Time.Before(synced)) {
+		return &metav1.Time{Time: synced}
+	}
+	return recorded
 }
 
 // report writes the pass's figures into the status and metrics and returns
@@ -309,7 +322,11 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 		st.Failures = nil
 	}
 	if c.talked && syncErr == nil {
-		st.LastSyncTime = &metav1.Time{Time: h.now()}
+		t := h.now()
+		if c.synced != nil {
+			*c.synced = t
+		}
+		st.LastSyncTime = &metav1.Time{Time: t}
 	}
 	h.Metrics.Record(owner, c.desired, c.registered, c.masked, len(failures))
 	logf.FromContext(ctx).V(1).Info("synced", "workloads", c.selected, "desired", c.desired, "registered", c.registered,

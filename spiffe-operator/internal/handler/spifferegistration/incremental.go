@@ -378,7 +378,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	obj.Status.ParentIDs = parents
 	return "", h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,
-		spireFailed: len(m.spireFailed), retained: out.Retained, talked: out.Talked,
+		spireFailed: len(m.spireFailed), retained: out.Retained, talked: out.Talked, synced: &m.synced,
 	}, m.failures(), nil)
 }
 

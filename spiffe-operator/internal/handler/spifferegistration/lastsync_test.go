@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/controller"
@@ -127,5 +128,51 @@ func TestAHeldStatusReplacedKeepsLastSyncTime(t *testing.T) {
 	}
 	if failNotes.StatusComplete() {
 		t.Errorf("the failed pass returned before setting its counts but said its status was complete")
+	}
+
+	// Another writer (a second instance, a clock gone wrong) leaves a time
+	// an hour ahead. A pass that talks to nobody reports it as it read it,
+	// but the operator does not take it for its own: the next pass that
+	// writes to SPIRE reports its own time.
+	now = start.Add(50 * time.Second)
+	settled := next.DeepCopy()
+	if err := e.h.CreateOrUpdate(ctx, settled); err != nil { // SPIRE is back: the third workload's entry
+		t.Fatal(err)
+	}
+	ahead := settled.DeepCopy()
+	ahead.Status.LastSyncTime = &metav1.Time{Time: start.Add(time.Hour)}
+	web.Labels["edited"] = "2"
+	if err := e.c.Update(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "web")
+	before = writes(e)
+	quiet, _ := controller.WithEventPassNotes(ctx)
+	if err := e.h.CreateOrUpdate(quiet, ahead); err != nil {
+		t.Fatal(err)
+	}
+	if writes(e) != before {
+		t.Fatalf("the edit's pass wrote to SPIRE: %v", e.api.Writes()[before:])
+	}
+	if got := ahead.Status.LastSyncTime; got == nil || !got.Time.Equal(start.Add(time.Hour)) {
+		t.Errorf("a pass that talked to nobody reports %v, want the time it read, %v", got, start.Add(time.Hour))
+	}
+	now = start.Add(60 * time.Second)
+	if err := e.c.Create(ctx, deploy("a", "fourth", "fourth", map[string]string{"app": "fourth"})); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Dirty.Workload(p.Name, v1alpha1.WorkloadKindDeployment, "a", "fourth")
+	talks := ahead.DeepCopy()
+	talks.Status.LastSyncTime = &metav1.Time{Time: start}
+	before = writes(e)
+	writesTo, _ := controller.WithEventPassNotes(ctx)
+	if err := e.h.CreateOrUpdate(writesTo, talks); err != nil {
+		t.Fatal(err)
+	}
+	if writes(e) == before {
+		t.Fatalf("the new workload's pass wrote nothing to SPIRE")
+	}
+	if got := talks.Status.LastSyncTime; got == nil || !got.Time.Equal(now) {
+		t.Errorf("a pass that wrote to SPIRE after another writer's time reports %v, want %v", got, now)
 	}
 }

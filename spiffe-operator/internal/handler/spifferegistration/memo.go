@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
@@ -49,10 +48,10 @@ type policyRenders struct {
 	spireFailed map[entries.Key]struct{}
 	// registered and masked count the desired entries in those states.
 	registered, masked int
-	// synced is the latest lastSyncTime a pass of this policy reported
-	// (zero when none has since the operator started). Every pass
-	// reports it when it is later than the status's: the status of a pass
-	// that talked to SPIRE may have been held back and replaced by a later
+	// synced is when a pass of this policy last read from or wrote to
+	// SPIRE without error (zero when none has since the operator started).
+	// A pass that does not talk to SPIRE reports it: the status of the
+	// pass that talked may have been held back and replaced by a later
 	// pass's (controller.StatusMayWait), and must not take lastSyncTime
 	// back with it.
 	synced time.Time
@@ -150,17 +149,4 @@ func (m *policyRenders) end() {
 			delete(m.byWorkload, k)
 		}
 	}
-}
-
-// laterSync returns the later of recorded (the lastSyncTime a pass leaves
-// in its status) and the latest the policy's passes reported, and records
-// it as the latest.
-func (m *policyRenders) laterSync(recorded *metav1.Time) *metav1.Time {
-	if recorded != nil && recorded.Time.After(m.synced) {
-		m.synced = recorded.Time
-	}
-	if m.synced.IsZero() {
-		return recorded
-	}
-	return &metav1.Time{Time: m.synced}
 }
