@@ -46,6 +46,19 @@ type Options struct {
 	// was last written; zero means DefaultStatusMaxWait, and a negative
 	// value holds no status back.
 	StatusMaxWait time.Duration
+	// StatusWriteTimeout bounds a status write that a pass leaves running
+	// off the worker once StatusMaxWait is over; zero means
+	// DefaultStatusWriteTimeout. A write that runs out of it fails, and the
+	// object is queued again.
+	StatusWriteTimeout time.Duration
+}
+
+// statusWriteTimeout is o.StatusWriteTimeout, or its default when zero.
+func (o Options) statusWriteTimeout() time.Duration {
+	if o.StatusWriteTimeout > 0 {
+		return o.StatusWriteTimeout
+	}
+	return DefaultStatusWriteTimeout
 }
 
 // Controller runs the reconcile lifecycle of kind T around a Handler.
@@ -434,14 +447,16 @@ func (c *Controller[T]) writeBehind(ctx context.Context, obj, orig T) {
 	log := logf.FromContext(ctx)
 	// The pass's context may end with the pass; the write must not, and
 	// must end for the next pass to take it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), behindWriteTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.statusWriteTimeout())
 	go func() {
 		defer close(w.done)
 		defer cancel()
 		if err := c.writeStatus(ctx, obj, orig, true); err != nil {
 			if apierrors.IsConflict(err) {
+				c.opts.Metrics.observeBehind(c.name, behindConflict)
 				log.V(1).Info("status write off the worker conflicted; reconciling again", "error", err.Error())
 			} else {
+				c.opts.Metrics.observeBehind(c.name, behindFailed)
 				log.Error(err, "status write off the worker failed; reconciling again")
 			}
 			// A pass that took the write meanwhile writes its own status.
@@ -449,6 +464,7 @@ func (c *Controller[T]) writeBehind(ctx context.Context, obj, orig T) {
 			return
 		}
 		w.written = obj
+		c.opts.Metrics.observeBehind(c.name, behindWritten)
 		c.events.wrote(key)
 		c.announce(orig, obj)
 	}()

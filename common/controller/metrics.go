@@ -23,7 +23,8 @@ const (
 // Metrics are the framework's Prometheus metrics, shared by every controller
 // of a process (create one with NewMetrics and pass it to each Controller).
 // They hold only what controller-runtime does not export already: passes that
-// ended Blocked, and objects by Ready status. Reconcile counts, errors and
+// ended Blocked, objects by Ready status, and status writes left running off
+// the worker (whose pass controller-runtime counted when it returned). Reconcile counts, errors and
 // durations are controller-runtime's controller_runtime_reconcile_total,
 // controller_runtime_reconcile_errors_total and
 // controller_runtime_reconcile_time_seconds, labelled with the same
@@ -31,6 +32,7 @@ const (
 type Metrics struct {
 	blocked *prometheus.CounterVec
 	objects *prometheus.GaugeVec
+	behind  *prometheus.CounterVec
 
 	mu    sync.Mutex
 	ready map[string]map[types.NamespacedName]string
@@ -49,9 +51,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "trustplane_objects",
 			Help: "Objects by controller and Ready status (True, False, Unknown).",
 		}, []string{"controller", "ready"}),
+		behind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trustplane_status_writes_behind_total",
+			Help: "Status writes left running off the worker once StatusMaxWait was over, by controller and result (written; conflict or failed, which queue the object again unless a pass already took the write).",
+		}, []string{"controller", "result"}),
 		ready: map[string]map[types.NamespacedName]string{},
 	}
-	for _, c := range []prometheus.Collector{m.blocked, m.objects} {
+	for _, c := range []prometheus.Collector{m.blocked, m.objects, m.behind} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -65,6 +71,15 @@ func (m *Metrics) observe(controller, result string) {
 		return
 	}
 	m.blocked.WithLabelValues(controller).Inc()
+}
+
+// observeBehind counts a status write off the worker that ended with
+// result (behindWritten, behindConflict, behindFailed).
+func (m *Metrics) observeBehind(controller, result string) {
+	if m == nil {
+		return
+	}
+	m.behind.WithLabelValues(controller, result).Inc()
 }
 
 // setReady records the Ready status of one object; "" forgets the object.

@@ -10,9 +10,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// behindWriteTimeout bounds a status write running off the worker (the
-// next pass of its object waits for it).
-const behindWriteTimeout = 30 * time.Second
+// DefaultStatusWriteTimeout bounds a status write running off the worker
+// when Options.StatusWriteTimeout is zero (the next pass of its object
+// waits for it).
+const DefaultStatusWriteTimeout = 30 * time.Second
+
+// Results of a status write off the worker, as counted by
+// trustplane_status_writes_behind_total ("result").
+const (
+	behindWritten  = "written"
+	behindConflict = "conflict"
+	behindFailed   = "failed"
+)
 
 // behindWrites keeps the status writes that passes left running off the
 // worker, one per object at most. A pass whose status may wait

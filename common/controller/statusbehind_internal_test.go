@@ -5,6 +5,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 )
@@ -100,4 +103,65 @@ func TestOverWrittenTakesTheFieldsAPassLeftFromTheWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAFailedWriteQueuesItsObjectOnlyWhenNoPassTookIt checks the requeue
+// of a status write off the worker that failed: with no pass waiting for
+// it, the object is queued again (rate-limited) so that a pass writes its
+// status anew; when a pass already took it, that pass writes its own
+// status and the object is not queued again.
+func TestAFailedWriteQueuesItsObjectOnlyWhenNoPassTookIt(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "w"}
+	req := reconcile.Request{NamespacedName: key}
+	newQueue := func() (*behindWrites, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Millisecond, time.Second))
+		t.Cleanup(q.ShutDown)
+		b := newBehindWrites()
+		b.setQueue(q)
+		return b, q
+	}
+
+	t.Run("untaken", func(t *testing.T) {
+		b, q := newQueue()
+		w := b.start(key, "1")
+		b.requeueUntaken(key, w)
+		close(w.done)
+		if n := q.NumRequeues(req); n != 1 {
+			t.Errorf("queued again %d times, want 1", n)
+		}
+		if got := b.take(key); got != w {
+			t.Errorf("the next pass took %v, want the failed write", got)
+		}
+	})
+
+	t.Run("taken by a waiting pass", func(t *testing.T) {
+		b, q := newQueue()
+		w := b.start(key, "1")
+		took := make(chan *behindWrite)
+		go func() { took <- b.take(key) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for pending(b, key) {
+			if time.Now().After(deadline) {
+				t.Fatal("the pass did not take the write in 10s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.requeueUntaken(key, w)
+		close(w.done)
+		if got := <-took; got != w {
+			t.Errorf("the waiting pass took %v, want the failed write", got)
+		}
+		if n := q.NumRequeues(req); n != 0 {
+			t.Errorf("queued again %d times, want 0: the pass that took the write writes its own status", n)
+		}
+	})
+}
+
+// pending reports whether a write of key's status waits for a pass to
+// take it.
+func pending(b *behindWrites, key types.NamespacedName) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.byKey[key]
+	return ok
 }

@@ -8,13 +8,37 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+	"github.com/trustplane/trustplane/common/testenv"
 )
+
+// behindMetrics are a Controller's metrics on a registry of their own, to
+// read its writes off the worker by result.
+type behindMetrics struct {
+	reg     *prometheus.Registry
+	metrics *controller.Metrics
+}
+
+func newBehindMetrics() behindMetrics {
+	reg := prometheus.NewRegistry()
+	m, err := controller.NewMetrics(reg)
+	Expect(err).NotTo(HaveOccurred())
+	return behindMetrics{reg: reg, metrics: m}
+}
+
+// writes returns how many status writes off the worker of the Controller
+// named name ended with result.
+func (b behindMetrics) writes(g Gomega, name, result string) float64 {
+	n, err := testenv.MetricSum(b.reg, "trustplane_status_writes_behind_total", map[string]string{"controller": name, "result": result})
+	g.Expect(err).NotTo(HaveOccurred())
+	return n
+}
 
 // statusGate holds back the status write of one widget's status with one
 // childCount, until released or for a long time: a slow API server, on
@@ -40,9 +64,10 @@ func newStatusGate(widget string, count int) *statusGate {
 // wrap returns c with its status writes passing the gate.
 func (g *statusGate) wrap(c client.Client) client.Client { return gatedClient{Client: c, gate: g} }
 
-// pass blocks a write of obj's status while the gate is closed, or
-// refuses it, when obj is the gate's widget with the gate's childCount.
-func (g *statusGate) pass(obj client.Object) error {
+// pass blocks a write of obj's status while the gate is closed (until
+// ctx ends, whose error it then returns), or refuses it, when obj is the
+// gate's widget with the gate's childCount.
+func (g *statusGate) pass(ctx context.Context, obj client.Object) error {
 	w, ok := obj.(*widgetv1.Widget)
 	if !ok || w.Name != g.widget || w.Status.ChildCount != g.count {
 		return nil
@@ -55,13 +80,17 @@ func (g *statusGate) pass(obj client.Object) error {
 	g.blocked = true
 	g.mu.Unlock()
 	g.arrive.Do(func() { close(g.arrived) })
+	defer func() {
+		g.mu.Lock()
+		g.blocked = false
+		g.mu.Unlock()
+	}()
 	select {
 	case <-g.released:
+	case <-ctx.Done():
+		return ctx.Err()
 	case <-time.After(10 * time.Second):
 	}
-	g.mu.Lock()
-	g.blocked = false
-	g.mu.Unlock()
 	return nil
 }
 
@@ -95,7 +124,7 @@ type gatedStatus struct {
 }
 
 func (s gatedStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if err := s.gate.pass(obj); err != nil {
+	if err := s.gate.pass(ctx, obj); err != nil {
 		return err
 	}
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
@@ -179,8 +208,9 @@ var _ = Describe("Controller in a manager: a complete status after a status writ
 var _ = Describe("Controller in a manager: a status write off the worker that fails", Ordered, func() {
 	gate := newStatusGate("refused", 2)
 	gate.fail = true
+	m := newBehindMetrics()
 	r := startStatusWaitRigThrough("widget-status-behind-refused",
-		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond}, gate.wrap)
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond, Metrics: m.metrics}, gate.wrap)
 
 	It("queues the object again, and the next pass writes its status", func(ctx context.Context) {
 		// Pass 1 holds its status back and pokes; pass 2 may no longer
@@ -188,5 +218,56 @@ var _ = Describe("Controller in a manager: a status write off the worker that fa
 		// the Controller can queue the widget again before the resync.
 		seen, _ := r.written(ctx, "refused", passPlan{mayWait: true, poke: []int{1}})
 		Expect(seen).To(Equal([]int{0, 3}), "pass 2's status is refused; pass 3, queued for it, writes its own")
+		Expect(m.writes(Default, r.name, "conflict")).To(Equal(1.0), "the refused write is counted")
+		Expect(m.writes(Default, r.name, "written")).To(Equal(1.0), "pass 3's write, off the worker too, landed")
+	})
+})
+
+var _ = Describe("Controller in a manager: a status write off the worker that the API server never answers", Ordered, func() {
+	gate := newStatusGate("stuck", 2)
+	m := newBehindMetrics()
+	r := startStatusWaitRigThrough("widget-status-behind-stuck",
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond, StatusWriteTimeout: time.Second, Metrics: m.metrics}, gate.wrap)
+	AfterAll(gate.release)
+
+	It("gives up after StatusWriteTimeout, counts the failure and queues the object again", func(ctx context.Context) {
+		// Pass 1 holds its status back and pokes; pass 2's write waits at
+		// a gate that never opens. Only the write's timeout ends it.
+		seen, _ := r.written(ctx, "stuck", passPlan{mayWait: true, poke: []int{1}})
+		Expect(seen).To(Equal([]int{0, 3}), "pass 2's write gives up; pass 3, queued for it, writes its own")
+		Expect(m.writes(Default, r.name, "failed")).To(Equal(1.0), "the write that gave up is counted as failed")
+	})
+})
+
+var _ = Describe("Controller in a manager: an object deleted while a status write off the worker is on its way", Ordered, func() {
+	gate := newStatusGate("deleted", 2)
+	m := newBehindMetrics()
+	r := startStatusWaitRigThrough("widget-status-behind-deleted",
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond, Metrics: m.metrics}, gate.wrap)
+	AfterAll(gate.release)
+
+	It("is finalized only once the write has ended", func(ctx context.Context) {
+		// Pass 1 holds its status back and pokes; pass 2's write waits at
+		// the gate while the widget is deleted.
+		r.setPlan("deleted", passPlan{mayWait: true, poke: []int{1}})
+		w := newWidget(r.ns, "deleted", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		Expect(gate.blockingWithin(10*time.Second)).To(BeTrue(), "pass 2's write waits at the gate")
+		Expect(cp.Client.Delete(ctx, w)).To(Succeed())
+		exists := func() bool {
+			err := cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{})
+			if apierrors.IsNotFound(err) {
+				return false
+			}
+			Expect(err).NotTo(HaveOccurred())
+			return true
+		}
+		Consistently(exists, "1s", "50ms").Should(BeTrue(), "the finalizer stays while the write is on its way")
+		gate.release()
+		Eventually(exists, "10s").Should(BeFalse(), "the widget is finalized once the write ended")
+		// The deletion changed the widget since pass 2 read it: the
+		// write's resourceVersion guard refuses it.
+		Expect(m.writes(Default, r.name, "conflict")).To(Equal(1.0), "the write ended, refused by its guard")
+		Expect(m.writes(Default, r.name, "written") + m.writes(Default, r.name, "failed")).To(BeZero())
 	})
 })

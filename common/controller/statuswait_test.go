@@ -190,6 +190,13 @@ func (r *statusWaitRig) pass(ctx context.Context, w *widgetv1.Widget) error {
 	return nil
 }
 
+// setPlan makes plan the plan of the widget named name.
+func (r *statusWaitRig) setPlan(name string, plan passPlan) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.plans[name] = plan
+}
+
 // timesOf returns the pass times of widget name so far.
 func (r *statusWaitRig) timesOf(name string) passTimes {
 	r.mu.Lock()
@@ -205,9 +212,7 @@ func (r *statusWaitRig) timesOf(name string) passTimes {
 // status of its last pass was written and Ready, and no pass followed it
 // within a second; at are the times the watch told of each.
 func (r *statusWaitRig) written(ctx context.Context, name string, plan passPlan) (seen []int, at []time.Time) {
-	r.mu.Lock()
-	r.plans[name] = plan
-	r.mu.Unlock()
+	r.setPlan(name, plan)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	wc := watchClient()
