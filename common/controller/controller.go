@@ -47,13 +47,14 @@ type Options struct {
 	// value holds no status back.
 	StatusMaxWait time.Duration
 	// StatusWriteTimeout bounds a status write that a pass leaves running
-	// off the worker once StatusMaxWait is over; zero means
+	// off the worker once StatusMaxWait is over; zero or negative means
 	// DefaultStatusWriteTimeout. A write that runs out of it fails, and the
-	// object is queued again.
+	// object is queued again unless a pass is already waiting for it.
 	StatusWriteTimeout time.Duration
 }
 
-// statusWriteTimeout is o.StatusWriteTimeout, or its default when zero.
+// statusWriteTimeout is o.StatusWriteTimeout, or its default when not
+// positive.
 func (o Options) statusWriteTimeout() time.Duration {
 	if o.StatusWriteTimeout > 0 {
 		return o.StatusWriteTimeout
@@ -84,6 +85,7 @@ type Controller[T object.Object] struct {
 // New returns a Controller named name (used in logs, events and metrics)
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
+	opts.Metrics.addController(name)
 	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now), events: newEventCounts(opts.StatusMaxWait, time.Now),
 		behind: newBehindWrites()}
 }
@@ -101,7 +103,9 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 
 	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			c.behind.take(req.NamespacedName)
+			if _, err := c.behind.take(ctx, req.NamespacedName); err != nil {
+				return ctrl.Result{}, err
+			}
 			c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
 			c.emitted.forget(req.NamespacedName)
 			c.written.forget(req.NamespacedName)
@@ -130,7 +134,9 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		result string
 	)
 	if obj.GetDeletionTimestamp() != nil {
-		c.behind.take(req.NamespacedName)
+		if _, err := c.behind.take(ctx, req.NamespacedName); err != nil {
+			return ctrl.Result{}, err
+		}
 		res, result, err = c.finalize(ctx, obj)
 	} else {
 		res, result, err = c.reconcile(ctx, obj)
@@ -236,8 +242,11 @@ func (c *Controller[T]) environment(obj T) (string, bool) {
 // status if it changed and emits transition events.
 func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ctrl.Result, string, error) {
 	rebased := false
-	if w := c.behind.take(client.ObjectKeyFromObject(obj)); w != nil && w.written != nil &&
-		w.readVersion == orig.GetResourceVersion() {
+	w, err := c.behind.take(ctx, client.ObjectKeyFromObject(obj))
+	if err != nil {
+		return ctrl.Result{}, ResultError, errors.Join(hErr, err)
+	}
+	if w != nil && w.written != nil && w.readVersion == orig.GetResourceVersion() {
 		// The pass read the object before the status write an earlier
 		// pass left running landed: the handler's work stands on what
 		// that write left (a status write changes no spec), and this
@@ -436,7 +445,8 @@ func (c *Controller[T]) mayWriteBehind(ctx context.Context, result string) bool 
 	return passNotesOf(ctx).statusMayWait && result == ResultSuccess && c.events.counting.Load()
 }
 
-// writeBehind writes obj's status off the worker (behindWrites). Once
+// writeBehind writes obj's status off the worker (behindWrites), for at
+// most Options.StatusWriteTimeout, and counts the write by result. Once
 // written, it records the write as writeStatus does and announces it; when
 // the write fails and no pass took it meanwhile, it queues the object, for
 // a pass to compute and write the status again.
@@ -452,12 +462,17 @@ func (c *Controller[T]) writeBehind(ctx context.Context, obj, orig T) {
 		defer close(w.done)
 		defer cancel()
 		if err := c.writeStatus(ctx, obj, orig, true); err != nil {
-			if apierrors.IsConflict(err) {
+			switch {
+			case apierrors.IsConflict(err):
 				c.opts.Metrics.observeBehind(c.name, behindConflict)
-				log.V(1).Info("status write off the worker conflicted; reconciling again", "error", err.Error())
-			} else {
+				log.V(1).Info("status write off the worker conflicted; the object is reconciled again", "error", err.Error())
+			case apierrors.IsNotFound(err):
+				// Gone meanwhile: its NotFound pass forgets it.
 				c.opts.Metrics.observeBehind(c.name, behindFailed)
-				log.Error(err, "status write off the worker failed; reconciling again")
+				log.V(1).Info("status write off the worker found the object gone", "error", err.Error())
+			default:
+				c.opts.Metrics.observeBehind(c.name, behindFailed)
+				log.Error(err, "status write off the worker failed; the object is reconciled again")
 			}
 			// A pass that took the write meanwhile writes its own status.
 			c.behind.requeueUntaken(key, w)

@@ -22,9 +22,10 @@ const (
 
 // Metrics are the framework's Prometheus metrics, shared by every controller
 // of a process (create one with NewMetrics and pass it to each Controller).
-// They hold only what controller-runtime does not export already: passes that
-// ended Blocked, objects by Ready status, and status writes left running off
-// the worker (whose pass controller-runtime counted when it returned). Reconcile counts, errors and
+// They hold only what controller-runtime does not export already: passes
+// that ended Blocked, objects by Ready status, and status writes left
+// running off the worker (whose pass controller-runtime counted when it
+// returned). Reconcile counts, errors and
 // durations are controller-runtime's controller_runtime_reconcile_total,
 // controller_runtime_reconcile_errors_total and
 // controller_runtime_reconcile_time_seconds, labelled with the same
@@ -53,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"controller", "ready"}),
 		behind: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trustplane_status_writes_behind_total",
-			Help: "Status writes left running off the worker once StatusMaxWait was over, by controller and result (written; conflict or failed, which queue the object again unless a pass already took the write).",
+			Help: "Status writes left running off the worker, by controller and result (written, conflict, failed).",
 		}, []string{"controller", "result"}),
 		ready: map[string]map[types.NamespacedName]string{},
 	}
@@ -71,6 +72,17 @@ func (m *Metrics) observe(controller, result string) {
 		return
 	}
 	m.blocked.WithLabelValues(controller).Inc()
+}
+
+// addController starts the series of controller at zero, so that a
+// controller that never wrote a status off the worker shows it.
+func (m *Metrics) addController(controller string) {
+	if m == nil {
+		return
+	}
+	for _, result := range []string{behindWritten, behindConflict, behindFailed} {
+		m.behind.WithLabelValues(controller, result)
+	}
 }
 
 // observeBehind counts a status write off the worker that ended with

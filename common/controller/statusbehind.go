@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -11,8 +13,8 @@ import (
 )
 
 // DefaultStatusWriteTimeout bounds a status write running off the worker
-// when Options.StatusWriteTimeout is zero (the next pass of its object
-// waits for it).
+// when Options.StatusWriteTimeout is zero or negative (the next pass of its
+// object waits for it).
 const DefaultStatusWriteTimeout = 30 * time.Second
 
 // Results of a status write off the worker, as counted by
@@ -73,16 +75,28 @@ func (b *behindWrites) start(key types.NamespacedName, readVersion string) *behi
 }
 
 // take waits for the write of key's status that no pass took yet, if any,
-// forgets it and returns it (nil when there was none).
-func (b *behindWrites) take(key types.NamespacedName) *behindWrite {
+// forgets it and returns it (nil when there was none). When ctx ends first
+// (the manager stops), it leaves the write to the next pass and returns
+// ctx's error, so that no worker waits for a write past its pass.
+func (b *behindWrites) take(ctx context.Context, key types.NamespacedName) (*behindWrite, error) {
 	b.mu.Lock()
 	w := b.byKey[key]
 	delete(b.byKey, key)
 	b.mu.Unlock()
-	if w != nil {
-		<-w.done
+	if w == nil {
+		return nil, nil
 	}
-	return w
+	select {
+	case <-w.done:
+		return w, nil
+	case <-ctx.Done():
+		b.mu.Lock()
+		if _, started := b.byKey[key]; !started {
+			b.byKey[key] = w
+		}
+		b.mu.Unlock()
+		return nil, fmt.Errorf("wait for the status write off the worker: %w", context.Cause(ctx))
+	}
 }
 
 // requeueUntaken queues key for a pass, when a queue was made and no pass

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -113,32 +115,21 @@ func TestOverWrittenTakesTheFieldsAPassLeftFromTheWrite(t *testing.T) {
 func TestAFailedWriteQueuesItsObjectOnlyWhenNoPassTookIt(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "w"}
 	req := reconcile.Request{NamespacedName: key}
-	newQueue := func() (*behindWrites, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	newQueue := func(t *testing.T) (*behindWrites, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Millisecond, time.Second))
 		t.Cleanup(q.ShutDown)
 		b := newBehindWrites()
 		b.setQueue(q)
 		return b, q
 	}
-
-	t.Run("untaken", func(t *testing.T) {
-		b, q := newQueue()
-		w := b.start(key, "1")
-		b.requeueUntaken(key, w)
-		close(w.done)
-		if n := q.NumRequeues(req); n != 1 {
-			t.Errorf("queued again %d times, want 1", n)
-		}
-		if got := b.take(key); got != w {
-			t.Errorf("the next pass took %v, want the failed write", got)
-		}
-	})
-
-	t.Run("taken by a waiting pass", func(t *testing.T) {
-		b, q := newQueue()
-		w := b.start(key, "1")
-		took := make(chan *behindWrite)
-		go func() { took <- b.take(key) }()
+	// takeInBackground takes key's write the way a waiting pass does,
+	// once the pass has it, and returns what the pass got.
+	takeInBackground := func(t *testing.T, ctx context.Context, b *behindWrites) <-chan error {
+		took := make(chan error, 1)
+		go func() {
+			_, err := b.take(ctx, key)
+			took <- err
+		}()
 		deadline := time.Now().Add(10 * time.Second)
 		for pending(b, key) {
 			if time.Now().After(deadline) {
@@ -146,13 +137,58 @@ func TestAFailedWriteQueuesItsObjectOnlyWhenNoPassTookIt(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+		return took
+	}
+
+	t.Run("untaken", func(t *testing.T) {
+		b, q := newQueue(t)
+		w := b.start(key, "1")
 		b.requeueUntaken(key, w)
 		close(w.done)
-		if got := <-took; got != w {
-			t.Errorf("the waiting pass took %v, want the failed write", got)
+		if n := q.NumRequeues(req); n != 1 {
+			t.Errorf("queued again %d times, want 1", n)
+		}
+		if got, err := b.take(t.Context(), key); got != w || err != nil {
+			t.Errorf("the next pass took %v (%v), want the failed write", got, err)
+		}
+	})
+
+	t.Run("taken by a waiting pass", func(t *testing.T) {
+		b, q := newQueue(t)
+		w := b.start(key, "1")
+		t.Cleanup(func() {
+			select {
+			case <-w.done:
+			default:
+				close(w.done)
+			}
+		})
+		took := takeInBackground(t, t.Context(), b)
+		b.requeueUntaken(key, w)
+		close(w.done)
+		if err := <-took; err != nil {
+			t.Errorf("the waiting pass: %v", err)
 		}
 		if n := q.NumRequeues(req); n != 0 {
 			t.Errorf("queued again %d times, want 0: the pass that took the write writes its own status", n)
+		}
+	})
+
+	t.Run("left by a pass whose context ended", func(t *testing.T) {
+		b, q := newQueue(t)
+		w := b.start(key, "1")
+		ctx, cancel := context.WithCancel(t.Context())
+		took := takeInBackground(t, ctx, b)
+		cancel()
+		if err := <-took; !errors.Is(err, context.Canceled) {
+			t.Errorf("the pass whose context ended: %v, want context.Canceled", err)
+		}
+		// The write fails after the pass left: the object is queued
+		// again, for a pass to write its status.
+		b.requeueUntaken(key, w)
+		close(w.done)
+		if n := q.NumRequeues(req); n != 1 {
+			t.Errorf("queued again %d times, want 1", n)
 		}
 	})
 }

@@ -25,10 +25,12 @@ type behindMetrics struct {
 	metrics *controller.Metrics
 }
 
+// newBehindMetrics makes the metrics in a container's body; a
+// BeforeAll checks that they registered.
 func newBehindMetrics() behindMetrics {
 	reg := prometheus.NewRegistry()
 	m, err := controller.NewMetrics(reg)
-	Expect(err).NotTo(HaveOccurred())
+	BeforeAll(func() { Expect(err).NotTo(HaveOccurred()) })
 	return behindMetrics{reg: reg, metrics: m}
 }
 
@@ -41,15 +43,17 @@ func (b behindMetrics) writes(g Gomega, name, result string) float64 {
 }
 
 // statusGate holds back the status write of one widget's status with one
-// childCount, until released or for a long time: a slow API server, on
-// demand. With fail set, it refuses that write instead, as the API server
-// refuses a write that conflicts.
+// childCount, until released or for 10 s: a slow API server, on demand.
+// With fail set, it refuses that write instead, as the API server refuses
+// a write that conflicts.
 type statusGate struct {
 	widget  string
 	count   int
 	fail    bool
 	mu      sync.Mutex
 	blocked bool
+	// ended is when the API server answered the write the gate held.
+	ended time.Time
 	// arrived is closed when a write first comes to the gate.
 	arrived  chan struct{}
 	arrive   sync.Once
@@ -68,10 +72,10 @@ func (g *statusGate) wrap(c client.Client) client.Client { return gatedClient{Cl
 // ctx ends, whose error it then returns), or refuses it, when obj is the
 // gate's widget with the gate's childCount.
 func (g *statusGate) pass(ctx context.Context, obj client.Object) error {
-	w, ok := obj.(*widgetv1.Widget)
-	if !ok || w.Name != g.widget || w.Status.ChildCount != g.count {
+	if !g.holds(obj) {
 		return nil
 	}
+	w := obj.(*widgetv1.Widget)
 	if g.fail {
 		return apierrors.NewConflict(widgetv1.GroupVersion.WithResource("widgets").GroupResource(), w.Name,
 			errors.New("the gate refuses this write"))
@@ -92,6 +96,13 @@ func (g *statusGate) pass(ctx context.Context, obj client.Object) error {
 	case <-time.After(10 * time.Second):
 	}
 	return nil
+}
+
+// holds reports whether obj is the gate's widget with the gate's
+// childCount.
+func (g *statusGate) holds(obj client.Object) bool {
+	w, ok := obj.(*widgetv1.Widget)
+	return ok && w.Name == g.widget && w.Status.ChildCount == g.count
 }
 
 // blockingWithin reports whether a write waits at the gate now or comes
@@ -127,7 +138,22 @@ func (s gatedStatus) Patch(ctx context.Context, obj client.Object, patch client.
 	if err := s.gate.pass(ctx, obj); err != nil {
 		return err
 	}
-	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	held := s.gate.holds(obj)
+	err := s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	if held {
+		s.gate.mu.Lock()
+		s.gate.ended = time.Now()
+		s.gate.mu.Unlock()
+	}
+	return err
+}
+
+// endedAt returns when the API server answered the write the gate held,
+// and whether it did.
+func (g *statusGate) endedAt() (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ended, !g.ended.IsZero()
 }
 
 var _ = Describe("Controller in a manager: a status write that StatusMaxWait forces", Ordered, func() {
@@ -219,7 +245,8 @@ var _ = Describe("Controller in a manager: a status write off the worker that fa
 		seen, _ := r.written(ctx, "refused", passPlan{mayWait: true, poke: []int{1}})
 		Expect(seen).To(Equal([]int{0, 3}), "pass 2's status is refused; pass 3, queued for it, writes its own")
 		Expect(m.writes(Default, r.name, "conflict")).To(Equal(1.0), "the refused write is counted")
-		Expect(m.writes(Default, r.name, "written")).To(Equal(1.0), "pass 3's write, off the worker too, landed")
+		Eventually(func(g Gomega) float64 { return m.writes(g, r.name, "written") }).Should(Equal(1.0),
+			"pass 3's write, off the worker too, landed")
 	})
 })
 
@@ -227,12 +254,13 @@ var _ = Describe("Controller in a manager: a status write off the worker that th
 	gate := newStatusGate("stuck", 2)
 	m := newBehindMetrics()
 	r := startStatusWaitRigThrough("widget-status-behind-stuck",
-		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond, StatusWriteTimeout: time.Second, Metrics: m.metrics}, gate.wrap)
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond, StatusWriteTimeout: 3 * time.Second, Metrics: m.metrics}, gate.wrap)
 	AfterAll(gate.release)
 
 	It("gives up after StatusWriteTimeout, counts the failure and queues the object again", func(ctx context.Context) {
 		// Pass 1 holds its status back and pokes; pass 2's write waits at
-		// a gate that never opens. Only the write's timeout ends it.
+		// a gate that opens only after 10 s. The write's timeout ends it
+		// before.
 		seen, _ := r.written(ctx, "stuck", passPlan{mayWait: true, poke: []int{1}})
 		Expect(seen).To(Equal([]int{0, 3}), "pass 2's write gives up; pass 3, queued for it, writes its own")
 		Expect(m.writes(Default, r.name, "failed")).To(Equal(1.0), "the write that gave up is counted as failed")
@@ -246,7 +274,7 @@ var _ = Describe("Controller in a manager: an object deleted while a status writ
 		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond, Metrics: m.metrics}, gate.wrap)
 	AfterAll(gate.release)
 
-	It("is finalized only once the write has ended", func(ctx context.Context) {
+	It("runs the handler's Delete only once the write has ended", func(ctx context.Context) {
 		// Pass 1 holds its status back and pokes; pass 2's write waits at
 		// the gate while the widget is deleted.
 		r.setPlan("deleted", passPlan{mayWait: true, poke: []int{1}})
@@ -254,17 +282,19 @@ var _ = Describe("Controller in a manager: an object deleted while a status writ
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
 		Expect(gate.blockingWithin(10*time.Second)).To(BeTrue(), "pass 2's write waits at the gate")
 		Expect(cp.Client.Delete(ctx, w)).To(Succeed())
-		exists := func() bool {
-			err := cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{})
-			if apierrors.IsNotFound(err) {
-				return false
-			}
-			Expect(err).NotTo(HaveOccurred())
-			return true
-		}
-		Consistently(exists, "1s", "50ms").Should(BeTrue(), "the finalizer stays while the write is on its way")
+		// Give a deletion that did not wait the time to run.
+		Consistently(func() bool { _, ok := r.deletedAt("deleted"); return ok }, "1s", "50ms").Should(BeFalse(),
+			"no Delete while the write is on its way")
 		gate.release()
-		Eventually(exists, "10s").Should(BeFalse(), "the widget is finalized once the write ended")
+		Eventually(func(g Gomega) bool {
+			err := cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{})
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			return apierrors.IsNotFound(err)
+		}, "10s").Should(BeTrue(), "the widget is finalized once the write ended")
+		deleted, _ := r.deletedAt("deleted")
+		ended, ok := gate.endedAt()
+		Expect(ok).To(BeTrue(), "the held write reached the API server")
+		Expect(deleted).To(BeTemporally(">", ended), "Delete began after the API server answered the write")
 		// The deletion changed the widget since pass 2 read it: the
 		// write's resourceVersion guard refuses it.
 		Expect(m.writes(Default, r.name, "conflict")).To(Equal(1.0), "the write ended, refused by its guard")

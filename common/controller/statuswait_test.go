@@ -26,6 +26,7 @@ import (
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+	tphandler "github.com/trustplane/trustplane/common/handler"
 	"github.com/trustplane/trustplane/common/testenv"
 )
 
@@ -79,7 +80,7 @@ func startWithPokes(name string, h handlerFunc, opts controller.Options) {
 
 // startWithPokesThrough is startWithPokes with the Controller's client
 // wrapped by wrap (nil: the manager's client as it is).
-func startWithPokesThrough(name string, h handlerFunc, opts controller.Options, wrap func(client.Client) client.Client) {
+func startWithPokesThrough(name string, h tphandler.Handler[*widgetv1.Widget], opts controller.Options, wrap func(client.Client) client.Client) {
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
 	cl := mgr.GetClient()
@@ -119,6 +120,34 @@ type statusWaitRig struct {
 	mu     sync.Mutex
 	plans  map[string]passPlan
 	passes map[string]*passTimes
+	// deleted is when the handler's Delete of each widget began.
+	deleted map[string]time.Time
+}
+
+// rigHandler is the rig's Handler: CreateOrUpdate follows the widget's
+// plan, and Delete records when it began.
+type rigHandler struct{ r *statusWaitRig }
+
+func (h rigHandler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error {
+	return h.r.pass(ctx, w)
+}
+
+func (h rigHandler) Delete(_ context.Context, w *widgetv1.Widget) error {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	if _, ok := h.r.deleted[w.Name]; !ok {
+		h.r.deleted[w.Name] = time.Now()
+	}
+	return nil
+}
+
+// deletedAt returns when the handler's Delete of widget name began, and
+// whether it did.
+func (r *statusWaitRig) deletedAt(name string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.deleted[name]
+	return at, ok
 }
 
 // passTimes is when a widget's first pass began, when its last pass that
@@ -138,9 +167,9 @@ func startStatusWaitRig(name string, opts controller.Options) *statusWaitRig {
 // startStatusWaitRigThrough is startStatusWaitRig with the Controller's
 // client wrapped by wrap (startWithPokesThrough).
 func startStatusWaitRigThrough(name string, opts controller.Options, wrap func(client.Client) client.Client) *statusWaitRig {
-	r := &statusWaitRig{name: name, plans: map[string]passPlan{}, passes: map[string]*passTimes{}}
+	r := &statusWaitRig{name: name, plans: map[string]passPlan{}, passes: map[string]*passTimes{}, deleted: map[string]time.Time{}}
 	BeforeAll(func(ctx context.Context) {
-		startWithPokesThrough(name, r.pass, opts, wrap)
+		startWithPokesThrough(name, rigHandler{r}, opts, wrap)
 		r.ns = newNamespace(ctx)
 	})
 	return r
