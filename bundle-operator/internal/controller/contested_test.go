@@ -5,6 +5,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
@@ -56,5 +58,36 @@ var _ = Describe("A target name held by another TrustBundle", func() {
 		Expect(cp.Client.Delete(ctx, second)).To(Succeed())
 		Eventually(func() error { return cp.Client.Get(ctx, client.ObjectKeyFromObject(second), &v1alpha1.TrustBundle{}) }).ShouldNot(Succeed())
 		Consistently(func() string { return clusterTrustBundle(ctx, name) }).Should(Equal(want))
+	})
+})
+
+// laggingCache is a target cache that has not seen any target yet: every
+// read finds nothing, as a cache does in the moment after another
+// TrustBundle's create reached the API server.
+type laggingCache struct{ client.Reader }
+
+func (laggingCache) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, key.Name)
+}
+
+func (laggingCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+var _ = Describe("A target name another TrustBundle took while the cache lagged", func() {
+	It("is left to the first: the second reports it once the API server shows whose it is", func(ctx context.Context) {
+		ns := newNamespace(ctx, nil)
+		objects := &target.Objects{Cache: laggingCache{cp.Client}, Client: cp.Client, Live: cp.Client}
+		desired := func(bundle, pem string) target.Desired {
+			return target.Desired{Bundle: bundle, Kind: target.KindConfigMap, Name: "ca", Namespaces: []string{ns},
+				Data: map[string][]byte{"ca.crt": []byte(pem)}, Labels: map[string]string{target.LabelTrustBundle: bundle}}
+		}
+		first := objects.Sync(ctx, desired("first", "the first bundle"))
+		Expect(first.Failed).To(BeEmpty())
+		Expect(configMap(ctx, ns, "ca").Data).To(HaveKeyWithValue("ca.crt", "the first bundle"))
+
+		second := objects.Sync(ctx, desired("second", "the second bundle"))
+		Expect(second.Failed).To(ContainElement(And(ContainSubstring("ConfigMap %s/ca", ns), ContainSubstring(`TrustBundle "first"`))))
+		cm := configMap(ctx, ns, "ca")
+		Expect(cm.Data).To(Equal(map[string]string{"ca.crt": "the first bundle"}))
+		Expect(cm.Labels).To(HaveKeyWithValue(target.LabelTrustBundle, "first"))
 	})
 })

@@ -176,6 +176,34 @@ var _ = Describe("A target name held by an object someone else created", func() 
 	})
 })
 
+var _ = Describe("A target name held by an object someone else created in a source namespace", func() {
+	// The operator's cache holds every ConfigMap of a source namespace, not
+	// only the ones labelled as targets: being in the cache must not make an
+	// object ours.
+	It("is never overwritten or deleted either: the conflict is reported and the object left as it is", func(ctx context.Context) {
+		name := unique("platform-ca")
+		theirs := map[string]string{"ca.crt": "the platform's own trust"}
+		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sourceNamespace}, Data: theirs,
+		}, client.FieldOwner("platform"))).To(Succeed())
+		tb := newTrustBundle("", inline(testpki.ValidCA("platform").PEM()))
+		tb.Spec.Target.ConfigMap.Name = name
+		tb.Spec.Target.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: sourceNamespace}}
+		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+
+		Eventually(func() []string { return get(ctx, tb).Status.FailedTargets }).Should(
+			ContainElement(ContainSubstring("ConfigMap %s/%s", sourceNamespace, name)))
+		Consistently(func() map[string]string { return configMap(ctx, sourceNamespace, name).Data }).Should(Equal(theirs))
+		Expect(configMap(ctx, sourceNamespace, name).Labels).NotTo(HaveKey(target.LabelTrustBundle))
+
+		By("the TrustBundle deleted")
+		Expect(cp.Client.Delete(ctx, tb)).To(Succeed())
+		Eventually(func() error { return cp.Client.Get(ctx, client.ObjectKeyFromObject(tb), &v1alpha1.TrustBundle{}) }).ShouldNot(Succeed())
+		Expect(configMap(ctx, sourceNamespace, name)).NotTo(BeNil(), "not deleted")
+		Expect(configMap(ctx, sourceNamespace, name).Data).To(Equal(theirs))
+	})
+})
+
 var _ = Describe("Our target with its label removed by hand", func() {
 	It("is labelled again: it is not mistaken for an object someone else created", func(ctx context.Context) {
 		group := unique("unlabelled")

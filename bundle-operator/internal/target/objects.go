@@ -338,9 +338,10 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 			return rep
 		}
 	}
-	if err == nil {
-		// In the cache and not another TrustBundle's: labelled as ours.
-		// Forced, to repair a hand edit of our keys.
+	if err == nil && m.Labels[LabelTrustBundle] == d.Bundle {
+		// Labelled as ours: forced, to repair a hand edit of our keys.
+		// Being in the cache alone does not make an object ours: the
+		// cache holds every ConfigMap of a source namespace.
 		return o.apply(ctx, d, ns, hash, what, true)
 	}
 	return o.claim(ctx, d, ns, hash, what)
@@ -375,6 +376,11 @@ func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string) R
 		return rep
 	case len(m.ManagedFields) == 0:
 		rep.Fail(what, errors.New("held by an object another writer created holding no field any writer owns, left alone"))
+		return rep
+	}
+	if err := heldByOther(m.Labels, d.Bundle); err != nil {
+		// Another TrustBundle created it after our cache last saw the name.
+		rep.Fail(what, err)
 		return rep
 	}
 	return o.apply(ctx, d, ns, hash, what, false)

@@ -42,8 +42,11 @@ func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, fr
 				continue
 			}
 			parsed, err := bundle.ParsePEM([]byte(p.PEM))
-			if err != nil || len(parsed) != 1 {
-				continue // a status we cannot read retains nothing
+			if err != nil || len(parsed) != 1 || bundle.NewCertificate(parsed[0]).SHA256 != p.SHA256 {
+				// A status we cannot read, or whose PEM is not the
+				// certificate its hash names (the hash decided it is not
+				// SPIRE's), retains nothing.
+				continue
 			}
 			if dropExpired && now.After(parsed[0].NotAfter) {
 				continue

@@ -139,3 +139,32 @@ func has(b *bundle.Bundle, ca testpki.CA) bool {
 	}
 	return false
 }
+
+// TestRetainKeepsNothingWhosePEMIsNotTheCertificateItsHashNames proves that
+// a status record whose PEM was swapped for another certificate (one SPIRE
+// revoked, say, recorded under a hash SPIRE never had) retains nothing:
+// what is retained is decided by the hash, so the PEM must be the
+// certificate the hash names.
+func TestRetainKeepsNothingWhosePEMIsNotTheCertificateItsHashNames(t *testing.T) {
+	now := time.Now()
+	kept, revoked, current := testpki.ValidCA("kept"), testpki.ValidCA("revoked"), testpki.ValidCA("current")
+	_, published := retain(bundle.New([]*x509.Certificate{kept.Cert}, nil), nil, never, time.Hour, false, now)
+	if len(published) != 1 {
+		t.Fatalf("published %d records, want 1", len(published))
+	}
+	swapped := clonePublished(published)
+	swapped[0].PEM = revoked.PEM()
+	got, _ := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), swapped, never, time.Hour, false, now)
+	for _, c := range got.Certificates() {
+		if c.SHA256 == bundle.NewCertificate(revoked.Cert).SHA256 {
+			t.Fatal("retained the certificate swapped into the record")
+		}
+	}
+	if got.Len() != 1 {
+		t.Errorf("kept %d certificates, want only the current one", got.Len())
+	}
+	intact, _ := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), clonePublished(published), never, time.Hour, false, now)
+	if intact.Len() != 2 {
+		t.Errorf("an intact record: kept %d certificates, want 2 (the current one and the retained one)", intact.Len())
+	}
+}
