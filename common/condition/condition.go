@@ -5,6 +5,9 @@
 package condition
 
 import (
+	"fmt"
+	"unicode/utf8"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -71,12 +74,45 @@ func NewNotReady(reason, message string) metav1.Condition {
 	return metav1.Condition{Type: TypeReady, Status: metav1.ConditionFalse, Reason: reason, Message: message}
 }
 
+// MaxMessageLength is the longest message a condition holds, in bytes:
+// the API server refuses a message of more characters (metav1.Condition's
+// validation), and with it the whole status write.
+const MaxMessageLength = 32768
+
 // Set adds or replaces the condition of c's type on obj, stamped with obj's
-// current generation. LastTransitionTime is kept when the status did not
-// change (meta.SetStatusCondition) and set to now when it did.
+// current generation, its message cut to MaxMessageLength.
+// LastTransitionTime is kept when the status did not change
+// (meta.SetStatusCondition) and set to now when it did.
 func Set(obj object.Object, c metav1.Condition) {
 	c.ObservedGeneration = obj.GetGeneration()
+	c.Message = cutMessage(c.Message)
 	meta.SetStatusCondition(&obj.CommonStatus().Conditions, c)
+}
+
+// cutMessage returns m when it fits MaxMessageLength, else its beginning,
+// cut at a character boundary, followed by how many bytes were cut.
+func cutMessage(m string) string {
+	if len(m) <= MaxMessageLength {
+		return m
+	}
+	note := func(kept int) string { return fmt.Sprintf(" ... (%d bytes cut)", len(m)-kept) }
+	// fit returns the longest prefix of whole characters, at most n bytes.
+	fit := func(n int) int {
+		for n > 0 && !utf8.RuneStart(m[n]) {
+			n--
+		}
+		return n
+	}
+	// Start with room for the longest note, then grow the prefix while the
+	// note of the bytes it cuts, which gets no longer, leaves room.
+	kept := fit(MaxMessageLength - len(note(0)))
+	for {
+		more := fit(MaxMessageLength - len(note(kept)))
+		if more <= kept {
+			return m[:kept] + note(kept)
+		}
+		kept = more
+	}
 }
 
 // SetStatus is Set for a condition given by its parts: status True when ok.

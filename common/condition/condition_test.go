@@ -2,8 +2,11 @@ package condition_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,5 +132,45 @@ func TestListsExposeTheirItems(t *testing.T) {
 	items[0].Name = "changed"
 	if list.(*widgetv1.WidgetList).Items[0].Name != "changed" {
 		t.Fatal("GetItems must return pointers into the list")
+	}
+}
+
+// TestSetCutsAMessageTooLongForTheAPIServer checks the cut against an
+// independent count: the message fits condition.MaxMessageLength, stays valid UTF-8,
+// keeps the longest prefix of whole characters that leaves room for the
+// note, and the note counts exactly the bytes cut.
+func TestSetCutsAMessageTooLongForTheAPIServer(t *testing.T) {
+	for _, m := range []string{
+		strings.Repeat("a", condition.MaxMessageLength),
+		strings.Repeat("a", condition.MaxMessageLength+1),
+		"x" + strings.Repeat("é", 20000),
+		strings.Repeat("€", 20000) + "z",
+		strings.Repeat("𝄞", 9000),
+	} {
+		obj := &widgetv1.Widget{}
+		condition.Set(obj, condition.NewNotReady("Broken", m))
+		got := condition.Find(obj, condition.TypeReady).Message
+		if len(m) <= condition.MaxMessageLength {
+			if got != m {
+				t.Errorf("a message of %d bytes was changed", len(m))
+			}
+			continue
+		}
+		if len(got) > condition.MaxMessageLength || !utf8.ValidString(got) {
+			t.Fatalf("cut to %d bytes (valid UTF-8: %v)", len(got), utf8.ValidString(got))
+		}
+		i := strings.LastIndex(got, " ... (")
+		kept, note := got[:i], got[i:]
+		if !strings.HasPrefix(m, kept) {
+			t.Fatalf("the kept part is not a prefix of the message")
+		}
+		if want := fmt.Sprintf(" ... (%d bytes cut)", len(m)-len(kept)); note != want {
+			t.Errorf("note %q, want %q", note, want)
+		}
+		// No whole character more would have fitted.
+		_, next := utf8.DecodeRuneInString(m[len(kept):])
+		if len(kept)+next+len(note) <= condition.MaxMessageLength {
+			t.Errorf("cut %d bytes where %d would do", len(m)-len(kept), len(m)-len(kept)-next)
+		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -360,6 +362,35 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			Expect(err).NotTo(HaveOccurred())
 			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue(), "the status written since is corrected")
 			Expect(res.RequeueAfter).To(BeNumerically(">=", cfg.RequeueAfter), "at once, with no early retry")
+		})
+
+		It("writes a failure whose message is longer than a condition may hold, cut to the limit at a character boundary", func(ctx context.Context) {
+			w := newWidget(ns, "long-message", true, "a")
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			var msg string
+			c := controller.New("widget-long-message", watchClient(), handlerFunc(func(context.Context, *widgetv1.Widget) error {
+				if msg != "" {
+					return ctrlerrors.RetryableErrorf("%s", msg)
+				}
+				return nil
+			}), controller.Options{Config: cfg})
+			_, err := reconcileOnce(ctx, c, w)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
+
+			// 40,001 characters (the API server's limit counts characters)
+			// in 60,001 bytes; the cut falls among two-byte characters, so
+			// a cut by bytes alone would split one.
+			msg = "x" + strings.Repeat("é", 20000) + strings.Repeat("a", 20000)
+			_, err = reconcileOnce(ctx, c, w)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).NotTo(ContainSubstring("write status"), "the status write is accepted")
+			ready := cond(get(ctx, w).(*widgetv1.Widget), condition.TypeReady)
+			Expect(ready.Status).To(Equal(metav1.ConditionFalse), "the failure is shown, not the Ready=True before it")
+			Expect(len(ready.Message)).To(BeNumerically("<=", condition.MaxMessageLength))
+			Expect(utf8.ValidString(ready.Message)).To(BeTrue())
+			Expect(ready.Message).To(HavePrefix("x" + strings.Repeat("é", 1000)))
+			Expect(ready.Message).To(MatchRegexp(`\(\d+ bytes cut\)$`))
 		})
 
 		It("works from the object its last write left when the cache shows the object as created, before the finalizer patch", func(ctx context.Context) {
