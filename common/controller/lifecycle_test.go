@@ -334,12 +334,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			)
 			c := controller.New("widget-stale-chain", interceptor.NewClient(watchClient(), interceptor.Funcs{
 				Get: showing(func() *widgetv1.Widget { return stale }),
-			}), handlerFunc(func(context.Context, *widgetv1.Widget) error {
-				if msg != "" {
-					return ctrlerrors.RetryableErrorf("%s", msg)
-				}
-				return nil
-			}), controller.Options{Config: cfg})
+			}), failingWith(&msg), controller.Options{Config: cfg})
 			_, err := reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
 			ready := get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget)
@@ -368,12 +363,7 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 			w := newWidget(ns, "long-message", true, "a")
 			Expect(cp.Client.Create(ctx, w)).To(Succeed())
 			var msg string
-			c := controller.New("widget-long-message", watchClient(), handlerFunc(func(context.Context, *widgetv1.Widget) error {
-				if msg != "" {
-					return ctrlerrors.RetryableErrorf("%s", msg)
-				}
-				return nil
-			}), controller.Options{Config: cfg})
+			c := controller.New("widget-long-message", watchClient(), failingWith(&msg), controller.Options{Config: cfg})
 			_, err := reconcileOnce(ctx, c, w)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
@@ -831,6 +821,17 @@ func (h *toggleHandler) Delete(context.Context, *widgetv1.Widget) error { return
 // handlerFunc is a Handler whose CreateOrUpdate is the function itself and
 // whose Delete does nothing.
 type handlerFunc func(context.Context, *widgetv1.Widget) error
+
+// failingWith returns a handler that fails (retryable) with *msg while it
+// is not empty, and succeeds otherwise.
+func failingWith(msg *string) handlerFunc {
+	return func(context.Context, *widgetv1.Widget) error {
+		if *msg != "" {
+			return ctrlerrors.RetryableErrorf("%s", *msg)
+		}
+		return nil
+	}
+}
 
 func (f handlerFunc) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error { return f(ctx, w) }
 
