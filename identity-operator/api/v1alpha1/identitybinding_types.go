@@ -239,7 +239,8 @@ type IdentityBindingStatus struct {
 	// joined by newlines: equal fingerprints mean equal selector sets.
 	// +optional
 	SelectorFingerprint string `json:"selectorFingerprint,omitempty"`
-	// Conflicts lists the peers this binding conflicts with.
+	// Conflicts lists the peers this binding conflicts with: the first 20
+	// by peer; the Conflict condition's message counts them all.
 	// +optional
 	Conflicts []Conflict `json:"conflicts,omitempty"`
 	// Outputs are the objects the operator keeps for this binding; empty

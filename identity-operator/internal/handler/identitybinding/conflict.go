@@ -65,13 +65,33 @@ func (h *Handler) member(p *v1alpha1.IdentityBinding) (conflict.Member, bool) {
 		Variant: p.Spec.IdentityBoundary.Variant, SPIFFEID: id}, true
 }
 
+// Bounds on what a binding's status says of its conflicts, so that the
+// size of each status write does not grow with the peers one namespace
+// can create: status.conflicts lists the first conflictsListed (by peer),
+// and the Conflict condition's message names the first conflictsNamed and
+// counts all.
+const (
+	conflictsListed = 20
+	conflictsNamed  = 5
+)
+
+// listedConflicts returns the conflicts status.conflicts lists.
+func listedConflicts(conflicts []v1alpha1.Conflict) []v1alpha1.Conflict {
+	return conflicts[:min(len(conflicts), conflictsListed)]
+}
+
 // settleConflict withdraws b's outputs and reports the conflict; it is
 // settled (Blocked) only once the outputs are confirmed gone.
 func (h *Handler) settleConflict(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, conflicts []v1alpha1.Conflict) error {
-	parts := make([]string, len(conflicts))
-	for i, c := range conflicts {
+	named := conflicts[:min(len(conflicts), conflictsNamed)]
+	parts := make([]string, len(named))
+	for i, c := range named {
 		parts[i] = fmt.Sprintf("%s (%s)", c.Peer, c.Cause)
 	}
-	cause := reasoned(conflict.Reason(conflicts), errors.New("conflicts with "+strings.Join(parts, ", ")))
+	msg := "conflicts with " + strings.Join(parts, ", ")
+	if more := len(conflicts) - len(named); more > 0 {
+		msg += fmt.Sprintf(" and %d more (%d in all; status.conflicts lists the first %d)", more, len(conflicts), len(listedConflicts(conflicts)))
+	}
+	cause := reasoned(conflict.Reason(conflicts), errors.New(msg))
 	return h.fail(ctx, j, b, v1alpha1.ConditionConflict, cause)
 }

@@ -169,7 +169,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 	if err != nil {
 		return err
 	}
-	b.Status.Conflicts = conflicts
+	b.Status.Conflicts = listedConflicts(conflicts)
 	if len(conflicts) > 0 {
 		return h.settleConflict(ctx, j, b, conflicts)
 	}

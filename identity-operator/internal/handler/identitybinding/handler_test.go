@@ -141,14 +141,7 @@ func newNamespace(t *testing.T) string {
 // c's cache holds it, so the handler's index lookups see it.
 func createBinding(t *testing.T, c client.Client, namespace string) *v1alpha1.IdentityBinding {
 	t.Helper()
-	b := &v1alpha1.IdentityBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "b", Labels: map[string]string{labels.Environment: env}},
-		Spec: v1alpha1.IdentityBindingSpec{
-			PoolRef:            v1alpha1.PoolReference{Name: "llm"},
-			ServiceAccountName: "serving",
-			IdentityBoundary:   v1alpha1.IdentityBoundary{Variant: "v1"},
-		},
-	}
+	b := newBinding(namespace, "b")
 	if err := cp.Client.Create(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +149,19 @@ func createBinding(t *testing.T, c client.Client, namespace string) *v1alpha1.Id
 		return c.Get(context.Background(), client.ObjectKeyFromObject(b), &v1alpha1.IdentityBinding{})
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 	return b
+}
+
+// newBinding returns binding name of namespace to the InferencePool "llm",
+// for the service account "serving" and the variant "v1".
+func newBinding(namespace, name string) *v1alpha1.IdentityBinding {
+	return &v1alpha1.IdentityBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{labels.Environment: env}},
+		Spec: v1alpha1.IdentityBindingSpec{
+			PoolRef:            v1alpha1.PoolReference{Name: "llm"},
+			ServiceAccountName: "serving",
+			IdentityBoundary:   v1alpha1.IdentityBoundary{Variant: "v1"},
+		},
+	}
 }
 
 // createPool creates an InferencePool whose spec.selector is the given JSON
@@ -362,5 +368,59 @@ func TestInferencePoolReadAsUnstructured(t *testing.T) {
 				t.Fatalf("a rejected binding must have no output and no selectors, got %d entries, %v", entriesOf(t, b), b.Status.Selectors)
 			}
 		})
+	}
+}
+
+// TestManyPeersKeepTheStatusBounded: one namespace can create any number
+// of bindings in one group; each conflicts with all the others, and its
+// status must not grow with them (every peer's pass writes it again). The
+// binding lists the first 20 conflicts, names 5 in its message and counts
+// them all, and is still withdrawn with the stronger reason.
+func TestManyPeersKeepTheStatusBounded(t *testing.T) {
+	c := cachedClient(t)
+	namespace := newNamespace(t)
+	const peers = 30
+	var first *v1alpha1.IdentityBinding
+	for i := range peers {
+		b := newBinding(namespace, fmt.Sprintf("b-%02d", i))
+		if err := cp.Client.Create(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = b
+		}
+	}
+	NewWithT(t).Eventually(func() (int, error) {
+		var l v1alpha1.IdentityBindingList
+		err := c.List(context.Background(), &l, client.InNamespace(namespace))
+		return len(l.Items), err
+	}, 10*time.Second, 50*time.Millisecond).Should(Equal(peers))
+
+	err := reconcile(t, newHandler(t, c), c, first)
+	if got := ctrlerrors.Reason(err, ""); got != v1alpha1.ReasonDuplicateSPIFFEID {
+		t.Fatalf("want DuplicateSPIFFEID, got %q (%v)", got, err)
+	}
+	if n := len(first.Status.Conflicts); n != 20 {
+		t.Errorf("status.conflicts lists %d peers, want 20", n)
+	}
+	for i, c := range first.Status.Conflicts {
+		if want := fmt.Sprintf("%s/b-%02d", namespace, i+1); c.Peer != want {
+			t.Errorf("conflict %d is %s, want %s (the first by peer)", i, c.Peer, want)
+		}
+	}
+	var msg string
+	for _, cond := range first.Status.Conditions {
+		if cond.Type == v1alpha1.ConditionConflict {
+			msg = cond.Message
+		}
+	}
+	if want := "and 24 more (29 in all; status.conflicts lists the first 20)"; !strings.Contains(msg, want) {
+		t.Errorf("Conflict message %q, want it to count the rest: %q", msg, want)
+	}
+	if strings.Contains(msg, "b-06") {
+		t.Errorf("Conflict message names more than 5 peers: %q", msg)
+	}
+	if entriesOf(t, first) != 0 {
+		t.Error("a binding in conflict keeps no output")
 	}
 }
