@@ -104,7 +104,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			if _, err := c.behind.take(ctx, req.NamespacedName); err != nil {
-				return ctrl.Result{}, err
+				return c.passEnded(ctx, err), nil
 			}
 			c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
 			c.emitted.forget(req.NamespacedName)
@@ -135,7 +135,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	)
 	if obj.GetDeletionTimestamp() != nil {
 		if _, err := c.behind.take(ctx, req.NamespacedName); err != nil {
-			return ctrl.Result{}, err
+			return c.passEnded(ctx, err), nil
 		}
 		res, result, err = c.finalize(ctx, obj)
 	} else {
@@ -244,7 +244,7 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	rebased := false
 	w, err := c.behind.take(ctx, client.ObjectKeyFromObject(obj))
 	if err != nil {
-		return ctrl.Result{}, ResultError, errors.Join(hErr, err)
+		return c.passEnded(ctx, err), ResultRetryable, nil
 	}
 	if w != nil && w.written != nil && w.readVersion == orig.GetResourceVersion() {
 		// The pass read the object before the status write an earlier
@@ -443,6 +443,15 @@ func (c *Controller[T]) holdStatus(ctx context.Context, obj, orig T, result stri
 // StatusMaxWait is over).
 func (c *Controller[T]) mayWriteBehind(ctx context.Context, result string) bool {
 	return passNotesOf(ctx).statusMayWait && result == ResultSuccess && c.events.counting.Load()
+}
+
+// passEnded is what a pass returns when its context ended while it waited
+// for a status write off the worker (the manager stops): no error, which
+// would only be logged and counted at every shutdown, and the object
+// queued again should the controller go on.
+func (c *Controller[T]) passEnded(ctx context.Context, err error) ctrl.Result {
+	logf.FromContext(ctx).V(1).Info("pass ended while a status write off the worker was on its way", "error", err.Error())
+	return ctrl.Result{RequeueAfter: c.opts.Config.RequeueAfterOnError}
 }
 
 // writeBehind writes obj's status off the worker (behindWrites), for at

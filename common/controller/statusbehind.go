@@ -77,7 +77,8 @@ func (b *behindWrites) start(key types.NamespacedName, readVersion string) *behi
 // take waits for the write of key's status that no pass took yet, if any,
 // forgets it and returns it (nil when there was none). When ctx ends first
 // (the manager stops), it leaves the write to the next pass and returns
-// ctx's error, so that no worker waits for a write past its pass.
+// ctx's error, so that no worker waits for a write past its pass (see
+// Controller.passEnded).
 func (b *behindWrites) take(ctx context.Context, key types.NamespacedName) (*behindWrite, error) {
 	b.mu.Lock()
 	w := b.byKey[key]

@@ -89,5 +89,30 @@ var _ = Describe("A target name another TrustBundle took while the cache lagged"
 		cm := configMap(ctx, ns, "ca")
 		Expect(cm.Data).To(Equal(map[string]string{"ca.crt": "the first bundle"}))
 		Expect(cm.Labels).To(HaveKeyWithValue(target.LabelTrustBundle, "first"))
+
+		By("the first, whose target the cache also misses, still writes it")
+		again := objects.Sync(ctx, desired("first", "the first bundle, updated"))
+		Expect(again.Failed).To(BeEmpty())
+		Expect(configMap(ctx, ns, "ca").Data).To(Equal(map[string]string{"ca.crt": "the first bundle, updated"}))
+	})
+})
+
+var _ = Describe("A ClusterTrustBundle another TrustBundle took while the cache lagged", func() {
+	It("is left to the first: the second reports it once the API server shows whose it is", func(ctx context.Context) {
+		name := unique("lagging-ctb")
+		ctbs := &target.ClusterTrustBundles{Cache: laggingCache{cp.Client}, Client: cp.Client, Live: cp.Client}
+		labelsOf := func(bundle string) map[string]string { return map[string]string{target.LabelTrustBundle: bundle} }
+		firstPEM, secondPEM, updatedPEM := testpki.ValidCA("first").PEM(), testpki.ValidCA("second").PEM(), testpki.ValidCA("updated").PEM()
+
+		Expect(ctbs.Sync(ctx, "first", name, []byte(firstPEM), labelsOf("first")).Failed).To(BeEmpty())
+		Expect(clusterTrustBundle(ctx, name)).To(Equal(firstPEM))
+
+		second := ctbs.Sync(ctx, "second", name, []byte(secondPEM), labelsOf("second"))
+		Expect(second.Failed).To(ContainElement(And(ContainSubstring("ClusterTrustBundle %s", name), ContainSubstring(`TrustBundle "first"`))))
+		Expect(clusterTrustBundle(ctx, name)).To(Equal(firstPEM))
+
+		By("the first, whose target the cache also misses, still writes it")
+		Expect(ctbs.Sync(ctx, "first", name, []byte(updatedPEM), labelsOf("first")).Failed).To(BeEmpty())
+		Expect(clusterTrustBundle(ctx, name)).To(Equal(updatedPEM))
 	})
 })

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/shared"
 )
 
 // ClusterTrustBundleGVK is the kind of the cluster-wide target: pods project
@@ -22,7 +24,8 @@ type ClusterTrustBundles struct {
 	// Cache reads PartialObjectMetadata of ClusterTrustBundles from the
 	// metadata-only cache filtered by LabelTrustBundle.
 	Cache client.Reader
-	// Live reads metadata from the API server, for Fill.
+	// Live reads metadata from the API server, for Fill and for an object
+	// of the target's name the cache does not hold.
 	Live client.Reader
 	// Client applies and deletes.
 	Client client.Client
@@ -112,6 +115,20 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, 
 	obj.SetName(name)
 	obj.SetLabels(labels)
 	obj.SetAnnotations(map[string]string{AnnotationHash: hash})
+	if err != nil && !fillOnly {
+		// Not in the cache: create it only where no object of its name
+		// exists. One that does was created since the cache last saw the
+		// name; another TrustBundle's is left to it.
+		if written, err := c.createOrInspect(ctx, bundle, obj); written || err != nil {
+			if err != nil {
+				rep.Fail(what, err)
+				return rep
+			}
+			rep.InSync++
+			rep.Written++
+			return rep
+		}
+	}
 	if err := applyOurs(ctx, c.Client, obj, ours); err != nil {
 		rep.Fail(what, err)
 		return rep
@@ -119,6 +136,26 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, 
 	rep.InSync++
 	rep.Written++
 	return rep
+}
+
+// createOrInspect writes obj, a ClusterTrustBundle the cache does not
+// hold, only if no object of its name exists, and reports whether it did.
+// Where one exists it reads its labels live, and returns an error when it
+// is another TrustBundle's or gone meanwhile; otherwise neither, and the
+// caller applies obj without force beside its writers' fields.
+func (c *ClusterTrustBundles) createOrInspect(ctx context.Context, bundle string, obj *unstructured.Unstructured) (bool, error) {
+	obj.SetResourceVersion(shared.CreateOnly)
+	defer obj.SetResourceVersion("")
+	err := applyOurs(ctx, c.Client, obj, false)
+	if err == nil || !apierrors.IsConflict(err) {
+		return err == nil, err
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(ClusterTrustBundleGVK)
+	if err := c.Live.Get(ctx, client.ObjectKey{Name: obj.GetName()}, m); err != nil {
+		return false, err
+	}
+	return false, heldByOther(m.Labels, bundle)
 }
 
 // ownsTrustBundle reports whether our field manager's apply owns

@@ -4,7 +4,8 @@
 //   - ConfigMaps and Secrets of a given name in the selected namespaces
 //     (objects.go). They are read from a metadata-only cache filtered by
 //     LabelTrustBundle, so memory grows with our targets, not with every
-//     ConfigMap of the cluster. A target is in sync when its hash annotation
+//     ConfigMap of the cluster (except in the source namespaces, whose
+//     ConfigMaps are all cached: only the label makes an object ours). A target is in sync when its hash annotation
 //     matches and the field manager still owns exactly the data keys it
 //     writes (a key changed or removed by hand moves out of the manager's
 //     managedFields), so an unchanged bundle writes nothing.

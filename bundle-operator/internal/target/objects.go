@@ -33,7 +33,8 @@ const (
 // Objects writes ConfigMap and Secret targets.
 type Objects struct {
 	// Cache reads PartialObjectMetadata of targets from the metadata-only
-	// cache filtered by LabelTrustBundle.
+	// cache filtered by LabelTrustBundle (in the source namespaces it holds
+	// every ConfigMap: only the label makes an object ours).
 	Cache client.Reader
 	// Client applies and deletes.
 	Client client.Client
@@ -344,7 +345,7 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 		// cache holds every ConfigMap of a source namespace.
 		return o.apply(ctx, d, ns, hash, what, true)
 	}
-	return o.claim(ctx, d, ns, hash, what)
+	return o.claim(ctx, d, ns, hash, what, err == nil)
 }
 
 // claim writes the target of d in ns, which the cache does not hold as
@@ -354,16 +355,22 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 // only when some writer owns a field of it, since then our release can
 // tell it is shared and drop only our fields. One no writer owns a field
 // of (an empty ConfigMap) would be ours alone after our write and deleted
-// on release, so it is left as it is and reported.
-func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string) Report {
-	obj := applyObject(d, ns, hash)
-	obj.SetResourceVersion(shared.CreateOnly)
-	rep, err := o.write(ctx, d, ns, obj, false)
-	if !apierrors.IsConflict(err) {
-		if err != nil {
-			rep.Fail(what, err)
+// on release, so it is left as it is and reported. With cached set, the
+// cache already shows an object of that name that is not ours (a source
+// namespace's ConfigMap), so the create-only write is skipped.
+func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string, cached bool) Report {
+	var rep Report
+	if !cached {
+		obj := applyObject(d, ns, hash)
+		obj.SetResourceVersion(shared.CreateOnly)
+		var err error
+		rep, err = o.write(ctx, d, ns, obj, false)
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				rep.Fail(what, err)
+			}
+			return rep
 		}
-		return rep
 	}
 	m, err := o.inspect(ctx, d.Kind, ns, d.Name)
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,22 +76,47 @@ const (
 	conflictsNamed  = 5
 )
 
-// listedConflicts returns the conflicts status.conflicts lists.
+// strongestFirst orders conflicts with the DuplicateSPIFFEID ones first
+// (the condition's reason when there is one), each kind by peer, so that
+// what the status lists and names shows the reason it gives.
+func strongestFirst(conflicts []v1alpha1.Conflict) []v1alpha1.Conflict {
+	out := slices.Clone(conflicts)
+	slices.SortStableFunc(out, func(a, b v1alpha1.Conflict) int {
+		ad, bd := a.Cause == v1alpha1.ReasonDuplicateSPIFFEID, b.Cause == v1alpha1.ReasonDuplicateSPIFFEID
+		switch {
+		case ad && !bd:
+			return -1
+		case bd && !ad:
+			return 1
+		}
+		return strings.Compare(a.Peer, b.Peer)
+	})
+	return out
+}
+
+// listedConflicts returns the conflicts status.conflicts lists: the first
+// conflictsListed, strongest first.
 func listedConflicts(conflicts []v1alpha1.Conflict) []v1alpha1.Conflict {
-	return conflicts[:min(len(conflicts), conflictsListed)]
+	ordered := strongestFirst(conflicts)
+	return ordered[:min(len(ordered), conflictsListed)]
 }
 
 // settleConflict withdraws b's outputs and reports the conflict; it is
 // settled (Blocked) only once the outputs are confirmed gone.
 func (h *Handler) settleConflict(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, conflicts []v1alpha1.Conflict) error {
-	named := conflicts[:min(len(conflicts), conflictsNamed)]
+	ordered := strongestFirst(conflicts)
+	named := ordered[:min(len(ordered), conflictsNamed)]
 	parts := make([]string, len(named))
 	for i, c := range named {
 		parts[i] = fmt.Sprintf("%s (%s)", c.Peer, c.Cause)
 	}
 	msg := "conflicts with " + strings.Join(parts, ", ")
 	if more := len(conflicts) - len(named); more > 0 {
-		msg += fmt.Sprintf(" and %d more (%d in all; status.conflicts lists the first %d)", more, len(conflicts), len(listedConflicts(conflicts)))
+		msg += fmt.Sprintf(" and %d more (%d in all", more, len(conflicts))
+		if len(conflicts) > conflictsListed {
+			msg += fmt.Sprintf("; status.conflicts lists the first %d", conflictsListed)
+		}
+		msg += ")"
 	}
 	cause := reasoned(conflict.Reason(conflicts), errors.New(msg))
 	return h.fail(ctx, j, b, v1alpha1.ConditionConflict, cause)

@@ -375,14 +375,23 @@ func TestInferencePoolReadAsUnstructured(t *testing.T) {
 // of bindings in one group; each conflicts with all the others, and its
 // status must not grow with them (every peer's pass writes it again). The
 // binding lists the first 20 conflicts, names 5 in its message and counts
-// them all, and is still withdrawn with the stronger reason.
+// them all, the duplicate ID (its reason) first wherever its peer sorts,
+// and is withdrawn.
 func TestManyPeersKeepTheStatusBounded(t *testing.T) {
 	c := cachedClient(t)
 	namespace := newNamespace(t)
-	const peers = 30
+	// b-00 and zz render the same SPIFFE ID (DuplicateSPIFFEID); b-01 to
+	// b-29 each render another one of the same group (VariantConflict).
+	const peers = 31
 	var first *v1alpha1.IdentityBinding
 	for i := range peers {
 		b := newBinding(namespace, fmt.Sprintf("b-%02d", i))
+		switch {
+		case i == peers-1:
+			b.Name = "zz"
+		case i > 0:
+			b.Spec.SPIFFEIDPathTemplate = fmt.Sprintf("ns/{namespace}/sa/{serviceAccount}/p%02d", i)
+		}
 		if err := cp.Client.Create(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}
@@ -404,8 +413,12 @@ func TestManyPeersKeepTheStatusBounded(t *testing.T) {
 		t.Errorf("status.conflicts lists %d peers, want 20", n)
 	}
 	for i, c := range first.Status.Conflicts {
-		if want := fmt.Sprintf("%s/b-%02d", namespace, i+1); c.Peer != want {
-			t.Errorf("conflict %d is %s, want %s (the first by peer)", i, c.Peer, want)
+		want := fmt.Sprintf("%s/b-%02d", namespace, i)
+		if i == 0 {
+			want = namespace + "/zz"
+		}
+		if c.Peer != want {
+			t.Errorf("conflict %d is %s, want %s (the duplicate first, then by peer)", i, c.Peer, want)
 		}
 	}
 	var msg string
@@ -414,10 +427,13 @@ func TestManyPeersKeepTheStatusBounded(t *testing.T) {
 			msg = cond.Message
 		}
 	}
-	if want := "and 24 more (29 in all; status.conflicts lists the first 20)"; !strings.Contains(msg, want) {
+	if want := "conflicts with " + namespace + "/zz (DuplicateSPIFFEID), "; !strings.HasPrefix(msg, want) {
+		t.Errorf("Conflict message %q, want it to name the duplicate first: %q", msg, want)
+	}
+	if want := "and 25 more (30 in all; status.conflicts lists the first 20)"; !strings.Contains(msg, want) {
 		t.Errorf("Conflict message %q, want it to count the rest: %q", msg, want)
 	}
-	if strings.Contains(msg, "b-06") {
+	if strings.Contains(msg, "b-05") {
 		t.Errorf("Conflict message names more than 5 peers: %q", msg)
 	}
 	if entriesOf(t, first) != 0 {
