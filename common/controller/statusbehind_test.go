@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
@@ -301,3 +302,39 @@ var _ = Describe("Controller in a manager: an object deleted while a status writ
 		Expect(m.writes(Default, r.name, "written") + m.writes(Default, r.name, "failed")).To(BeZero())
 	})
 })
+
+var _ = Describe("Controller in a manager: a pass waiting for a status write off the worker when the manager stops", Ordered, func() {
+	gate := newStatusGate("stopping", 2)
+	r := startStatusWaitRigThrough("widget-status-behind-stopping",
+		controller.Options{Config: config.Default(), StatusMaxWait: time.Nanosecond}, gate.wrap)
+	AfterAll(gate.release)
+
+	It("ends at once without an error, leaving the write to run out", func(ctx context.Context) {
+		// As in the first spec, pass 2's write waits at the gate and pass
+		// 3 runs meanwhile; the manager stops during pass 3's handler, so
+		// pass 3 then waits for the write with its context ended.
+		var stoppedAt time.Time
+		r.setPlan("stopping", passPlan{mayWait: true, poke: []int{1, 2}, onPass: func(n int) {
+			if n == 3 {
+				gate.blockingWithin(3 * time.Second)
+				stoppedAt = time.Now()
+				r.stop()
+			}
+		}})
+		errorsBefore := reconcileErrors(Default, r.name)
+		Expect(cp.Client.Create(ctx, newWidget(r.ns, "stopping", true))).To(Succeed())
+		Eventually(r.stopped, "20s").Should(BeClosed())
+		Expect(time.Since(stoppedAt)).To(BeNumerically("<", 5*time.Second),
+			"the manager stopped without waiting for the gate (10 s)")
+		Expect(r.timesOf("stopping").n).To(Equal(3))
+		Expect(reconcileErrors(Default, r.name)).To(Equal(errorsBefore), "no pass ended in an error")
+	})
+})
+
+// reconcileErrors returns controller-runtime's count of the passes of the
+// named controller that returned an error.
+func reconcileErrors(g Gomega, name string) float64 {
+	n, err := testenv.MetricSum(crmetrics.Registry, "controller_runtime_reconcile_errors_total", map[string]string{"controller": name})
+	g.Expect(err).NotTo(HaveOccurred())
+	return n
+}

@@ -79,8 +79,11 @@ func startWithPokes(name string, h handlerFunc, opts controller.Options) {
 }
 
 // startWithPokesThrough is startWithPokes with the Controller's client
-// wrapped by wrap (nil: the manager's client as it is).
-func startWithPokesThrough(name string, h tphandler.Handler[*widgetv1.Widget], opts controller.Options, wrap func(client.Client) client.Client) {
+// wrapped by wrap (nil: the manager's client as it is). It returns stop,
+// which stops the manager before the suite ends, and stopped, closed once
+// the manager's Start returned.
+func startWithPokesThrough(name string, h tphandler.Handler[*widgetv1.Widget], opts controller.Options, wrap func(client.Client) client.Client) (
+	stop context.CancelFunc, stopped <-chan struct{}) {
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
 	cl := mgr.GetClient()
@@ -98,11 +101,14 @@ func startWithPokesThrough(name string, h tphandler.Handler[*widgetv1.Widget], o
 	}
 	Expect(controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} }, pokes)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
+		defer close(done)
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 	DeferCleanup(cancel)
+	return cancel, done
 }
 
 // poke creates the ConfigMap named name that is an event of widget w.
@@ -122,6 +128,9 @@ type statusWaitRig struct {
 	passes map[string]*passTimes
 	// deleted is when the handler's Delete of each widget began.
 	deleted map[string]time.Time
+	// stop stops the rig's manager; stopped is closed once it stopped.
+	stop    context.CancelFunc
+	stopped <-chan struct{}
 }
 
 // rigHandler is the rig's Handler: CreateOrUpdate follows the widget's
@@ -169,7 +178,7 @@ func startStatusWaitRig(name string, opts controller.Options) *statusWaitRig {
 func startStatusWaitRigThrough(name string, opts controller.Options, wrap func(client.Client) client.Client) *statusWaitRig {
 	r := &statusWaitRig{name: name, plans: map[string]passPlan{}, passes: map[string]*passTimes{}, deleted: map[string]time.Time{}}
 	BeforeAll(func(ctx context.Context) {
-		startWithPokesThrough(name, rigHandler{r}, opts, wrap)
+		r.stop, r.stopped = startWithPokesThrough(name, rigHandler{r}, opts, wrap)
 		r.ns = newNamespace(ctx)
 	})
 	return r
