@@ -6,6 +6,7 @@ package condition
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -80,13 +81,35 @@ func NewNotReady(reason, message string) metav1.Condition {
 const MaxMessageLength = 32768
 
 // Set adds or replaces the condition of c's type on obj, stamped with obj's
-// current generation, its message cut to MaxMessageLength.
+// current generation, its message made valid UTF-8 and cut to
+// MaxMessageLength.
 // LastTransitionTime is kept when the status did not change
 // (meta.SetStatusCondition) and set to now when it did.
 func Set(obj object.Object, c metav1.Condition) {
 	c.ObservedGeneration = obj.GetGeneration()
-	c.Message = cutMessage(c.Message)
+	c.Message = cutMessage(validMessage(c.Message))
 	meta.SetStatusCondition(&obj.CommonStatus().Conditions, c)
+}
+
+// validMessage returns m with each byte that is not part of valid UTF-8
+// replaced by U+FFFD, as the JSON encoding of a status write replaces it:
+// otherwise the status read back never equals the one set, and every pass
+// writes it again.
+func validMessage(m string) string {
+	if utf8.ValidString(m) {
+		return m
+	}
+	var b strings.Builder
+	for i := 0; i < len(m); {
+		r, size := utf8.DecodeRuneInString(m[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(m[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // cutMessage returns m when it fits MaxMessageLength, else its beginning,

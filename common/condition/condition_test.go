@@ -174,3 +174,25 @@ func TestSetCutsAMessageTooLongForTheAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// TestSetMakesAMessageValidUTF8AsTheStatusWriteWould checks Set against
+// encoding/json, which a status write goes through: a message set is the
+// message read back, so an unchanged status is not written again.
+func TestSetMakesAMessageValidUTF8AsTheStatusWriteWould(t *testing.T) {
+	for _, m := range []string{"fine", "a\xffb", "\xc3", "\xe2\x82", "ok \uFFFD kept", "\xff\xfe\xfd", "é\x80é"} {
+		obj := &widgetv1.Widget{}
+		condition.Set(obj, condition.NewNotReady("Broken", m))
+		got := condition.Find(obj, condition.TypeReady).Message
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var readBack string
+		if err := json.Unmarshal(raw, &readBack); err != nil {
+			t.Fatal(err)
+		}
+		if got != readBack {
+			t.Errorf("Set(%q) holds %q, a status write reads back %q", m, got, readBack)
+		}
+	}
+}
