@@ -341,6 +341,13 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 		}
 		b.Logf("N=%d: samples start (load %s)", n, loadAverage())
 	}
+	// The samples are timed by the commit notifications of SPIRE's
+	// database, installed now, so the converge above ran without them.
+	notifier, err := listenForEntries(ctx, opts.PostgresConnection)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = notifier.close() }()
 	before, err := proc.costsNow()
 	if err != nil {
 		return res, err
@@ -363,7 +370,7 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 				return res, err
 			}
 		}
-		d, creates, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), ids, tag, samplesNS, samples, j)
+		d, creates, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), notifier, ids, tag, samplesNS, samples, j)
 		if err != nil {
 			return res, err
 		}
@@ -409,10 +416,13 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 // timeNewWorkload creates workload j of layout l in namespace ns (its
 // service account first, untimed), then its Deployment and its pod bound
 // to its node, as a controller and the scheduler would, and times from the
-// Deployment's creation to the entry under that node's parent readable in
-// SPIRE; creates is how long the two create calls of that took.
-func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClient, ids entries.IDScheme, tag, ns string, l scaleLayout, j int) (
-	d, creates time.Duration, err error) {
+// Deployment's creation to the commit of its entry in SPIRE's database,
+// which notifier announces; creates is how long the two create calls of
+// that took. It then reads the entry through SPIRE's API, untimed, and
+// fails unless SPIRE serves it with the workload's SPIFFE ID and selectors
+// under that node's parent.
+func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClient, notifier *entryNotifier, ids entries.IDScheme, tag, ns string,
+	l scaleLayout, j int) (d, creates time.Duration, err error) {
 	name, node := l.name(j), l.node(j)
 	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		return 0, 0, err
@@ -424,6 +434,7 @@ func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClie
 	}
 	e.Normalize()
 	id := ids.EntryID(tag, e.Key())
+	committed := notifier.expect(id)
 	t0 := time.Now()
 	if err := k8s.Create(ctx, deployment(ns, name, name)); err != nil {
 		return 0, 0, err
@@ -432,10 +443,23 @@ func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClie
 		return 0, 0, err
 	}
 	creates = time.Since(t0)
-	if err := waitEntry(ctx, c, id, time.Minute); err != nil {
+	at, err := committed(ctx, time.Minute)
+	if err != nil {
 		return 0, 0, fmt.Errorf("entry of %s/%s: %w", ns, name, err)
 	}
-	return time.Since(t0), creates, nil
+	got, err := c.GetEntry(ctx, &entryv1.GetEntryRequest{Id: id})
+	if err != nil {
+		return 0, 0, fmt.Errorf("entry %s of %s/%s announced but not served: %w", id, ns, name, err)
+	}
+	served, err := entries.FromProto(got)
+	if err != nil {
+		return 0, 0, fmt.Errorf("entry %s of %s/%s: %w", id, ns, name, err)
+	}
+	if served.Normalize(); served.Key() != e.Key() {
+		return 0, 0, fmt.Errorf("entry %s of %s/%s is %s under %s with %v, want %s under %s with %v", id, ns, name,
+			served.SpiffeID, served.ParentID, served.Selectors, e.SpiffeID, e.ParentID, e.Selectors)
+	}
+	return at.Sub(t0), creates, nil
 }
 
 // createScaleWorkloads creates workloads from up to (not including) to of
