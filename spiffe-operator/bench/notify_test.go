@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// entryNotifyChannel is the PostgreSQL notification channel the trigger
-// entryNotifier installs announces every entry SPIRE commits on.
+// entryNotifyChannel is the PostgreSQL notification channel on which the
+// trigger of entryNotifierSQL announces every entry SPIRE commits.
 const entryNotifyChannel = "bench_entry_committed"
 
 // entryNotifierSQL installs, in SPIRE's database, a trigger that announces
@@ -39,8 +39,8 @@ type entryNotifier struct {
 	done   chan struct{}
 
 	mu sync.Mutex
-	// waiting are the entry IDs expected and when each was announced
-	// (zero until then).
+	// waiting holds, for each entry ID expected and not yet announced,
+	// the channel its announcement's arrival time is sent on.
 	waiting map[string]chan time.Time
 	// err is why listening ended, if it did.
 	err error
