@@ -235,6 +235,11 @@ type scaleResult struct {
 	// slowest are the slowest samples, slowest first, each with the
 	// operator's costs while it was timed.
 	slowest []timedSample
+	// windows are when the samples ran, in the order they ran, and
+	// statusWrites when the operator's status writes of the policy
+	// landed meanwhile.
+	windows      []sampleWindow
+	statusWrites []time.Time
 }
 
 // timedSample is one new workload's time to its entry and the operator's
@@ -257,6 +262,8 @@ func (r *report) samples(n int, res scaleResult) {
 			apiCall{"POST", "deployments", ""}, apiCall{"POST", "pods", ""}, apiCall{"PATCH", "spifferegistrations", "status"}))
 	r.add("N=%d: CPU by process during the samples, %s; the policy after the samples: %d bytes, %d parent IDs in its status", n, res.cpu,
 		res.policySize, res.policyParents)
+	r.add("N=%d: %s; %s", n, overlapStatusWrites(res.windows, res.statusWrites, 95, statusWriteGrace),
+		overlapStatusWrites(res.windows, res.statusWrites, 99, statusWriteGrace).tailClause())
 	for i, s := range res.slowest {
 		r.add("N=%d: slowest sample %d of %d, %s", n, i+1, len(res.latencies), s.costs.within(s.latency))
 	}
@@ -348,6 +355,16 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 		return res, err
 	}
 	defer func() { _ = notifier.close() }()
+	// From here on the policy's only writer is the operator's status
+	// write; the report says how often one ran alongside a slow sample.
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {
+		return res, err
+	}
+	writes, err := watchStatusWrites(ctx, k8s, policy.Name, policy.ResourceVersion)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _, _ = writes.close() }()
 	before, err := proc.costsNow()
 	if err != nil {
 		return res, err
@@ -370,10 +387,11 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 				return res, err
 			}
 		}
-		d, creates, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), notifier, ids, tag, samplesNS, samples, j)
+		t0, d, creates, err := timeNewWorkload(ctx, k8s, entryv1.NewEntryClient(conn), notifier, ids, tag, samplesNS, samples, j)
 		if err != nil {
 			return res, err
 		}
+		res.windows = append(res.windows, sampleWindow{start: t0, took: d})
 		res.latencies = append(res.latencies, d)
 		res.afterCreates = append(res.afterCreates, d-creates)
 		if s.split {
@@ -386,6 +404,9 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 	}
 	stopCPU()
 	waitAPIProfile()
+	if res.statusWrites, err = writes.close(); err != nil {
+		return res, err
+	}
 	proc.heapProfile(b, fmt.Sprintf("scale-after-samples-%d", n))
 	if s.split {
 		slices.SortFunc(timed, func(a, b timedSample) int { return cmp.Compare(b.latency, a.latency) })
@@ -413,6 +434,11 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 	return res, discard(ctx, k8s, srv, proc, policy)
 }
 
+// statusWriteGrace is how long after a sample's end a status write may
+// land and still count as having run alongside it: about the API server's
+// own time for one (its mean was 14-20 ms in the runs of the docs).
+const statusWriteGrace = 25 * time.Millisecond
+
 // timeNewWorkload creates workload j of layout l in namespace ns (its
 // service account first, untimed), then its Deployment and its pod bound
 // to its node, as a controller and the scheduler would, and times from the
@@ -420,12 +446,12 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 // which notifier announces; creates is how long the two create calls of
 // that took. It then reads the entry through SPIRE's API, untimed, and
 // fails unless SPIRE serves it with the workload's SPIFFE ID and selectors
-// under that node's parent.
+// under that node's parent. t0 is when the Deployment's creation began.
 func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClient, notifier *entryNotifier, ids entries.IDScheme, tag, ns string,
-	l scaleLayout, j int) (d, creates time.Duration, err error) {
+	l scaleLayout, j int) (t0 time.Time, d, creates time.Duration, err error) {
 	name, node := l.name(j), l.node(j)
 	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		return 0, 0, err
+		return time.Time{}, 0, 0, err
 	}
 	e := entries.Entry{
 		SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, name)),
@@ -435,31 +461,31 @@ func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClie
 	e.Normalize()
 	id := ids.EntryID(tag, e.Key())
 	committed := notifier.expect(id)
-	t0 := time.Now()
+	t0 = time.Now()
 	if err := k8s.Create(ctx, deployment(ns, name, name)); err != nil {
-		return 0, 0, err
+		return time.Time{}, 0, 0, err
 	}
 	if err := k8s.Create(ctx, scalePod(ns, name, node)); err != nil {
-		return 0, 0, err
+		return time.Time{}, 0, 0, err
 	}
 	creates = time.Since(t0)
 	at, err := committed(ctx, time.Minute)
 	if err != nil {
-		return 0, 0, fmt.Errorf("entry of %s/%s: %w", ns, name, err)
+		return time.Time{}, 0, 0, fmt.Errorf("entry of %s/%s: %w", ns, name, err)
 	}
 	got, err := c.GetEntry(ctx, &entryv1.GetEntryRequest{Id: id})
 	if err != nil {
-		return 0, 0, fmt.Errorf("entry %s of %s/%s announced but not served: %w", id, ns, name, err)
+		return time.Time{}, 0, 0, fmt.Errorf("entry %s of %s/%s announced but not served: %w", id, ns, name, err)
 	}
 	served, err := entries.FromProto(got)
 	if err != nil {
-		return 0, 0, fmt.Errorf("entry %s of %s/%s: %w", id, ns, name, err)
+		return time.Time{}, 0, 0, fmt.Errorf("entry %s of %s/%s: %w", id, ns, name, err)
 	}
 	if served.Normalize(); served.Key() != e.Key() {
-		return 0, 0, fmt.Errorf("entry %s of %s/%s is %s under %s with %v, want %s under %s with %v", id, ns, name,
+		return time.Time{}, 0, 0, fmt.Errorf("entry %s of %s/%s is %s under %s with %v, want %s under %s with %v", id, ns, name,
 			served.SpiffeID, served.ParentID, served.Selectors, e.SpiffeID, e.ParentID, e.Selectors)
 	}
-	return at.Sub(t0), creates, nil
+	return t0, at.Sub(t0), creates, nil
 }
 
 // createScaleWorkloads creates workloads from up to (not including) to of
