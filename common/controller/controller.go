@@ -80,6 +80,9 @@ type Controller[T object.Object] struct {
 	events *eventCounts
 	// behind keeps the status writes left running off the worker.
 	behind *behindWrites
+	// confirmed remembers the objects whose Live children a Withdraw
+	// confirmed gone, so their later passes need not read them uncached.
+	confirmed *janitor.ConfirmedGone
 }
 
 // New returns a Controller named name (used in logs, events and metrics)
@@ -87,7 +90,7 @@ type Controller[T object.Object] struct {
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
 	opts.Metrics.addController(name)
 	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now), events: newEventCounts(opts.StatusMaxWait, time.Now),
-		behind: newBehindWrites()}
+		behind: newBehindWrites(), confirmed: janitor.NewConfirmedGone()}
 }
 
 // Name returns the controller name.
@@ -110,6 +113,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 			c.emitted.forget(req.NamespacedName)
 			c.written.forget(req.NamespacedName)
 			c.events.forget(req.NamespacedName)
+			c.confirmed.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
@@ -188,6 +192,7 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 	defer c.emitted.forget(client.ObjectKeyFromObject(obj))
 	defer c.written.forget(client.ObjectKeyFromObject(obj))
 	defer c.events.forget(client.ObjectKeyFromObject(obj))
+	defer c.confirmed.Forget(client.ObjectKeyFromObject(obj))
 	if !controllerutil.ContainsFinalizer(obj, labels.Finalizer) {
 		return ctrl.Result{}, ResultDeleted, nil
 	}
@@ -224,7 +229,7 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 
 // janitor returns the janitor of one pass for obj's children.
 func (c *Controller[T]) janitor(sc *scoped.Client, obj T) (*janitor.Client, error) {
-	return janitor.New(sc, obj, janitor.WithLiveReader(c.opts.APIReader))
+	return janitor.New(sc, obj, janitor.WithLiveReader(c.opts.APIReader), janitor.WithConfirmedGone(c.confirmed))
 }
 
 // scopedClient returns the client of environment env; the configured default

@@ -53,10 +53,16 @@ type Client struct {
 	ownerGVK schema.GroupVersionKind
 	// live reads Live children uncached; nil reads them through the client.
 	live client.Reader
+	// gone remembers the owners whose Live children were confirmed gone;
+	// nil remembers none.
+	gone *ConfirmedGone
 
 	mu       sync.Mutex
 	touched  map[childKey]struct{}
 	declared map[schema.GroupVersionKind]ChildType
+	// marked is set once this janitor marked or kept a child: what gone
+	// remembers of the owner no longer holds.
+	marked bool
 }
 
 // Option configures a Client.
@@ -65,6 +71,10 @@ type Option func(*Client)
 // WithLiveReader reads the children of Live types through r (an uncached
 // reader, such as the manager's APIReader).
 func WithLiveReader(r client.Reader) Option { return func(j *Client) { j.live = r } }
+
+// WithConfirmedGone remembers in m the owners whose Live children Withdraw
+// confirmed gone, and trusts what m remembers (see ConfirmedGone).
+func WithConfirmedGone(m *ConfirmedGone) Option { return func(j *Client) { j.gone = m } }
 
 type childKey struct {
 	gvk       schema.GroupVersionKind
@@ -123,6 +133,7 @@ func (j *Client) DeclareTypes(types ...ChildType) error {
 // an annotation when it is too long for a label, see
 // labels.OwnerAnnotations).
 func (j *Client) SetOwnership(obj client.Object) error {
+	j.noteChild()
 	l := obj.GetLabels()
 	if l == nil {
 		l = map[string]string{}
@@ -313,6 +324,7 @@ func (j *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 func (j *Client) Keep(obj client.Object) { j.record(obj) }
 
 func (j *Client) record(obj client.Object) {
+	j.noteChild()
 	gvk, err := apiutil.GVKForObject(obj, j.Scheme())
 	if err != nil {
 		return
@@ -320,6 +332,18 @@ func (j *Client) record(obj client.Object) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.touched[childKey{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}] = struct{}{}
+}
+
+// noteChild records that the owner has a child this reconcile marked or
+// kept, before the write, so that no Withdraw trusts an earlier
+// confirmation of its absence.
+func (j *Client) noteChild() {
+	j.mu.Lock()
+	j.marked = true
+	j.mu.Unlock()
+	if j.gone != nil {
+		j.gone.Forget(client.ObjectKeyFromObject(j.owner))
+	}
 }
 
 // Cleanup deletes the owned children of the declared types that this
@@ -335,21 +359,66 @@ func (j *Client) Cleanup(ctx context.Context) (int, error) {
 // read saw none. A Live child still being deleted (a finalizer holds it) is
 // confirmed gone by a later call. Children of other types are deleted
 // without confirmation.
+//
+// With WithConfirmedGone, a Withdraw that confirms the Live children gone
+// remembers it, and a later one for the same owner and Live types trusts
+// that while the cache shows none of them either: it reads no more
+// uncached. Marking or keeping a child ends that trust.
 func (j *Client) Withdraw(ctx context.Context, types ...ChildType) (gone bool, err error) {
 	if err := j.DeclareTypes(types...); err != nil {
 		return false, err
 	}
-	_, seen, err := j.cleanup(ctx, true)
-	if err != nil || seen == 0 {
-		return err == nil, err
+	key, uid, kinds := client.ObjectKeyFromObject(j.owner), j.owner.GetUID(), j.liveKinds()
+	if j.trustsConfirmation(key, uid, kinds) {
+		_, seen, err := j.cleanup(ctx, false)
+		if err != nil || seen == 0 {
+			return err == nil, err
+		}
+		// The cache shows a child after all: read uncached again.
+		j.gone.Forget(key)
 	}
-	// Children were seen and deleted: a fresh uncached read confirms
-	// whether they are gone already (no finalizer held them).
-	_, seen, err = j.cleanup(ctx, true)
+	_, seen, err := j.cleanup(ctx, true)
+	if err == nil && seen > 0 {
+		// Children were seen and deleted: a fresh uncached read confirms
+		// whether they are gone already (no finalizer held them).
+		_, seen, err = j.cleanup(ctx, true)
+	}
 	if err != nil {
 		return false, err
 	}
+	if seen == 0 {
+		j.rememberConfirmation(key, uid, kinds)
+	}
 	return seen == 0, nil
+}
+
+// liveKinds names the Live types declared so far (see liveKinds).
+func (j *Client) liveKinds() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return liveKinds(j.declared)
+}
+
+// trustsConfirmation reports whether an earlier Withdraw confirmed the
+// owner's Live children of kinds gone and this reconcile has marked or
+// kept no child since.
+func (j *Client) trustsConfirmation(key client.ObjectKey, uid types.UID, kinds string) bool {
+	j.mu.Lock()
+	marked := j.marked
+	j.mu.Unlock()
+	return j.gone != nil && j.live != nil && !marked && j.gone.confirmed(key, uid, kinds)
+}
+
+// rememberConfirmation records the confirmation, unless this reconcile
+// marked or kept a child: a touched child is not counted by cleanup, so
+// the owner still has it.
+func (j *Client) rememberConfirmation(key client.ObjectKey, uid types.UID, kinds string) {
+	j.mu.Lock()
+	marked := j.marked
+	j.mu.Unlock()
+	if j.gone != nil && j.live != nil && !marked && kinds != "" {
+		j.gone.remember(key, uid, kinds)
+	}
 }
 
 // cleanup deletes the untouched owned children of the declared types. It

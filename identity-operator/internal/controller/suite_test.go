@@ -46,6 +46,9 @@ var (
 	operatorConfig *rest.Config
 	// operatorCache is the running operator's informer cache.
 	operatorCache client.Reader
+	// outputLists records the operator's own lists of outputs that reach
+	// the API server (not its informers' lists and watches).
+	outputLists = &listRecorder{}
 )
 
 func TestController(t *testing.T) {
@@ -69,6 +72,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8s = cp.Client
 	operatorConfig = installOperatorRBAC(context.Background(), cp)
+	operatorConfig.Wrap(outputLists.wrap)
 
 	fw := config.Default()
 	fw.DefaultEnvironment = environment

@@ -1,0 +1,74 @@
+package controller_test
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// listRecorder records the label selectors of the list requests of outputs
+// (SpiffeEntries and ClusterSPIFFEIDs) that the operator sends to the API
+// server outside its informers: the uncached reads of the janitor and of
+// the handler.
+type listRecorder struct {
+	mu        sync.Mutex
+	selectors []string
+}
+
+// wrap is a rest.Config's WrapTransport.
+func (r *listRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if sel, ok := uncachedOutputList(req); ok {
+			r.mu.Lock()
+			r.selectors = append(r.selectors, sel)
+			r.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// uncachedOutputList returns the label selector of req when it lists
+// outputs, not for an informer: informers list with a resourceVersion or
+// watch, the operator's uncached reads do neither.
+func uncachedOutputList(req *http.Request) (string, bool) {
+	if req.Method != http.MethodGet {
+		return "", false
+	}
+	path := req.URL.Path
+	if !strings.HasSuffix(path, "/spiffeentries") && !strings.HasSuffix(path, "/clusterspiffeids") {
+		return "", false
+	}
+	q := req.URL.Query()
+	if q.Get("watch") != "" || q.Has("resourceVersion") || q.Has("sendInitialEvents") {
+		return "", false
+	}
+	return q.Get("labelSelector"), true
+}
+
+// count returns how many recorded lists selected by one of the owner UIDs
+// in uids, from the index'th recorded on.
+func (r *listRecorder) count(from int, uids map[string]bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, sel := range r.selectors[min(from, len(r.selectors)):] {
+		for _, term := range strings.Split(sel, ",") {
+			if _, v, ok := strings.Cut(term, "="); ok && uids[strings.TrimPrefix(v, "=")] {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// mark returns the index the next recorded list gets.
+func (r *listRecorder) mark() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.selectors)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
