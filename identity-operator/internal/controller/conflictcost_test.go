@@ -46,7 +46,7 @@ var _ = Describe("The cost of a conflicted group", func() {
 				}
 			}
 		}
-		Eventually(settled(members-1)).WithTimeout(time.Minute).Should(Succeed())
+		Eventually(settled(members - 1)).WithTimeout(time.Minute).Should(Succeed())
 		var list v1alpha1.IdentityBindingList
 		Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		uids := map[string]bool{}
