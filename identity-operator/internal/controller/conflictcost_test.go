@@ -26,6 +26,7 @@ var _ = Describe("The cost of a conflicted group", func() {
 		// read. Each member names its own, so each renders its own ID and
 		// the conflicts are all VariantConflict.
 		pool := func(name string) bindingOpt { return withPool("", v1alpha1.DeploymentKind, "web-"+name) }
+		_, writesFrom := outputLists.statusWritesOf(ns, 0)
 		for i := range members {
 			name := fmt.Sprintf("m%02d", i)
 			createBinding(ctx, ns, name, "serving", "v1", pool(name))
@@ -47,6 +48,8 @@ var _ = Describe("The cost of a conflicted group", func() {
 			}
 		}
 		Eventually(settled(members - 1)).WithTimeout(time.Minute).Should(Succeed())
+		writes, writesFrom := outputLists.statusWritesOf(ns, writesFrom)
+		GinkgoWriter.Printf("building the group of %d: %d status writes\n", members, writes)
 		var list v1alpha1.IdentityBindingList
 		Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		uids := map[string]bool{}
@@ -59,6 +62,12 @@ var _ = Describe("The cost of a conflicted group", func() {
 		By("a member joins")
 		joining := createBinding(ctx, ns, "joining", "serving", "v1", pool("joining"))
 		Eventually(settled(members)).WithTimeout(time.Minute).Should(Succeed())
+		writes, writesFrom = outputLists.statusWritesOf(ns, writesFrom)
+		GinkgoWriter.Printf("one joining: %d status writes\n", writes)
+		// Every member's Conflict message counts its peers, so each writes
+		// its status once; a retried write may add one.
+		Expect(writes).To(BeNumerically(">=", members+1))
+		Expect(writes).To(BeNumerically("<=", 2*(members+1)), "a member wrote its status more than twice for one peer joining")
 
 		By("it leaves the group and comes back")
 		setVariant := func(v string) {

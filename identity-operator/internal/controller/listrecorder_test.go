@@ -8,11 +8,13 @@ import (
 
 // listRecorder records the label selectors of the list requests of outputs
 // (SpiffeEntries and ClusterSPIFFEIDs) that the operator sends to the API
-// server outside its informers: the uncached reads of the janitor and of
-// the handler.
+// server outside its informers (the uncached reads of the janitor and of
+// the handler), and the bindings whose status it writes.
 type listRecorder struct {
 	mu        sync.Mutex
 	selectors []string
+	// statusWrites names the binding of each status write, in order.
+	statusWrites []string
 }
 
 // wrap is a rest.Config's WrapTransport.
@@ -21,6 +23,11 @@ func (r *listRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
 		if sel, ok := uncachedOutputList(req); ok {
 			r.mu.Lock()
 			r.selectors = append(r.selectors, sel)
+			r.mu.Unlock()
+		}
+		if name, ok := bindingStatusWrite(req); ok {
+			r.mu.Lock()
+			r.statusWrites = append(r.statusWrites, name)
 			r.mu.Unlock()
 		}
 		return rt.RoundTrip(req)
@@ -43,6 +50,34 @@ func uncachedOutputList(req *http.Request) (string, bool) {
 		return "", false
 	}
 	return q.Get("labelSelector"), true
+}
+
+// bindingStatusWrite returns the namespace/name of the binding whose
+// status req writes.
+func bindingStatusWrite(req *http.Request) (string, bool) {
+	if req.Method != http.MethodPut && req.Method != http.MethodPatch {
+		return "", false
+	}
+	// .../namespaces/<ns>/identitybindings/<name>/status
+	parts := strings.Split(strings.TrimSuffix(req.URL.Path, "/"), "/")
+	n := len(parts)
+	if n < 5 || parts[n-1] != "status" || parts[n-3] != "identitybindings" || parts[n-5] != "namespaces" {
+		return "", false
+	}
+	return parts[n-4] + "/" + parts[n-2], true
+}
+
+// statusWritesOf returns how many status writes of bindings of namespace
+// ns were recorded from the from'th on, and the marker for the next.
+func (r *listRecorder) statusWritesOf(ns string, from int) (n, next int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range r.statusWrites[min(from, len(r.statusWrites)):] {
+		if strings.HasPrefix(name, ns+"/") {
+			n++
+		}
+	}
+	return n, len(r.statusWrites)
 }
 
 // count returns how many recorded lists selected by one of the owner UIDs

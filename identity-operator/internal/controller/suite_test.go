@@ -73,6 +73,10 @@ var _ = BeforeSuite(func() {
 	k8s = cp.Client
 	operatorConfig = installOperatorRBAC(context.Background(), cp)
 	operatorConfig.Wrap(outputLists.wrap)
+	// The client limits the operator runs with (common/manager's defaults),
+	// not client-go's 5 requests a second.
+	mdef := manager.Defaults()
+	operatorConfig.QPS, operatorConfig.Burst = mdef.KubeQPS, mdef.KubeBurst
 
 	fw := config.Default()
 	fw.DefaultEnvironment = environment
