@@ -28,6 +28,7 @@ import (
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	bundlecontroller "github.com/trustplane/trustplane/bundle-operator/internal/controller"
+	"github.com/trustplane/trustplane/bundle-operator/internal/operator"
 	"github.com/trustplane/trustplane/bundle-operator/internal/spire"
 )
 
@@ -86,6 +87,11 @@ func startManager() context.CancelFunc { return startManagerAs(cp.Config, spireS
 func startManagerAs(cfg *rest.Config, spireSocket string) context.CancelFunc {
 	cacheOpts, err := bundlecontroller.CacheOptions([]string{sourceNamespace}, true)
 	Expect(err).NotTo(HaveOccurred())
+	// The client limits the operator runs with, not client-go's 5 requests
+	// a second.
+	cfg = rest.CopyConfig(cfg)
+	defaults := operator.Process().Defaults
+	cfg.QPS, cfg.Burst = defaults.KubeQPS, defaults.KubeBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
