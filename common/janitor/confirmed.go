@@ -24,51 +24,110 @@ import (
 // per controller (WithConfirmedGone), and Forget an owner once it is gone.
 type ConfirmedGone struct {
 	mu     sync.Mutex
-	owners map[types.NamespacedName]confirmedChildren
+	owners map[types.NamespacedName]*ownerRecord
 }
 
-// confirmedChildren is what a Withdraw confirmed of one owner: its UID, so
-// that a new object under the same name is not taken for it, and the Live
-// types it read (see liveKinds).
-type confirmedChildren struct {
-	uid   types.UID
-	kinds string
+// ownerRecord is what is known of one owner's children.
+type ownerRecord struct {
+	// writes counts the children its janitors marked or kept, so that a
+	// confirmation read while one was being written is not remembered.
+	writes uint64
+	// confirmed is set by a Withdraw that confirmed the Live children of
+	// kinds (see liveKinds) gone for the owner with uid, and cleared by
+	// the next write: uid so that a new object under the same name is not
+	// taken for it.
+	confirmed bool
+	uid       types.UID
+	kinds     string
 }
 
 // NewConfirmedGone returns a ConfirmedGone that remembers no owner.
 func NewConfirmedGone() *ConfirmedGone {
-	return &ConfirmedGone{owners: map[types.NamespacedName]confirmedChildren{}}
+	return &ConfirmedGone{owners: map[types.NamespacedName]*ownerRecord{}}
 }
 
-// Forget drops what is remembered of the owner named key.
+// Forget drops what is remembered of the owner named key: call it once the
+// owner is gone.
 func (m *ConfirmedGone) Forget(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.owners, key)
 }
 
-// Len returns how many owners are remembered.
+// Len returns how many owners are remembered with their children confirmed
+// gone.
 func (m *ConfirmedGone) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.owners)
+	n := 0
+	for _, r := range m.owners {
+		if r.confirmed {
+			n++
+		}
+	}
+	return n
 }
 
-// confirmed reports whether a Withdraw confirmed the Live children of the
-// kinds liveKinds names gone for the owner named key with uid.
+// wrote records that a janitor of the owner named key is about to mark or
+// keep a child: what was confirmed of it no longer holds.
+func (m *ConfirmedGone) wrote(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.owners[key]
+	if r == nil {
+		r = &ownerRecord{}
+		m.owners[key] = r
+	}
+	r.writes++
+	r.confirmed = false
+}
+
+// doubt drops the confirmation of the owner named key: the cache shows
+// one of its children after all.
+func (m *ConfirmedGone) doubt(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.owners[key]; r != nil {
+		r.confirmed = false
+	}
+}
+
+// writesOf returns the count of writes recorded for the owner named key,
+// to be handed to remember.
+func (m *ConfirmedGone) writesOf(key types.NamespacedName) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.owners[key]; r != nil {
+		return r.writes
+	}
+	return 0
+}
+
+// confirmed reports whether a Withdraw confirmed the Live children of
+// kinds gone for the owner named key with uid, with no write since.
 func (m *ConfirmedGone) confirmed(key types.NamespacedName, uid types.UID, kinds string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, ok := m.owners[key]
-	return ok && c.uid == uid && c.kinds == kinds
+	r := m.owners[key]
+	return r != nil && r.confirmed && r.uid == uid && r.kinds == kinds
 }
 
 // remember records that the owner's Live children of kinds are confirmed
-// gone.
-func (m *ConfirmedGone) remember(key types.NamespacedName, uid types.UID, kinds string) {
+// gone by a read that began when writesOf returned writes; a write
+// recorded since (another janitor of the owner) keeps it from being
+// remembered.
+func (m *ConfirmedGone) remember(key types.NamespacedName, uid types.UID, kinds string, writes uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.owners[key] = confirmedChildren{uid: uid, kinds: kinds}
+	r := m.owners[key]
+	if r == nil {
+		r = &ownerRecord{}
+		m.owners[key] = r
+	}
+	if r.writes != writes {
+		return
+	}
+	r.confirmed, r.uid, r.kinds = true, uid, kinds
 }
 
 // liveKinds names the Live types among declared, in a fixed order, so that

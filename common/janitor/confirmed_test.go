@@ -2,6 +2,7 @@ package janitor_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -36,6 +37,19 @@ type countingReader struct {
 func (c countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	c.lists.Add(1)
 	return c.Reader.List(ctx, list, opts...)
+}
+
+// afterList reads through the real API server and runs then after each
+// list has returned.
+type afterList struct {
+	client.Reader
+	then func()
+}
+
+func (a afterList) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := a.Reader.List(ctx, list, opts...)
+	a.then()
+	return err
 }
 
 var _ = Describe("Confirmed absence of Live children", func() {
@@ -133,6 +147,65 @@ var _ = Describe("Confirmed absence of Live children", func() {
 		Expect(exists(ctx, w.Namespace, "appeared")).To(BeFalse())
 		Expect(lists.Load()).To(BeNumerically(">", before), "the absence was confirmed again")
 		Expect(gone.Len()).To(Equal(1))
+	})
+
+	It("ends the trust at any write or keep of a child, even one that fails", func(ctx context.Context) {
+		w := owner(ctx, cp.Namespace(ctx), "w")
+		gone, lists := janitor.NewConfirmedGone(), &atomic.Int32{}
+		confirm := func() {
+			withdraw(ctx, pass(w, blindCache{cp.Client}, gone, lists), live)
+			Expect(gone.Len()).To(Equal(1))
+		}
+		// Each write below leaves a child the blind cache does not show;
+		// the next Withdraw must look for it uncached and delete it.
+		for _, write := range []struct {
+			name string
+			do   func(j *janitor.Client, cm *corev1.ConfigMap) error
+		}{
+			{"Update", func(j *janitor.Client, cm *corev1.ConfigMap) error { return j.Update(ctx, cm) }},
+			{"Patch", func(j *janitor.Client, cm *corev1.ConfigMap) error {
+				return j.Patch(ctx, cm, client.MergeFrom(cm.DeepCopy()))
+			}},
+			{"Keep", func(j *janitor.Client, cm *corev1.ConfigMap) error { j.Keep(cm); return nil }},
+		} {
+			By(write.name)
+			confirm()
+			child(ctx, w, "kept")
+			cm := &corev1.ConfigMap{}
+			Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "kept"}, cm)).To(Succeed())
+			Expect(write.do(pass(w, blindCache{cp.Client}, gone, lists), cm)).To(Succeed())
+			Expect(gone.Len()).To(Equal(0), "%s left the confirmation standing", write.name)
+			withdraw(ctx, pass(w, blindCache{cp.Client}, gone, lists), live)
+			Expect(exists(ctx, w.Namespace, "kept")).To(BeFalse(), "%s: the child was left", write.name)
+		}
+
+		By("a create the API server refuses")
+		confirm()
+		bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: "Not_A_Name"}}
+		Expect(pass(w, blindCache{cp.Client}, gone, lists).Create(ctx, bad)).NotTo(Succeed())
+		Expect(gone.Len()).To(Equal(0), "a write whose outcome the pass cannot know ends the trust before it is sent")
+	})
+
+	It("does not remember a confirmation another pass wrote a child during", func(ctx context.Context) {
+		w := owner(ctx, cp.Namespace(ctx), "w")
+		gone, lists := janitor.NewConfirmedGone(), &atomic.Int32{}
+		// The confirming read of one pass returns, and before the pass
+		// records it, another pass of the same owner writes a child.
+		var once sync.Once
+		racing := func() *janitor.Client {
+			j, err := janitor.New(scoped.New(blindCache{cp.Client}, "dev"), w, janitor.WithConfirmedGone(gone),
+				janitor.WithLiveReader(afterList{Reader: cp.Client, then: func() {
+					once.Do(func() { ensure(ctx, pass(w, blindCache{cp.Client}, gone, lists), w.Namespace, "late") })
+				}}))
+			Expect(err).NotTo(HaveOccurred())
+			return j
+		}
+		withdraw(ctx, racing(), live)
+		Expect(exists(ctx, w.Namespace, "late")).To(BeTrue(), "written after the read")
+		Expect(gone.Len()).To(Equal(0))
+
+		withdraw(ctx, pass(w, blindCache{cp.Client}, gone, lists), live)
+		Expect(exists(ctx, w.Namespace, "late")).To(BeFalse(), "a Withdraw trusted a confirmation that a write overtook")
 	})
 
 	It("forgets an owner", func(ctx context.Context) {

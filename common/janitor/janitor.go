@@ -41,7 +41,9 @@ type ChildType struct {
 	// UID, which alone identifies its children, so one written while the
 	// owner carried another environment label is found too; Withdraw reads
 	// them uncached (WithLiveReader), so one the cache has not seen yet is
-	// found as well, and confirms their absence.
+	// found as well, and confirms their absence (or, WithConfirmedGone,
+	// trusts an earlier such confirmation that no write of a child has
+	// overtaken while the cache shows none either).
 	Live bool
 }
 
@@ -117,14 +119,21 @@ func (j *Client) DeclareTypes(types ...ChildType) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, t := range types {
-		gvk, err := apiutil.GVKForObject(t.List, j.Scheme())
+		gvk, err := j.childKind(t)
 		if err != nil {
 			return fmt.Errorf("declare cleanup type: %w", err)
 		}
-		gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
 		j.declared[gvk] = t
 	}
 	return nil
+}
+
+// childKind returns the kind of the children of t (its list's kind without
+// "List").
+func (j *Client) childKind(t ChildType) (schema.GroupVersionKind, error) {
+	gvk, err := apiutil.GVKForObject(t.List, j.Scheme())
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	return gvk, err
 }
 
 // SetOwnership marks obj as a child of the owner: a controller reference
@@ -342,7 +351,7 @@ func (j *Client) noteChild() {
 	j.marked = true
 	j.mu.Unlock()
 	if j.gone != nil {
-		j.gone.Forget(client.ObjectKeyFromObject(j.owner))
+		j.gone.wrote(client.ObjectKeyFromObject(j.owner))
 	}
 }
 
@@ -375,7 +384,11 @@ func (j *Client) Withdraw(ctx context.Context, types ...ChildType) (gone bool, e
 			return err == nil, err
 		}
 		// The cache shows a child after all: read uncached again.
-		j.gone.Forget(key)
+		j.gone.doubt(key)
+	}
+	var writes uint64
+	if j.gone != nil {
+		writes = j.gone.writesOf(key)
 	}
 	_, seen, err := j.cleanup(ctx, true)
 	if err == nil && seen > 0 {
@@ -387,9 +400,32 @@ func (j *Client) Withdraw(ctx context.Context, types ...ChildType) (gone bool, e
 		return false, err
 	}
 	if seen == 0 {
-		j.rememberConfirmation(key, uid, kinds)
+		j.rememberConfirmation(key, uid, kinds, writes)
 	}
 	return seen == 0, nil
+}
+
+// WithdrawAll is Withdraw of the children of types this reconcile wrote
+// or kept as well: for a pass that fails after writing some children and
+// must keep none. A reconcile that calls it remembers no confirmation (it
+// wrote a child).
+func (j *Client) WithdrawAll(ctx context.Context, types ...ChildType) (gone bool, err error) {
+	given := make(map[schema.GroupVersionKind]bool, len(types))
+	for _, t := range types {
+		gvk, err := j.childKind(t)
+		if err != nil {
+			return false, fmt.Errorf("withdraw type: %w", err)
+		}
+		given[gvk] = true
+	}
+	j.mu.Lock()
+	for k := range j.touched {
+		if given[k.gvk] {
+			delete(j.touched, k)
+		}
+	}
+	j.mu.Unlock()
+	return j.Withdraw(ctx, types...)
 }
 
 // liveKinds names the Live types declared so far (see liveKinds).
@@ -409,15 +445,16 @@ func (j *Client) trustsConfirmation(key client.ObjectKey, uid types.UID, kinds s
 	return j.gone != nil && j.live != nil && !marked && j.gone.confirmed(key, uid, kinds)
 }
 
-// rememberConfirmation records the confirmation, unless this reconcile
-// marked or kept a child: a touched child is not counted by cleanup, so
-// the owner still has it.
-func (j *Client) rememberConfirmation(key client.ObjectKey, uid types.UID, kinds string) {
+// rememberConfirmation records the confirmation of a read that began after
+// writes writes of the owner's children, unless this reconcile marked or
+// kept a child (a touched child is not counted by cleanup, so the owner
+// still has it) or another janitor of the owner wrote one since.
+func (j *Client) rememberConfirmation(key client.ObjectKey, uid types.UID, kinds string, writes uint64) {
 	j.mu.Lock()
 	marked := j.marked
 	j.mu.Unlock()
 	if j.gone != nil && j.live != nil && !marked && kinds != "" {
-		j.gone.remember(key, uid, kinds)
+		j.gone.remember(key, uid, kinds, writes)
 	}
 }
 

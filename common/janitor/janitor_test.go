@@ -259,6 +259,23 @@ var _ = Describe("Live child types", func() {
 		Expect(exists(ctx, ns, "earlier")).To(BeTrue())
 	})
 
+	It("WithdrawAll withdraws the children this pass wrote or kept too", func(ctx context.Context) {
+		ns := cp.Namespace(ctx)
+		w := owner(ctx, ns, "w")
+		child(ctx, w, "earlier", "dev")
+		j, err := janitor.New(scoped.New(cp.Client, "dev"), w, janitor.WithLiveReader(cp.Client))
+		Expect(err).NotTo(HaveOccurred())
+		ensure(ctx, j, ns, "written")
+		kept := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "earlier"}, kept)).To(Succeed())
+		j.Keep(kept)
+		gone, err := j.WithdrawAll(ctx, live)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gone).To(BeTrue())
+		Expect(exists(ctx, ns, "written")).To(BeFalse())
+		Expect(exists(ctx, ns, "earlier")).To(BeFalse())
+	})
+
 	It("spares the Live children this pass wrote", func(ctx context.Context) {
 		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")

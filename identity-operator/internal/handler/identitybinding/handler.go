@@ -84,7 +84,9 @@ type Handler struct {
 var _ handler.Handler[*v1alpha1.IdentityBinding] = &Handler{}
 
 // New returns a Handler reading through c (cached). The janitor of each pass
-// reads outputs uncached to confirm they are gone (controller.Options.APIReader).
+// reads outputs uncached to confirm they are gone (controller.Options.APIReader),
+// once for each binding until a pass writes one of its outputs again
+// (janitor.ConfirmedGone).
 func New(c client.Client, opts Options) (*Handler, error) {
 	if opts.TrustDomain.IsZero() {
 		return nil, errors.New("trust domain is required")

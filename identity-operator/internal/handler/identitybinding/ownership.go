@@ -66,19 +66,29 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 			return nil, err
 		}
 	}
+	// The API server may refuse one kind and accept another (an admission
+	// policy, a schema of its own): with more than one kind, every write
+	// this pass needs is sent as a dry run first, so a refused kind fails
+	// the pass before any is written. Otherwise the pass would write one
+	// kind and, failing on the next, withdraw it again, and the withdrawal's
+	// event would start the same pass again.
+	if len(h.opts.Outputs) > 1 {
+		for _, k := range h.opts.Outputs {
+			if err := h.ensure(ctx, j, k, name, d, true); err != nil {
+				return nil, err
+			}
+		}
+	}
 	refs := make([]v1alpha1.OutputReference, 0, len(h.opts.Outputs))
 	for _, k := range h.opts.Outputs {
-		var err error
+		if err := h.ensure(ctx, j, k, name, d, false); err != nil {
+			return nil, err
+		}
 		switch k {
 		case output.KindSpiffeEntry:
-			err = h.ensureSpiffeEntry(ctx, j, name, d)
 			refs = append(refs, v1alpha1.OutputReference{APIVersion: spiffev1alpha1.GroupVersion.String(), Kind: "SpiffeEntry", Name: name})
 		case output.KindClusterSPIFFEID:
-			err = h.ensureClusterSPIFFEID(ctx, j, name, d)
 			refs = append(refs, v1alpha1.OutputReference{APIVersion: output.ClusterSPIFFEIDGVK().GroupVersion().String(), Kind: output.ClusterSPIFFEIDGVK().Kind, Name: name})
-		}
-		if err != nil {
-			return nil, err
 		}
 	}
 	// Every output this pass wants is written: after the pass, the
@@ -126,6 +136,39 @@ func mergeLabels(obj metav1.Object, add map[string]string) {
 	obj.SetLabels(l)
 }
 
+// ensure makes b's output of kind k, named name, what d renders; with
+// dryRun the API server only checks the write it would take, and nothing is
+// written or kept.
+func (h *Handler) ensure(ctx context.Context, j *janitor.Client, k output.Kind, name string, d output.Desired, dryRun bool) error {
+	switch k {
+	case output.KindSpiffeEntry:
+		return h.ensureSpiffeEntry(ctx, j, name, d, dryRun)
+	case output.KindClusterSPIFFEID:
+		return h.ensureClusterSPIFFEID(ctx, j, name, d, dryRun)
+	}
+	return fmt.Errorf("output kind %q is not served", k)
+}
+
+// writeOutput creates (create) or updates obj as an output; with dryRun
+// the API server checks a copy of it, with the marks a write would put on
+// it, and nothing is written or recorded.
+func writeOutput(ctx context.Context, j *janitor.Client, obj client.Object, create, dryRun bool) error {
+	if !dryRun {
+		if create {
+			return j.Create(ctx, obj)
+		}
+		return j.Update(ctx, obj)
+	}
+	o := obj.DeepCopyObject().(client.Object)
+	if err := j.SetOwnership(o); err != nil {
+		return err
+	}
+	if create {
+		return j.Client.Create(ctx, o, client.DryRunAll)
+	}
+	return j.Client.Update(ctx, o, client.DryRunAll)
+}
+
 // createError maps a failed create: AlreadyExists means the cache has not
 // seen an object yet, which the next pass judges.
 func createError(kind, name string, err error) error {
@@ -135,7 +178,7 @@ func createError(kind, name string, err error) error {
 	return fmt.Errorf("create %s %s: %w", kind, name, err)
 }
 
-func (h *Handler) ensureSpiffeEntry(ctx context.Context, j *janitor.Client, name string, d output.Desired) error {
+func (h *Handler) ensureSpiffeEntry(ctx context.Context, j *janitor.Client, name string, d output.Desired, dryRun bool) error {
 	want := d.SpiffeEntrySpec()
 	cur := &spiffev1alpha1.SpiffeEntry{}
 	found, err := j.Claim(ctx, client.ObjectKey{Name: name}, cur)
@@ -144,18 +187,20 @@ func (h *Handler) ensureSpiffeEntry(ctx context.Context, j *janitor.Client, name
 		return err
 	case !found:
 		obj := &spiffev1alpha1.SpiffeEntry{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: d.Labels()}, Spec: want}
-		if err := j.Create(ctx, obj); err != nil {
+		if err := writeOutput(ctx, j, obj, true, dryRun); err != nil {
 			return createError("SpiffeEntry", name, err)
 		}
 		return nil
 	}
 	if equality.Semantic.DeepEqual(cur.Spec, want) && labelsCurrent(cur, d.Labels()) && j.Marked(cur) {
-		j.Keep(cur)
+		if !dryRun {
+			j.Keep(cur)
+		}
 		return nil
 	}
 	cur.Spec = want
 	mergeLabels(cur, d.Labels())
-	if err := j.Update(ctx, cur); err != nil {
+	if err := writeOutput(ctx, j, cur, false, dryRun); err != nil {
 		return fmt.Errorf("update SpiffeEntry %s: %w", name, err)
 	}
 	return nil
@@ -176,7 +221,7 @@ func managedSpec(spec map[string]any) map[string]any {
 	return out
 }
 
-func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, name string, d output.Desired) error {
+func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, name string, d output.Desired, dryRun bool) error {
 	want := d.ClusterSPIFFEIDSpec()
 	cur := output.New(output.KindClusterSPIFFEID).(*unstructured.Unstructured)
 	found, err := j.Claim(ctx, client.ObjectKey{Name: name}, cur)
@@ -188,14 +233,16 @@ func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, 
 		obj.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
 		obj.SetName(name)
 		obj.SetLabels(d.Labels())
-		if err := j.Create(ctx, obj); err != nil {
+		if err := writeOutput(ctx, j, obj, true, dryRun); err != nil {
 			return createError("ClusterSPIFFEID", name, err)
 		}
 		return nil
 	}
 	spec, _, _ := unstructured.NestedMap(cur.Object, "spec")
 	if equality.Semantic.DeepEqual(managedSpec(spec), want) && labelsCurrent(cur, d.Labels()) && j.Marked(cur) {
-		j.Keep(cur)
+		if !dryRun {
+			j.Keep(cur)
+		}
 		return nil
 	}
 	if spec == nil {
@@ -209,19 +256,22 @@ func (h *Handler) ensureClusterSPIFFEID(ctx context.Context, j *janitor.Client, 
 	}
 	cur.Object["spec"] = spec
 	mergeLabels(cur, d.Labels())
-	if err := j.Update(ctx, cur); err != nil {
+	if err := writeOutput(ctx, j, cur, false, dryRun); err != nil {
 		return fmt.Errorf("update ClusterSPIFFEID %s: %w", name, err)
 	}
 	return nil
 }
 
-// withdraw deletes every output of b and reports whether the uncached read
-// confirms that none is left.
+// withdraw deletes every output of b, those this pass wrote included (a
+// pass that fails after writing one kind keeps none), and reports whether
+// none is left: confirmed by an uncached read, or by an earlier one that
+// no write of b's outputs has overtaken and the cache agrees with (see
+// janitor.ConfirmedGone).
 func (h *Handler) withdraw(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding) (bool, error) {
 	if j == nil {
 		return false, fmt.Errorf("withdraw outputs of %s/%s: no janitor in the context", b.Namespace, b.Name)
 	}
-	gone, err := j.Withdraw(ctx, h.OwnedTypes()...)
+	gone, err := j.WithdrawAll(ctx, h.OwnedTypes()...)
 	if err != nil {
 		return false, fmt.Errorf("withdraw outputs: %w", err)
 	}
