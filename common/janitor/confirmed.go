@@ -73,13 +73,20 @@ func (m *ConfirmedGone) Len() int {
 func (m *ConfirmedGone) wrote(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	r := m.recordOf(key)
+	r.writes++
+	r.confirmed = false
+}
+
+// recordOf returns the record of the owner named key, made if there is
+// none; m.mu must be held.
+func (m *ConfirmedGone) recordOf(key types.NamespacedName) *ownerRecord {
 	r := m.owners[key]
 	if r == nil {
 		r = &ownerRecord{}
 		m.owners[key] = r
 	}
-	r.writes++
-	r.confirmed = false
+	return r
 }
 
 // doubt drops the confirmation of the owner named key: the cache shows
@@ -119,11 +126,7 @@ func (m *ConfirmedGone) confirmed(key types.NamespacedName, uid types.UID, kinds
 func (m *ConfirmedGone) remember(key types.NamespacedName, uid types.UID, kinds string, writes uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.owners[key]
-	if r == nil {
-		r = &ownerRecord{}
-		m.owners[key] = r
-	}
+	r := m.recordOf(key)
 	if r.writes != writes {
 		return
 	}
