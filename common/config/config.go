@@ -24,6 +24,7 @@ const (
 	KeyMaxConcurrentReconciles = "max-concurrent-reconciles"
 	KeyDefaultEnvironment      = "default-environment"
 	KeyMaxBackoff              = "max-backoff"
+	KeyStatusMaxWait           = "status-max-wait"
 )
 
 // Config holds the framework settings of one operator process.
@@ -42,6 +43,11 @@ type Config struct {
 	DefaultEnvironment string
 	// MaxBackoff caps the per-object exponential retry delay.
 	MaxBackoff time.Duration
+	// StatusMaxWait is the longest a Controller holds back the statuses of
+	// an object's passes that change by counts, conditions and messages
+	// only (controller.StatusMayWait) while events keep coming; zero means
+	// the Controller's default (controller.DefaultStatusMaxWait).
+	StatusMaxWait time.Duration
 }
 
 // Default returns the documented defaults.
@@ -53,6 +59,7 @@ func Default() Config {
 		MaxConcurrentReconciles: 10,
 		DefaultEnvironment:      "",
 		MaxBackoff:              5 * time.Minute,
+		StatusMaxWait:           time.Second,
 	}
 }
 
@@ -67,6 +74,7 @@ func (c Config) Validate() error {
 	positive(KeyRequeueAfter, c.RequeueAfter)
 	positive(KeyRequeueAfterOnError, c.RequeueAfterOnError)
 	positive(KeyMaxBackoff, c.MaxBackoff)
+	positive(KeyStatusMaxWait, c.StatusMaxWait)
 	if c.JitterFactor < 0 || c.JitterFactor > 1 {
 		errs = append(errs, fmt.Errorf("%s must be within [0,1], got %v", KeyJitterFactor, c.JitterFactor))
 	}
@@ -88,6 +96,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int(KeyMaxConcurrentReconciles, d.MaxConcurrentReconciles, "workers per controller (env MAX_CONCURRENT_RECONCILES)")
 	fs.String(KeyDefaultEnvironment, d.DefaultEnvironment, "environment of objects without the trustplane.dev/environment label; empty blocks them (env DEFAULT_ENVIRONMENT)")
 	fs.Duration(KeyMaxBackoff, d.MaxBackoff, "cap of the per-object retry backoff (env MAX_BACKOFF)")
+	fs.Duration(KeyStatusMaxWait, d.StatusMaxWait, "longest a status that changes by counts and conditions only is held back while events keep coming (env STATUS_MAX_WAIT)")
 }
 
 // NewViper returns a viper that reads environment variables named after the
@@ -115,6 +124,7 @@ func Load(v *viper.Viper) (Config, error) {
 	v.SetDefault(KeyMaxConcurrentReconciles, d.MaxConcurrentReconciles)
 	v.SetDefault(KeyDefaultEnvironment, d.DefaultEnvironment)
 	v.SetDefault(KeyMaxBackoff, d.MaxBackoff)
+	v.SetDefault(KeyStatusMaxWait, d.StatusMaxWait)
 
 	var c Config
 	var errs []error
@@ -129,6 +139,7 @@ func Load(v *viper.Viper) (Config, error) {
 	c.RequeueAfter = dur(KeyRequeueAfter)
 	c.RequeueAfterOnError = dur(KeyRequeueAfterOnError)
 	c.MaxBackoff = dur(KeyMaxBackoff)
+	c.StatusMaxWait = dur(KeyStatusMaxWait)
 	var err error
 	if c.JitterFactor, err = parseFloat(v.GetString(KeyJitterFactor)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyJitterFactor, err))

@@ -33,7 +33,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.Config{RequeueAfter: 30 * time.Minute, RequeueAfterOnError: time.Second, JitterFactor: 0.7,
-		MaxConcurrentReconciles: 10, DefaultEnvironment: "", MaxBackoff: 5 * time.Minute}
+		MaxConcurrentReconciles: 10, DefaultEnvironment: "", MaxBackoff: 5 * time.Minute, StatusMaxWait: time.Second}
 	if c != want {
 		t.Fatalf("defaults = %+v, want %+v", c, want)
 	}
@@ -43,11 +43,14 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestEnvironmentAndFlagsOverride(t *testing.T) {
-	c, err := load(t, []string{"--jitter-factor=0.2"}, map[string]string{
-		"REQUEUE_AFTER": "5m", "MAX_CONCURRENT_RECONCILES": "3", "DEFAULT_ENVIRONMENT": "dev", "JITTER_FACTOR": "0.9",
+	c, err := load(t, []string{"--jitter-factor=0.2", "--status-max-wait=5s"}, map[string]string{
+		"REQUEUE_AFTER": "5m", "MAX_CONCURRENT_RECONCILES": "3", "DEFAULT_ENVIRONMENT": "dev", "JITTER_FACTOR": "0.9", "STATUS_MAX_WAIT": "2s",
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.StatusMaxWait != 5*time.Second {
+		t.Fatalf("status-max-wait = %s, want the flag's 5s", c.StatusMaxWait)
 	}
 	if c.RequeueAfter != 5*time.Minute || c.MaxConcurrentReconciles != 3 || c.DefaultEnvironment != "dev" {
 		t.Fatalf("env not applied: %+v", c)
@@ -71,6 +74,7 @@ func TestInvalidSettingsAreRejected(t *testing.T) {
 		"not a number":           {map[string]string{"JITTER_FACTOR": "lots"}, "jitter-factor"},
 		"not an integer":         {map[string]string{"MAX_CONCURRENT_RECONCILES": "ten"}, "max-concurrent-reconciles"},
 		"backoff below first":    {map[string]string{"REQUEUE_AFTER_ON_ERROR": "10m"}, "must not exceed max-backoff"},
+		"no status wait":         {map[string]string{"STATUS_MAX_WAIT": "0s"}, "status-max-wait must be positive"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -43,8 +43,9 @@ type Options struct {
 	APIReader client.Reader
 	// StatusMaxWait is the longest the statuses of an object's passes are
 	// held back (StatusMayWait), from the first held back since its status
-	// was last written; zero means DefaultStatusMaxWait, and a negative
-	// value holds no status back.
+	// was last written; zero means Config.StatusMaxWait, or
+	// DefaultStatusMaxWait when that is zero too, and a negative value
+	// holds no status back.
 	StatusMaxWait time.Duration
 	// StatusWriteTimeout bounds a status write that a pass leaves running
 	// off the worker once StatusMaxWait is over; zero or negative means
@@ -89,6 +90,9 @@ type Controller[T object.Object] struct {
 // that reads and writes through c and delegates business logic to h.
 func New[T object.Object](name string, c client.Client, h handler.Handler[T], opts Options) *Controller[T] {
 	opts.Metrics.addController(name)
+	if opts.StatusMaxWait == 0 {
+		opts.StatusMaxWait = opts.Config.StatusMaxWait
+	}
 	return &Controller[T]{name: name, client: c, handler: h, opts: opts, emitted: newTransitions(), written: newOwnWrites(time.Now), events: newEventCounts(opts.StatusMaxWait, time.Now),
 		behind: newBehindWrites(), confirmed: janitor.NewConfirmedGone()}
 }

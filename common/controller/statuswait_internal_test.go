@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 )
 
 // TestHeldStatusesWaitStatusMaxWaitAtMost holds statuses back by a settable
@@ -58,5 +60,29 @@ func TestANegativeStatusMaxWaitHoldsNothingBack(t *testing.T) {
 	e.counting.Store(true)
 	if _, kept := e.hold(types.NamespacedName{Name: "w"}, heldStatus{}); kept {
 		t.Fatal("a status was held back with a negative maximum wait")
+	}
+}
+
+// TestStatusMaxWaitComesFromOptionsThenConfig checks which setting a
+// Controller holds statuses back by: its Options' when set, else the
+// framework configuration's (--status-max-wait), else the default.
+func TestStatusMaxWaitComesFromOptionsThenConfig(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		options, conf time.Duration
+		want          time.Duration
+	}{
+		{"options win", 2 * time.Second, 5 * time.Second, 2 * time.Second},
+		{"configuration", 0, 5 * time.Second, 5 * time.Second},
+		{"default", 0, 0, DefaultStatusMaxWait},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := Options{StatusMaxWait: c.options}
+			opts.Config.StatusMaxWait = c.conf
+			ctrl := New[*widgetv1.Widget]("w", nil, nil, opts)
+			if ctrl.events.maxWait != c.want {
+				t.Fatalf("held back for at most %s, want %s", ctrl.events.maxWait, c.want)
+			}
+		})
 	}
 }

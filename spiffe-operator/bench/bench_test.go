@@ -775,6 +775,14 @@ func gcPercent() string {
 	return "10"
 }
 
+// statusMaxWait is BENCH_STATUS_MAX_WAIT or the operator's default.
+func statusMaxWait() string {
+	if v := os.Getenv("BENCH_STATUS_MAX_WAIT"); v != "" {
+		return v
+	}
+	return "1s"
+}
+
 // pprofAddr is BENCH_PPROF (e.g. 127.0.0.1:6060) or disabled.
 func pprofAddr() string {
 	if v := os.Getenv("BENCH_PPROF"); v != "" {
@@ -884,6 +892,7 @@ func startOperator(bin, kubeconfig, socket string, extra ...string) (*process, e
 		"--zap-time-encoding", "rfc3339nano",
 		"--pprof-bind-address", pprofAddr(),
 		"--gc-percent", gcPercent(),
+		"--status-max-wait", statusMaxWait(),
 	)
 	cmd.Args = append(cmd.Args, extra...)
 	if os.Getenv("BENCH_DEBUG_LOG") == "1" {

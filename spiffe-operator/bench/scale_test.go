@@ -39,7 +39,8 @@ import (
 // sample and splits the slowest samples' time; it is off by default,
 // because those reads (about a quarter of the operator's CPU while the
 // samples run, and the garbage collections they cause) slow the very
-// samples they split. BENCH_SCALE_SETTLE (a duration, default 0) waits
+// samples they split. BENCH_STATUS_MAX_WAIT sets the operator's
+// --status-max-wait (default 1s). BENCH_SCALE_SETTLE (a duration, default 0) waits
 // that long after the converge before the samples, so that they time a new
 // workload in a cluster at rest rather than in the wake of the bulk load
 // (PostgreSQL's autovacuum, the API server's and SPIRE's work on the
@@ -124,8 +125,8 @@ func (l scaleLayout) floorEntry(both bool) func(int) *types.Entry {
 func runScale(b *testing.B, s scaleSettings) error {
 	ctx := context.Background()
 	rep := &report{}
-	rep.add("# spiffe-operator at scale, %s: workloads (one service account and one pod each) %d per namespace over %d nodes, per-node parents, SPIRE at INFO on PostgreSQL, --spire-write-concurrency %d",
-		time.Now().UTC().Format(time.RFC3339), s.perNamespace, s.nodes, s.concurrency)
+	rep.add("# spiffe-operator at scale, %s: workloads (one service account and one pod each) %d per namespace over %d nodes, per-node parents, SPIRE at INFO on PostgreSQL, --spire-write-concurrency %d, --status-max-wait %s",
+		time.Now().UTC().Format(time.RFC3339), s.perNamespace, s.nodes, s.concurrency, statusMaxWait())
 
 	env, err := startPostgresBench(b)
 	if err != nil {
