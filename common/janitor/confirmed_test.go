@@ -52,6 +52,25 @@ func (a afterList) List(ctx context.Context, list client.ObjectList, opts ...cli
 	return err
 }
 
+// slowCreate holds each Create until release is closed, after closing
+// sent (the request is on its way), and then reports that its client gave
+// up although the server took it; landed is closed once it has.
+type slowCreate struct {
+	client.Client
+	sent, release, landed chan struct{}
+}
+
+func (s slowCreate) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	close(s.sent)
+	<-s.release
+	err := s.Client.Create(ctx, obj, opts...)
+	close(s.landed)
+	if err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
 var _ = Describe("Confirmed absence of Live children", func() {
 	live := janitor.ChildType{List: &corev1.ConfigMapList{}, Live: true}
 	child := func(ctx context.Context, w *widgetv1.Widget, name string) {
@@ -206,6 +225,36 @@ var _ = Describe("Confirmed absence of Live children", func() {
 
 		withdraw(ctx, pass(w, blindCache{cp.Client}, gone, lists), live)
 		Expect(exists(ctx, w.Namespace, "late")).To(BeFalse(), "a Withdraw trusted a confirmation that a write overtook")
+	})
+
+	It("does not trust a confirmation that a write overtook, even one whose client gave up", func(ctx context.Context) {
+		w := owner(ctx, cp.Namespace(ctx), "w")
+		gone, lists := janitor.NewConfirmedGone(), &atomic.Int32{}
+		sc := slowCreate{Client: blindCache{cp.Client}, sent: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
+
+		// Another pass of w creates a child: its request is on its way
+		// before the confirming read, and lands after it; its client gives
+		// up (the create returns an error) though the server took it.
+		writer, err := janitor.New(scoped.New(sc, "dev"), w, janitor.WithConfirmedGone(gone))
+		Expect(err).NotTo(HaveOccurred())
+		writerDone := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(writerDone)
+			err := writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: "late"}})
+			Expect(err).To(MatchError(context.DeadlineExceeded))
+		}()
+		<-sc.sent
+		var once sync.Once
+		confirming, err := janitor.New(scoped.New(blindCache{cp.Client}, "dev"), w, janitor.WithConfirmedGone(gone),
+			janitor.WithLiveReader(afterList{Reader: cp.Client, then: func() { once.Do(func() { close(sc.release); <-sc.landed }) }}))
+		Expect(err).NotTo(HaveOccurred())
+		withdraw(ctx, confirming, live)
+		<-writerDone
+		Expect(exists(ctx, w.Namespace, "late")).To(BeTrue(), "written after the read")
+
+		withdraw(ctx, pass(w, blindCache{cp.Client}, gone, lists), live)
+		Expect(exists(ctx, w.Namespace, "late")).To(BeFalse(), "a later Withdraw trusted a confirmation the write overtook")
 	})
 
 	It("forgets an owner", func(ctx context.Context) {

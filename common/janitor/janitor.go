@@ -288,6 +288,8 @@ func (j *Client) CreateOrUpdate(ctx context.Context, obj client.Object, mutate c
 	})
 	if err == nil {
 		j.record(obj)
+	} else {
+		j.noteChild()
 	}
 	return res, err
 }
@@ -298,6 +300,7 @@ func (j *Client) Create(ctx context.Context, obj client.Object, opts ...client.C
 		return err
 	}
 	if err := j.Client.Create(ctx, obj, opts...); err != nil {
+		j.noteChild()
 		return err
 	}
 	j.record(obj)
@@ -310,6 +313,7 @@ func (j *Client) Update(ctx context.Context, obj client.Object, opts ...client.U
 		return err
 	}
 	if err := j.Client.Update(ctx, obj, opts...); err != nil {
+		j.noteChild()
 		return err
 	}
 	j.record(obj)
@@ -322,6 +326,7 @@ func (j *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 		return err
 	}
 	if err := j.Client.Patch(ctx, obj, patch, opts...); err != nil {
+		j.noteChild()
 		return err
 	}
 	j.record(obj)
@@ -344,8 +349,10 @@ func (j *Client) record(obj client.Object) {
 }
 
 // noteChild records that the owner has a child this reconcile marked or
-// kept, before the write, so that no Withdraw trusts an earlier
-// confirmation of its absence.
+// kept, so that no Withdraw trusts an earlier confirmation of its absence:
+// before a write and again when it returns, failed or not (a write that
+// failed on the client's side may have landed, after a confirming read
+// that began before it returned).
 func (j *Client) noteChild() {
 	j.mu.Lock()
 	j.marked = true

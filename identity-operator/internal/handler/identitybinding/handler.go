@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -79,6 +78,8 @@ type Handler struct {
 	client client.Client
 	pools  pool.Resolver
 	opts   Options
+	// refusals are the bindings not written again until they change.
+	refusals refusedAfterDryRun
 }
 
 var _ handler.Handler[*v1alpha1.IdentityBinding] = &Handler{}
@@ -226,7 +227,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 			be       *blockedOutputError
 			notOwned *janitor.NotOwnedError
 		)
-		if errors.As(err, &be) || errors.As(err, &notOwned) || apierrors.IsInvalid(err) {
+		if errors.As(err, &be) || errors.As(err, &notOwned) || refused(err) {
 			return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, reasoned(v1alpha1.ReasonManagedOutputApplyFailed, err))
 		}
 		return ctrlerrors.WithReason(v1alpha1.ReasonManagedOutputApplyFailed, err)
@@ -241,6 +242,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 // confirmed gone, so a deleting binding keeps counting as a conflict peer
 // until then.
 func (h *Handler) Delete(ctx context.Context, b *v1alpha1.IdentityBinding) error {
+	h.refusals.forget(b.UID)
 	gone, err := h.withdraw(ctx, janitor.FromContext(ctx), b)
 	if err != nil {
 		return err

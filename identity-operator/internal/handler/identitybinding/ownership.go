@@ -72,7 +72,12 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 	// the pass before any is written. Otherwise the pass would write one
 	// kind and, failing on the next, withdraw it again, and the withdrawal's
 	// event would start the same pass again.
-	if len(h.opts.Outputs) > 1 {
+	dryRun := len(h.opts.Outputs) > 1
+	if dryRun {
+		if why, ok := h.refusals.holds(b.UID, b.Generation); ok {
+			return nil, &blockedOutputError{msg: fmt.Sprintf("the API server refused an output of this spec although its dry run had passed "+
+				"(an admission check that judges dry runs differently): %s; it is not written again until the binding's spec changes", why)}
+		}
 		for _, k := range h.opts.Outputs {
 			if err := h.ensure(ctx, j, k, name, d, true); err != nil {
 				return nil, err
@@ -82,6 +87,9 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 	refs := make([]v1alpha1.OutputReference, 0, len(h.opts.Outputs))
 	for _, k := range h.opts.Outputs {
 		if err := h.ensure(ctx, j, k, name, d, false); err != nil {
+			if dryRun && refused(err) {
+				h.refusals.add(b.UID, b.Generation, err)
+			}
 			return nil, err
 		}
 		switch k {
