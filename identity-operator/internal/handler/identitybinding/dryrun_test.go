@@ -1,0 +1,100 @@
+package identitybinding_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
+	"github.com/trustplane/trustplane/identity-operator/internal/index"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+)
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestOnlyAPassThatWritesSendsDryRuns: with both output kinds, a binding's
+// first pass creates its two outputs, each after a dry run of its write;
+// a pass with nothing to change sends no write at all, dry or not.
+func TestOnlyAPassThatWritesSendsDryRuns(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var dry, sent atomic.Int32
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			path := req.URL.Path
+			if req.Method != http.MethodGet && (strings.Contains(path, "/spiffeentries") || strings.Contains(path, "/clusterspiffeids")) {
+				if req.URL.Query().Has("dryRun") {
+					dry.Add(1)
+				} else {
+					sent.Add(1)
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	informers, err := cache.New(cp.Config, cache.Options{Scheme: cp.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(index.Register(ctx, informers, td)).To(Succeed())
+	go func() { _ = informers.Start(ctx) }()
+	g.Expect(informers.WaitForCacheSync(ctx)).To(BeTrue())
+	c, err := client.New(cfg, client.Options{Scheme: cp.Scheme, Cache: &client.CacheOptions{Reader: informers, Unstructured: true}})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	ns := newNamespace(t)
+	web := map[string]string{"app": "web"}
+	g.Expect(cp.Client.Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: web},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: web},
+				Spec:       corev1.PodSpec{ServiceAccountName: "serving", Containers: []corev1.Container{{Name: "app", Image: "example.org/app:1"}}},
+			},
+		},
+	})).To(Succeed())
+	b := newBinding(ns, "b")
+	b.Spec.PoolRef = v1alpha1.PoolReference{Kind: v1alpha1.DeploymentKind, Name: "web"}
+	g.Expect(cp.Client.Create(ctx, b)).To(Succeed())
+	g.Eventually(func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.IdentityBinding{}); err != nil {
+			return err
+		}
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &appsv1.Deployment{})
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+
+	h, err := identitybinding.New(c, identitybinding.Options{
+		TrustDomain: td, ParentID: "spiffe://example.org/nodes", WithdrawalRetry: 100 * time.Millisecond,
+		APIReader: cp.Client, Outputs: []output.Kind{output.KindSpiffeEntry, output.KindClusterSPIFFEID},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reconcile(t, h, c, b)).To(Succeed())
+	g.Expect(dry.Load()).To(BeEquivalentTo(2), "one dry run for each output's create")
+	g.Expect(sent.Load()).To(BeEquivalentTo(2), "the two creates")
+
+	name := output.Name(ns, b.Name)
+	g.Eventually(func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, output.New(output.KindSpiffeEntry)); err != nil {
+			return err
+		}
+		return c.Get(ctx, client.ObjectKey{Name: name}, output.New(output.KindClusterSPIFFEID))
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed(), "the cache shows both outputs")
+	g.Expect(reconcile(t, h, c, b)).To(Succeed())
+	g.Expect(dry.Load()).To(BeEquivalentTo(2), "a pass with nothing to write sent a dry run")
+	g.Expect(sent.Load()).To(BeEquivalentTo(2), "a pass with nothing to write wrote")
+}
