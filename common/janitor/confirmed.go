@@ -18,8 +18,9 @@ import (
 // Live types from the API server.
 //
 // It is sound because an owner's children are written only through its
-// janitors, and a janitor forgets its owner before it writes or keeps a
-// child (SetOwnership, Keep). A new process starts with nothing
+// janitors, and a janitor records each write or keep of a child (before it
+// is sent and again when it returns), which ends the confirmation and keeps
+// a read it overtook from being remembered. A new process starts with nothing
 // remembered, so its first Withdraw of each owner reads uncached. Share one
 // per controller (WithConfirmedGone), and Forget an owner once it is gone.
 type ConfirmedGone struct {

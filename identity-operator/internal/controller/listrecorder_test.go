@@ -17,21 +17,17 @@ type listRecorder struct {
 	statusWrites []string
 }
 
-// wrap is a rest.Config's WrapTransport.
-func (r *listRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if sel, ok := uncachedOutputList(req); ok {
-			r.mu.Lock()
-			r.selectors = append(r.selectors, sel)
-			r.mu.Unlock()
-		}
-		if name, ok := bindingStatusWrite(req); ok {
-			r.mu.Lock()
-			r.statusWrites = append(r.statusWrites, name)
-			r.mu.Unlock()
-		}
-		return rt.RoundTrip(req)
-	})
+// see records req when it lists outputs uncached or writes a binding's
+// status (for testsupport.ObserveRequests).
+func (r *listRecorder) see(req *http.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sel, ok := uncachedOutputList(req); ok {
+		r.selectors = append(r.selectors, sel)
+	}
+	if name, ok := bindingStatusWrite(req); ok {
+		r.statusWrites = append(r.statusWrites, name)
+	}
 }
 
 // uncachedOutputList returns the label selector of req when it lists
@@ -103,7 +99,3 @@ func (r *listRecorder) mark() int {
 	defer r.mu.Unlock()
 	return len(r.selectors)
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -20,11 +20,8 @@ import (
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/index"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
+	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
 )
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // TestOnlyAPassThatWritesSendsDryRuns: with both output kinds, a binding's
 // first pass creates its two outputs, each after a dry run of its write;
@@ -35,18 +32,15 @@ func TestOnlyAPassThatWritesSendsDryRuns(t *testing.T) {
 	t.Cleanup(cancel)
 	var dry, sent atomic.Int32
 	cfg := rest.CopyConfig(cp.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			path := req.URL.Path
-			if req.Method != http.MethodGet && (strings.Contains(path, "/spiffeentries") || strings.Contains(path, "/clusterspiffeids")) {
-				if req.URL.Query().Has("dryRun") {
-					dry.Add(1)
-				} else {
-					sent.Add(1)
-				}
+	testsupport.ObserveRequests(cfg, func(req *http.Request) {
+		path := req.URL.Path
+		if req.Method != http.MethodGet && (strings.Contains(path, "/spiffeentries") || strings.Contains(path, "/clusterspiffeids")) {
+			if req.URL.Query().Has("dryRun") {
+				dry.Add(1)
+			} else {
+				sent.Add(1)
 			}
-			return rt.RoundTrip(req)
-		})
+		}
 	})
 	informers, err := cache.New(cp.Config, cache.Options{Scheme: cp.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
