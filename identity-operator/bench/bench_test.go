@@ -45,17 +45,6 @@ const (
 	parentID        = "spiffe://example.org/k8s-cluster-nodes"
 )
 
-// countingTransport counts the requests the operator sends.
-type countingTransport struct {
-	next  http.RoundTripper
-	calls *atomic.Int64
-}
-
-func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.calls.Add(1)
-	return t.next.RoundTrip(r)
-}
-
 // figure is one reported number.
 type figure struct {
 	value float64
@@ -87,7 +76,7 @@ func BenchmarkThousandBindings(b *testing.B) {
 	var calls atomic.Int64
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = 200, 400
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, calls: &calls} })
+	testenv.ObserveRequests(cfg, func(*http.Request) { calls.Add(1) })
 
 	fw := config.Default()
 	fw.DefaultEnvironment = "bench"

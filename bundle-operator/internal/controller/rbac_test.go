@@ -25,6 +25,7 @@ import (
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/target"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 // rbacFiles are the RBAC manifests the operator is deployed with: the
@@ -132,28 +133,17 @@ func failedTargets(ctx context.Context, tb *v1alpha1.TrustBundle) string {
 	return strings.Join(get(ctx, tb).Status.FailedTargets, "; ")
 }
 
-// listCounter counts the ConfigMap list requests (not watches) it carries.
-type listCounter struct {
-	next  http.RoundTripper
-	lists atomic.Int64
-}
-
-func (l *listCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps") && req.URL.Query().Get("watch") != "true" {
-		l.lists.Add(1)
-	}
-	return l.next.RoundTrip(req)
-}
-
 // targetCacheLists runs the operator's ConfigMap metadata cache as cfg and
 // returns how many list requests it sent in the 5 seconds after it synced.
 func targetCacheLists(ctx context.Context, cfg *rest.Config) int64 {
-	counter := &listCounter{}
+	// Counts the ConfigMap list requests, not watches.
+	var lists atomic.Int64
 	cfg = rest.CopyConfig(cfg)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	}
+	testenv.ObserveRequests(cfg, func(req *http.Request) {
+		if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps") && req.URL.Query().Get("watch") != "true" {
+			lists.Add(1)
+		}
+	})
 	// The cluster-wide informer of targets, as CacheOptions configures it.
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{target.LabelTrustBundle: "rbac"})},
@@ -166,10 +156,10 @@ func targetCacheLists(ctx context.Context, cfg *rest.Config) int64 {
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	_, err = c.GetInformer(ctx, m)
 	Expect(err).NotTo(HaveOccurred())
-	synced := counter.lists.Load()
+	synced := lists.Load()
 	// A measurement window: the informer's relists back off from 0.8 s.
 	time.Sleep(5 * time.Second)
-	return counter.lists.Load() - synced
+	return lists.Load() - synced
 }
 
 var _ = Describe("The generated RBAC", func() {

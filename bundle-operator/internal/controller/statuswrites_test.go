@@ -17,6 +17,7 @@ import (
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 // statusWrites records every distinct status a TrustBundle's watch events
@@ -58,21 +59,6 @@ func (s *statusWrites) all() []string {
 	return append([]string(nil), s.statuses...)
 }
 
-// statusRequests counts the requests that write the status of the
-// TrustBundle name, whether the API server accepts them or not.
-type statusRequests struct {
-	name string
-	next http.RoundTripper
-	n    atomic.Int64
-}
-
-func (s *statusRequests) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet && strings.HasSuffix(req.URL.Path, "/trustbundles/"+s.name+"/status") {
-		s.n.Add(1)
-	}
-	return s.next.RoundTrip(req)
-}
-
 var _ = Describe("The first sync", func() {
 	DescribeTable("writes the TrustBundle's status once, in one request", func(ctx context.Context, src v1alpha1.Source) {
 		group := unique("once")
@@ -82,13 +68,16 @@ var _ = Describe("The first sync", func() {
 		}
 		tb := newTrustBundle(group, src)
 
-		// The operator runs with a transport that counts its status writes.
-		requests := &statusRequests{name: tb.Name}
+		// The operator runs with a transport that counts its requests that
+		// write the TrustBundle's status, whether the API server accepts
+		// them or not.
+		var statusRequests atomic.Int64
 		cfg := rest.CopyConfig(cp.Config)
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-			requests.next = rt
-			return requests
-		}
+		testenv.ObserveRequests(cfg, func(req *http.Request) {
+			if req.Method != http.MethodGet && strings.HasSuffix(req.URL.Path, "/trustbundles/"+tb.Name+"/status") {
+				statusRequests.Add(1)
+			}
+		})
 		stopManager()
 		stopManager = startManagerAs(cfg, spireSrv.SocketPath)
 		DeferCleanup(func() {
@@ -116,7 +105,7 @@ var _ = Describe("The first sync", func() {
 			out, _ := json.MarshalIndent(writes.all(), "", "  ")
 			return "statuses written:\n" + string(out)
 		})
-		Expect(requests.n.Load()).To(BeEquivalentTo(1), "status write requests, including refused ones")
+		Expect(statusRequests.Load()).To(BeEquivalentTo(1), "status write requests, including refused ones")
 	},
 		Entry("from an inline source", inline(testpki.ValidCA("once").PEM())),
 		Entry("from SPIRE", v1alpha1.Source{SPIRE: &v1alpha1.SPIRESource{}}),

@@ -18,7 +18,7 @@ type listRecorder struct {
 }
 
 // see records req when it lists outputs uncached or writes a binding's
-// status (for testsupport.ObserveRequests).
+// status (for testenv.ObserveRequests).
 func (r *listRecorder) see(req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

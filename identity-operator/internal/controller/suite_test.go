@@ -72,7 +72,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8s = cp.Client
 	operatorConfig = installOperatorRBAC(context.Background(), cp)
-	testsupport.ObserveRequests(operatorConfig, outputLists.see)
+	testenv.ObserveRequests(operatorConfig, outputLists.see)
 	// The client limits the operator runs with (common/manager's defaults),
 	// not client-go's 5 requests a second.
 	mdef := manager.Defaults()

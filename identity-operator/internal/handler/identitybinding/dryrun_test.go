@@ -16,11 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/index"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
-	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
 )
 
 // TestOnlyAPassThatWritesSendsDryRuns: with both output kinds, a binding's
@@ -32,7 +32,7 @@ func TestOnlyAPassThatWritesSendsDryRuns(t *testing.T) {
 	t.Cleanup(cancel)
 	var dry, sent atomic.Int32
 	cfg := rest.CopyConfig(cp.Config)
-	testsupport.ObserveRequests(cfg, func(req *http.Request) {
+	testenv.ObserveRequests(cfg, func(req *http.Request) {
 		path := req.URL.Path
 		if req.Method != http.MethodGet && (strings.Contains(path, "/spiffeentries") || strings.Contains(path, "/clusterspiffeids")) {
 			if req.URL.Query().Has("dryRun") {

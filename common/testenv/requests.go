@@ -1,4 +1,4 @@
-package testsupport
+package testenv
 
 import (
 	"net/http"
@@ -7,13 +7,17 @@ import (
 )
 
 // ObserveRequests makes every request sent with cfg pass see first, as it
-// leaves for the API server, so a spec can count what an operator sends.
+// leaves for the API server, so that a test can count or record what a
+// component sends (status writes, uncached lists, dry runs). see runs for
+// refused requests too, and may be called from many goroutines at once.
+// A transport wrapper cfg already has stays in place, under the observer.
 func ObserveRequests(cfg *rest.Config, see func(*http.Request)) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return observingTransport{next: rt, see: see}
 	})
 }
 
+// observingTransport passes each request to see, then to next.
 type observingTransport struct {
 	next http.RoundTripper
 	see  func(*http.Request)
