@@ -856,6 +856,9 @@ type process struct {
 	cmd        *exec.Cmd
 	metricsURL string
 	log        string
+	// started is when the process was started, the origin of the times
+	// of its GC trace.
+	started time.Time
 }
 
 // buildOperator builds the operator's binary at bin as its image does
@@ -899,12 +902,13 @@ func startOperator(bin, kubeconfig, socket string, extra ...string) (*process, e
 		cmd.Args = append(cmd.Args, "--zap-log-level", "debug")
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), gcTraceEnv)
 	// The operator dies with the benchmark, also when that is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start operator: %w", err)
 	}
-	return &process{cmd: cmd, metricsURL: "http://" + addr + "/metrics", log: logf.Name()}, nil
+	return &process{cmd: cmd, metricsURL: "http://" + addr + "/metrics", log: logf.Name(), started: time.Now()}, nil
 }
 
 func (p *process) stop() {

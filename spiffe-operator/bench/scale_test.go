@@ -236,11 +236,13 @@ type scaleResult struct {
 	// slowest are the slowest samples, slowest first, each with the
 	// operator's costs while it was timed.
 	slowest []timedSample
-	// windows are when the samples ran, in the order they ran, and
+	// windows are when the samples ran, in the order they ran,
 	// statusWrites when the operator's status writes of the policy
-	// landed meanwhile.
+	// landed meanwhile, and gcs when the operator's garbage collections
+	// ran meanwhile.
 	windows      []sampleWindow
 	statusWrites []time.Time
+	gcs          []span
 }
 
 // timedSample is one new workload's time to its entry and the operator's
@@ -263,8 +265,11 @@ func (r *report) samples(n int, res scaleResult) {
 			apiCall{"POST", "deployments", ""}, apiCall{"POST", "pods", ""}, apiCall{"PATCH", "spifferegistrations", "status"}))
 	r.add("N=%d: CPU by process during the samples, %s; the policy after the samples: %d bytes, %d parent IDs in its status", n, res.cpu,
 		res.policySize, res.policyParents)
-	r.add("N=%d: %s; %s", n, overlapStatusWrites(res.windows, res.statusWrites, 95, statusWriteGrace),
-		overlapStatusWrites(res.windows, res.statusWrites, 99, statusWriteGrace).tailClause())
+	writes := instants(res.statusWrites)
+	r.add("N=%d: %s; %s", n, overlapSamples("status writes landed", res.windows, writes, 95, statusWriteGrace),
+		overlapSamples("", res.windows, writes, 99, statusWriteGrace).tailClause())
+	gcs := fmt.Sprintf("garbage collections of the operator (wall time %s) ran", spanTimes(res.gcs))
+	r.add("N=%d: %s; %s", n, overlapSamples(gcs, res.windows, res.gcs, 95, 0), overlapSamples("", res.windows, res.gcs, 99, 0).tailClause())
 	for i, s := range res.slowest {
 		r.add("N=%d: slowest sample %d of %d, %s", n, i+1, len(res.latencies), s.costs.within(s.latency))
 	}
@@ -407,6 +412,12 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 	waitAPIProfile()
 	if res.statusWrites, err = writes.close(); err != nil {
 		return res, err
+	}
+	if len(res.windows) > 0 {
+		last := res.windows[len(res.windows)-1]
+		if res.gcs, err = proc.gcCycles(res.windows[0].start, last.start.Add(last.took)); err != nil {
+			return res, err
+		}
 	}
 	proc.heapProfile(b, fmt.Sprintf("scale-after-samples-%d", n))
 	if s.split {

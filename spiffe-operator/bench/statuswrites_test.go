@@ -90,24 +90,37 @@ type sampleWindow struct {
 	took  time.Duration
 }
 
-// statusWriteOverlap says, for the samples at or over the pth percentile
-// and for all of them, how many had a status write land while they ran or
-// within grace after their end (the API server announces a write only when
-// it is done, so a write announced just after a sample ended was being
-// handled while it ran).
-type statusWriteOverlap struct {
+// sampleOverlap says, for the samples at or over the pth percentile and
+// for all of them, how many something (the operator's status writes, its
+// garbage collections) overlapped: ran while they ran, or started within
+// grace after their end.
+type sampleOverlap struct {
+	// what names the events and what they did, say "status writes landed".
+	what                 string
 	p                    int
-	writes               int
+	events               int
 	tail, tailWith       int
 	samples, samplesWith int
 	grace                time.Duration
 }
 
-// overlapStatusWrites counts the samples that a status write in writes
-// overlapped, among all and among those at or over the pth percentile of
-// their times.
-func overlapStatusWrites(windows []sampleWindow, writes []time.Time, p int, grace time.Duration) statusWriteOverlap {
-	o := statusWriteOverlap{p: p, writes: len(writes), samples: len(windows), grace: grace}
+// instants turns points in time into spans of no length.
+func instants(at []time.Time) []span {
+	out := make([]span, len(at))
+	for i, t := range at {
+		out[i] = span{from: t, to: t}
+	}
+	return out
+}
+
+// overlapSamples counts the samples that one of events overlapped, among
+// all and among those at or over the pth percentile of their times. An
+// event overlaps a sample when it runs at some time from the sample's
+// start to grace after its end. Status writes are given a grace because
+// the API server announces a write only when it is done, so a write
+// announced just after a sample ended was being handled while it ran.
+func overlapSamples(what string, windows []sampleWindow, events []span, p int, grace time.Duration) sampleOverlap {
+	o := sampleOverlap{what: what, p: p, events: len(events), samples: len(windows), grace: grace}
 	if len(windows) == 0 {
 		return o
 	}
@@ -118,8 +131,7 @@ func overlapStatusWrites(windows []sampleWindow, writes []time.Time, p int, grac
 	slices.Sort(took)
 	threshold := took[max(0, (len(took)*p+99)/100-1)]
 	for _, w := range windows {
-		end := w.start.Add(w.took + grace)
-		hit := slices.ContainsFunc(writes, func(t time.Time) bool { return !t.Before(w.start) && !t.After(end) })
+		hit := len(within(events, w.start, w.start.Add(w.took+grace))) > 0
 		if hit {
 			o.samplesWith++
 		}
@@ -134,13 +146,17 @@ func overlapStatusWrites(windows []sampleWindow, writes []time.Time, p int, grac
 }
 
 // String reads as a clause of the report.
-func (o statusWriteOverlap) String() string {
-	return fmt.Sprintf("%d status writes landed during the samples; one landed during a sample or within %s after it in %d of the %d samples at or over the p%d, and in %d of all %d",
-		o.writes, o.grace, o.tailWith, o.tail, o.p, o.samplesWith, o.samples)
+func (o sampleOverlap) String() string {
+	after := ""
+	if o.grace > 0 {
+		after = fmt.Sprintf(" or within %s after it", o.grace)
+	}
+	return fmt.Sprintf("%d %s during the samples; one overlapped a sample%s in %d of the %d samples at or over the p%d, and in %d of all %d",
+		o.events, o.what, after, o.tailWith, o.tail, o.p, o.samplesWith, o.samples)
 }
 
 // tailClause is the part of String about the tail alone, for a second
 // percentile in the same line.
-func (o statusWriteOverlap) tailClause() string {
+func (o sampleOverlap) tailClause() string {
 	return fmt.Sprintf("in %d of the %d at or over the p%d", o.tailWith, o.tail, o.p)
 }

@@ -23,17 +23,17 @@ func TestOverlapStatusWritesCountsWritesDuringOrJustAfterASample(t *testing.T) {
 	}
 	writes := []time.Time{at(5), at(160), at(240), at(399)}
 
-	got := overlapStatusWrites(windows, writes, 60, ms(25))
+	got := overlapSamples("status writes landed", windows, instants(writes), 60, ms(25))
 	// The p60 of 10, 10, 10, 40, 50 is the third, 10 ms, so every sample is
 	// in the tail; the p80 is 40 ms: the samples of 40 and 50 ms.
-	if got.writes != 4 || got.samples != 5 || got.samplesWith != 2 || got.tail != 5 || got.tailWith != 2 {
+	if got.events != 4 || got.samples != 5 || got.samplesWith != 2 || got.tail != 5 || got.tailWith != 2 {
 		t.Errorf("p60: got %+v, want 4 writes, 2 of 5 samples overlapped, 2 of 5 in the tail", got)
 	}
-	got = overlapStatusWrites(windows, writes, 80, ms(25))
+	got = overlapSamples("status writes landed", windows, instants(writes), 80, ms(25))
 	if got.tail != 2 || got.tailWith != 1 {
 		t.Errorf("p80: got %d of %d in the tail overlapped, want 1 of 2", got.tailWith, got.tail)
 	}
-	if got := overlapStatusWrites(nil, writes, 99, ms(25)); got.samples != 0 || got.tail != 0 || got.writes != 4 {
+	if got := overlapSamples("status writes landed", nil, instants(writes), 99, ms(25)); got.samples != 0 || got.tail != 0 || got.events != 4 {
 		t.Errorf("no samples: got %+v, want none counted", got)
 	}
 }
