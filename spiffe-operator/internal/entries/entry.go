@@ -126,6 +126,16 @@ func selectorStrings(sels []Selector) []string {
 	return out
 }
 
+// WithoutGrants returns a copy of e without what an owner grants its
+// workloads beyond the identity itself: SPIRE admin, downstream, DNS names
+// and federated trust domains. The key, TTLs and hint stay.
+func (e *Entry) WithoutGrants() Entry {
+	out := *e
+	out.Admin, out.Downstream = false, false
+	out.DNSNames, out.FederatesWith = nil, nil
+	return out
+}
+
 // Proto returns e as a SPIRE entry with the given ID.
 func (e *Entry) Proto(id string) *types.Entry {
 	sels := make([]*types.Selector, len(e.Selectors))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +89,12 @@ type Syncer struct {
 	masks map[string]*maskCheck
 	// releasing counts the Release calls in progress, by owner tag.
 	releasing map[string]int
+	// found holds, by owner tag, the parents under which CollectEverywhere
+	// found entries of a live owner that no view had read: parents the
+	// owner's recorded ones may lack (a status write lost before a
+	// restart). The owner's next full Sync, or its Release, reads them; the
+	// owners with claims are notified, for a full pass.
+	found map[string]map[string]spiffeid.ID
 }
 
 // New returns a Syncer writing through api.
@@ -100,7 +107,7 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
 		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{},
-		releasing: map[string]int{}}
+		releasing: map[string]int{}, found: map[string]map[string]spiffeid.ID{}}
 }
 
 // Masked is a wanted entry that another holder has.
@@ -169,6 +176,10 @@ func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry, a
 	for _, p := range s.parentsOf(owner) {
 		parents[p.String()] = p
 	}
+	found := s.foundFor(owner)
+	for k, p := range found {
+		parents[k] = p
+	}
 	defer func() { out.Parents = s.heldParents(owner, parents, err != nil) }()
 	for _, p := range parents {
 		listed, err := s.ensureListed(ctx, p, false)
@@ -177,6 +188,7 @@ func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry, a
 			return out, err
 		}
 	}
+	s.forgetFound(owner, found)
 
 	keys := make([]entries.Key, len(want))
 	for i := range want {
@@ -215,11 +227,16 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 	for _, p := range s.parentsOf(owner) {
 		all[p.String()] = p
 	}
+	found := s.foundFor(owner)
+	for k, p := range found {
+		all[k] = p
+	}
 	for _, p := range all {
 		if _, err := s.ensureListed(ctx, p, false); err != nil {
 			return err
 		}
 	}
+	s.forgetFound(owner, found)
 	s.mu.Lock()
 	var (
 		del  []deletion
@@ -265,10 +282,13 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 // owner claims, that entry under the ID of the key's new winner; s.mu is
 // held. SPIRE refuses two identical entries, so the next holder's entry can
 // only be created once the released one is deleted: creating it right
-// after, in the same call, keeps the gap to one SPIRE round trip. The new
-// holder's next pass corrects any field it renders differently.
-func (s *Syncer) handOver(held []entries.Entry) []*types.Entry {
-	var out []*types.Entry
+// after, in the same call, keeps the gap to one SPIRE round trip. What the
+// released owner granted beyond the identity (admin, downstream, DNS names,
+// federated trust domains) does not pass on: a deleted policy's grant ends
+// with it, even when SPIRE refuses the new holder's own fields. The new
+// holder's next pass writes the fields it renders.
+func (s *Syncer) handOver(held []entries.Entry) []handover {
+	var out []handover
 	for i := range held {
 		e := &held[i]
 		w, ok := s.claims.winnerOf(e.Key())
@@ -282,16 +302,31 @@ func (s *Syncer) handOver(held []entries.Entry) []*types.Entry {
 		if _, taken := v.foreign[e.Key()]; taken {
 			continue
 		}
-		out = append(out, e.Proto(s.opts.IDs.EntryIDFor(w.Tag(), e)))
+		bare := e.WithoutGrants()
+		out = append(out, handover{entry: bare.Proto(s.opts.IDs.EntryIDFor(w.Tag(), e)), holder: w.Tag(), key: e.Key()})
 	}
 	return out
 }
 
+// handover is an entry created for the next holder of its key.
+type handover struct {
+	entry *types.Entry
+	// holder is the tag of the owner it is created for.
+	holder string
+	key    entries.Key
+}
+
 // createFor creates hand-over entries and records those SPIRE created; a
 // failure is left to the new holder's pass, which it is notified of anyway.
-func (s *Syncer) createFor(ctx context.Context, in []*types.Entry) {
-	if len(in) == 0 {
+// An entry whose holder was released while the create was in flight is
+// deleted again: that release read the view before the entry was in it.
+func (s *Syncer) createFor(ctx context.Context, next []handover) {
+	if len(next) == 0 {
 		return
+	}
+	in := make([]*types.Entry, len(next))
+	for i, h := range next {
+		in[i] = h.entry
 	}
 	res, err := s.api.Create(ctx, in)
 	if err != nil {
@@ -304,6 +339,8 @@ func (s *Syncer) createFor(ctx context.Context, in []*types.Entry) {
 		case r.Code != codes.OK:
 		case r.Entry.GetId() != in[i].Id:
 			// As in execute: an entry SPIRE renamed would leak.
+			renamed = append(renamed, deletion{parent: parentOf(in[i]), id: r.Entry.GetId()})
+		case !s.claimedBy(next[i].holder, next[i].key):
 			renamed = append(renamed, deletion{parent: parentOf(in[i]), id: r.Entry.GetId()})
 		default:
 			if v := s.views[parentOf(in[i])]; v != nil {
@@ -504,6 +541,57 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 	return s.deleteAll(ctx, del)
 }
 
+// noteFound records, of the parents under which a full listing found
+// entries of each live owner (by tag), those no view has read, and returns
+// the owners with a claim in this process among them, whose passes must
+// read those parents (owners without one read them at their first pass).
+func (s *Syncer) noteFound(live map[string]map[string]spiffeid.ID) []Owner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var notify []Owner
+	for tag, parents := range live {
+		added := false
+		for k, id := range parents {
+			if v := s.views[k]; v != nil && v.valid {
+				continue
+			}
+			if s.found[tag] == nil {
+				s.found[tag] = map[string]spiffeid.ID{}
+			}
+			s.found[tag][k], added = id, true
+		}
+		if o, ok := s.claims.byTag[tag]; ok && added {
+			notify = append(notify, o)
+		}
+	}
+	return notify
+}
+
+// foundFor returns a copy of the parents CollectEverywhere found owner's
+// entries under that no view had read.
+func (s *Syncer) foundFor(owner Owner) map[string]spiffeid.ID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.found[owner.Tag()])
+}
+
+// forgetFound drops, once they are read, the found parents of owner that
+// foundFor returned.
+func (s *Syncer) forgetFound(owner Owner, read map[string]spiffeid.ID) {
+	if len(read) == 0 {
+		return
+	}
+	tag := owner.Tag()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range read {
+		delete(s.found[tag], k)
+	}
+	if len(s.found[tag]) == 0 {
+		delete(s.found, tag)
+	}
+}
+
 // CollectEverywhere deletes the entries, under any parent ID, whose owner no
 // longer exists; it reads every entry of the server once. Collection after
 // each read of a parent only reaches parents some object still uses; this
@@ -522,12 +610,24 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list owners for garbage collection: %w", err)
 	}
 	var del []deletion
+	live := map[string]map[string]spiffeid.ID{}
 	for _, e := range list {
 		tag, ours := s.opts.IDs.Owner(e.GetId())
-		if !ours || alive[tag] {
-			continue
+		switch {
+		case !ours:
+		case alive[tag]:
+			if id, err := spiffeid.FromString(parentOf(e)); err == nil {
+				if live[tag] == nil {
+					live[tag] = map[string]spiffeid.ID{}
+				}
+				live[tag][id.String()] = id
+			}
+		default:
+			del = append(del, deletion{parent: parentOf(e), id: e.GetId()})
 		}
-		del = append(del, deletion{parent: parentOf(e), id: e.GetId()})
+	}
+	for _, o := range s.noteFound(live) {
+		s.opts.Notify(o)
 	}
 	if del, err = s.confirmOrphans(ctx, del); err != nil {
 		return 0, err
@@ -709,15 +809,14 @@ func compare(a, b string) int {
 // deletes of stale entries, so a workload never goes without an entry.
 func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome) error {
 	failedBefore := len(out.Failed)
-	if err := s.takeOver(ctx, p, out); err != nil {
+	// retry is the error that makes the pass retry, for takeovers whose
+	// deletes failed and for failedCreates, the creates SPIRE failed for
+	// a cause that may pass.
+	retry, err := s.takeOver(ctx, p, out)
+	if err != nil {
 		return err
 	}
-	var (
-		// failedCreates are the creates SPIRE failed for a cause that may
-		// pass; retry is the error that makes the pass retry for them.
-		failedCreates []Failed
-		retry         error
-	)
+	var failedCreates []Failed
 	tag := owner.Tag()
 	if len(p.creates) > 0 {
 		in := make([]*types.Entry, len(p.creates))
@@ -779,7 +878,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			return renameErr
 		}
 		if len(failedCreates) > 0 {
-			retry = fmt.Errorf("create %d entries: %s: %w", len(failedCreates), describe(failedCreates), ErrTransient)
+			retry = errors.Join(retry, fmt.Errorf("create %d entries: %s: %w", len(failedCreates), describe(failedCreates), ErrTransient))
 		}
 	}
 	// A refused update leaves its entry in place and replaces nothing.
@@ -854,10 +953,14 @@ func describe(failed []Failed) string {
 // refuses) while the entry stays: a takeover SPIRE refuses that way is
 // dropped with its create, the refusal reported, and the holder's entry
 // left in place. An update that fails otherwise fails the pass before
-// anything is deleted.
-func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) error {
+// anything is deleted (err). A delete that fails drops that takeover and
+// its create, the holder's entry still in place, and is returned as
+// failed: the rest of the pass goes on, so the entries whose deletes did
+// succeed are replaced at once, and creates that take nothing over do not
+// wait behind a delete that keeps failing.
+func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, err error) {
 	if len(p.takeovers) == 0 {
-		return nil
+		return nil, nil
 	}
 	var probes []update
 	for _, t := range p.takeovers {
@@ -878,7 +981,7 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) error {
 			delete(out.Registered, u.entry.Key())
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if refused := out.Failed[before:]; len(refused) > 0 {
 			keys := make(map[entries.Key]bool, len(refused))
@@ -893,7 +996,22 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) error {
 	for i, t := range p.takeovers {
 		del[i] = t.deletion
 	}
-	return s.deleteAll(ctx, del)
+	gone, failed := s.deleteEach(ctx, del)
+	if failed == nil {
+		return nil, nil
+	}
+	kept := map[*entries.Entry]bool{}
+	var done []takeover
+	for i, t := range p.takeovers {
+		if gone[i] {
+			done = append(done, t)
+		} else {
+			kept[t.by] = true
+		}
+	}
+	p.takeovers = done
+	p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return kept[e] })
+	return fmt.Errorf("take over: %w", failed), nil
 }
 
 // putBack re-creates, with their IDs and fields, the entries taken over
@@ -973,14 +1091,24 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 	return nil
 }
 
-// stillClaimed reports whether the holder of t still claims the key it
-// held; s.mu is held.
+// stillClaimed reports whether the holder of t is still a known owner,
+// not being released; s.mu is held.
 func (s *Syncer) stillClaimed(t takeover) bool {
 	if s.releasing[t.holder] > 0 {
 		return false
 	}
 	_, known, _ := s.claims.known(t.holder, t.by.Key())
 	return known
+}
+
+// claimedBy reports whether the owner tagged tag, not being released,
+// still claims k; s.mu is held.
+func (s *Syncer) claimedBy(tag string, k entries.Key) bool {
+	if s.releasing[tag] > 0 {
+		return false
+	}
+	_, _, claimsK := s.claims.known(tag, k)
+	return claimsK
 }
 
 // withoutReplaced leaves out of stale the entries that entries SPIRE just
@@ -1152,8 +1280,16 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 
 // deleteAll deletes entries by ID; NotFound counts as deleted.
 func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
+	_, err := s.deleteEach(ctx, del)
+	return err
+}
+
+// deleteEach is deleteAll that also says which of del are gone (deleted,
+// or not found), whether or not the call failed in part.
+func (s *Syncer) deleteEach(ctx context.Context, del []deletion) ([]bool, error) {
+	gone := make([]bool, len(del))
 	if len(del) == 0 {
-		return nil
+		return gone, nil
 	}
 	ids := make([]string, len(del))
 	for i, d := range del {
@@ -1169,6 +1305,7 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 		v := s.views[del[i].parent]
 		switch {
 		case r.Code == codes.OK || r.Code == codes.NotFound:
+			gone[i] = true
 			if v != nil {
 				v.remove(del[i].id)
 			}
@@ -1185,15 +1322,15 @@ func (s *Syncer) deleteAll(ctx context.Context, del []deletion) error {
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("delete %d entries: %w", len(ids), err)
+		return gone, fmt.Errorf("delete %d entries: %w", len(ids), err)
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("SPIRE refused to delete %d entries: %v", len(failed), failed)
+		return gone, fmt.Errorf("SPIRE refused to delete %d entries: %v", len(failed), failed)
 	}
 	if transient > 0 {
-		return fmt.Errorf("delete %d entries: %w", transient, ErrTransient)
+		return gone, fmt.Errorf("delete %d entries: %w", transient, ErrTransient)
 	}
-	return nil
+	return gone, nil
 }
 
 // ViewsDue reports whether the view of a parent under which owner holds
