@@ -220,23 +220,9 @@ func (s *Syncer) finish(ctx context.Context, owner Owner, notify []Owner, p *pla
 // Release deletes every entry owner holds, under the given parents and any
 // other parent the view knows, and hands its claims to the next owners.
 func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID) error {
-	all := map[string]spiffeid.ID{}
-	for _, p := range parents {
-		all[p.String()] = p
+	if _, err := s.readHeld(ctx, owner, parents); err != nil {
+		return err
 	}
-	for _, p := range s.parentsOf(owner) {
-		all[p.String()] = p
-	}
-	found := s.foundFor(owner)
-	for k, p := range found {
-		all[k] = p
-	}
-	for _, p := range all {
-		if _, err := s.ensureListed(ctx, p, false); err != nil {
-			return err
-		}
-	}
-	s.forgetFound(owner, found)
 	s.mu.Lock()
 	var (
 		del  []deletion
@@ -276,6 +262,60 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		s.opts.Notify(o)
 	}
 	return nil
+}
+
+// readHeld reads SPIRE under parents and under every other parent where
+// owner is known to hold entries (the views', and those the startup
+// listing found), where no fresh view has it, and returns those parents.
+func (s *Syncer) readHeld(ctx context.Context, owner Owner, parents []spiffeid.ID) (map[string]spiffeid.ID, error) {
+	all := map[string]spiffeid.ID{}
+	for _, p := range parents {
+		all[p.String()] = p
+	}
+	for _, p := range s.parentsOf(owner) {
+		all[p.String()] = p
+	}
+	found := s.foundFor(owner)
+	for k, p := range found {
+		all[k] = p
+	}
+	for _, p := range all {
+		if _, err := s.ensureListed(ctx, p, false); err != nil {
+			return nil, err
+		}
+	}
+	s.forgetFound(owner, found)
+	return all, nil
+}
+
+// Held returns the entries owner holds in SPIRE under parents and under
+// every other parent where it is known to hold some, reading SPIRE where
+// no fresh view has it; they are ordered by SPIFFE ID, then key.
+func (s *Syncer) Held(ctx context.Context, owner Owner, parents []spiffeid.ID) ([]entries.Entry, error) {
+	read, err := s.readHeld(ctx, owner, parents)
+	if err != nil {
+		return nil, err
+	}
+	tag := owner.Tag()
+	var out []entries.Entry
+	s.mu.Lock()
+	for k := range read {
+		if v := s.views[k]; v != nil {
+			for _, o := range v.ours {
+				if o.owner == tag {
+					out = append(out, o.entry)
+				}
+			}
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b entries.Entry) int {
+		if c := strings.Compare(a.SpiffeID.String(), b.SpiffeID.String()); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.Key()), string(b.Key()))
+	})
+	return out, nil
 }
 
 // handOver returns, for each entry a released owner held whose key another
