@@ -166,29 +166,16 @@ type Outcome struct {
 // SPIRE and resumes.
 func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry, also []spiffeid.ID) (out Outcome, err error) {
 	out = Outcome{Registered: make(map[entries.Key]string, len(want))}
-	parents := map[string]spiffeid.ID{}
+	given := slices.Clip(also)
 	for _, e := range want {
-		parents[e.ParentID.String()] = e.ParentID
+		given = append(given, e.ParentID)
 	}
-	for _, p := range also {
-		parents[p.String()] = p
-	}
-	for _, p := range s.parentsOf(owner) {
-		parents[p.String()] = p
-	}
-	found := s.foundFor(owner)
-	for k, p := range found {
-		parents[k] = p
-	}
+	parents, talked, err := s.readHeld(ctx, owner, given)
+	out.Talked = talked
 	defer func() { out.Parents = s.heldParents(owner, parents, err != nil) }()
-	for _, p := range parents {
-		listed, err := s.ensureListed(ctx, p, false)
-		out.Talked = out.Talked || listed
-		if err != nil {
-			return out, err
-		}
+	if err != nil {
+		return out, err
 	}
-	s.forgetFound(owner, found)
 
 	keys := make([]entries.Key, len(want))
 	for i := range want {
@@ -220,7 +207,7 @@ func (s *Syncer) finish(ctx context.Context, owner Owner, notify []Owner, p *pla
 // Release deletes every entry owner holds, under the given parents and any
 // other parent the view knows, and hands its claims to the next owners.
 func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID) error {
-	if _, err := s.readHeld(ctx, owner, parents); err != nil {
+	if _, _, err := s.readHeld(ctx, owner, parents); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -266,9 +253,10 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 
 // readHeld reads SPIRE under parents and under every other parent where
 // owner is known to hold entries (the views', and those the startup
-// listing found), where no fresh view has it, and returns those parents.
-func (s *Syncer) readHeld(ctx context.Context, owner Owner, parents []spiffeid.ID) (map[string]spiffeid.ID, error) {
-	all := map[string]spiffeid.ID{}
+// listing found), where no fresh view has it. It returns those parents
+// (also when a read failed) and whether it read SPIRE.
+func (s *Syncer) readHeld(ctx context.Context, owner Owner, parents []spiffeid.ID) (all map[string]spiffeid.ID, talked bool, err error) {
+	all = map[string]spiffeid.ID{}
 	for _, p := range parents {
 		all[p.String()] = p
 	}
@@ -280,42 +268,14 @@ func (s *Syncer) readHeld(ctx context.Context, owner Owner, parents []spiffeid.I
 		all[k] = p
 	}
 	for _, p := range all {
-		if _, err := s.ensureListed(ctx, p, false); err != nil {
-			return nil, err
+		listed, err := s.ensureListed(ctx, p, false)
+		talked = talked || listed
+		if err != nil {
+			return all, talked, err
 		}
 	}
 	s.forgetFound(owner, found)
-	return all, nil
-}
-
-// Held returns the entries owner holds in SPIRE under parents and under
-// every other parent where it is known to hold some, reading SPIRE where
-// no fresh view has it; they are ordered by SPIFFE ID, then key.
-func (s *Syncer) Held(ctx context.Context, owner Owner, parents []spiffeid.ID) ([]entries.Entry, error) {
-	read, err := s.readHeld(ctx, owner, parents)
-	if err != nil {
-		return nil, err
-	}
-	tag := owner.Tag()
-	var out []entries.Entry
-	s.mu.Lock()
-	for k := range read {
-		if v := s.views[k]; v != nil {
-			for _, o := range v.ours {
-				if o.owner == tag {
-					out = append(out, o.entry)
-				}
-			}
-		}
-	}
-	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b entries.Entry) int {
-		if c := strings.Compare(a.SpiffeID.String(), b.SpiffeID.String()); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.Key()), string(b.Key()))
-	})
-	return out, nil
+	return all, talked, nil
 }
 
 // handOver returns, for each entry a released owner held whose key another

@@ -225,12 +225,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	memo.ready = false
 	memo.begin()
 	yielded := 0
-	var (
-		autoErr error
-		// lost are the workloads whose render failed with no last good
-		// entry in the memo.
-		lost []workload.Workload
-	)
+	var autoErr error
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
 		if p.takenByOthers(w) {
 			yielded++
@@ -239,9 +234,6 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		e, f := memo.render(p, w)
 		if f != nil {
 			failures = append(failures, *f)
-			if e == nil {
-				lost = append(lost, w)
-			}
 		}
 		if e != nil && p.autoDNS {
 			if e, autoErr = h.withServiceNames(ctx, e, w.Namespace, w.MatchLabels); autoErr != nil {
@@ -255,11 +247,6 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	if err != nil {
 		return fmt.Errorf("select workloads: %w", err)
 	}
-	inherited, err := h.inheritLastGood(ctx, obj, p, memo, lost)
-	if err != nil {
-		return err
-	}
-	rendered = append(rendered, inherited...)
 	memo.end()
 	if autoErr != nil {
 		return autoErr

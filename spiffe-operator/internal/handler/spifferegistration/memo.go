@@ -139,17 +139,6 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 	return r.wanted(), r.failure
 }
 
-// keepAsLastGood records e as the last good entry of w, whose render this
-// pass failed with no last good entry; it reports whether it did.
-func (m *policyRenders) keepAsLastGood(w workload.Workload, e *entries.Entry) bool {
-	r := m.byWorkload[workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name}]
-	if r == nil || r.failure == nil || r.lastGood != nil {
-		return false
-	}
-	r.lastGood = e
-	return true
-}
-
 // begin starts a pass; end drops workloads the pass did not see.
 func (m *policyRenders) begin() { m.pass++ }
 
