@@ -200,6 +200,10 @@ func FromProto(p *types.Entry) (Entry, error) {
 	return e, nil
 }
 
+// ParentIDOf returns the parent ID of p, without converting the rest of
+// the entry as FromProto does.
+func ParentIDOf(p *types.Entry) (spiffeid.ID, error) { return idFromProto(p.GetParentId()) }
+
 func idFromProto(p *types.SPIFFEID) (spiffeid.ID, error) {
 	if p == nil {
 		return spiffeid.ID{}, fmt.Errorf("missing")

@@ -616,7 +616,7 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 		switch {
 		case !ours:
 		case alive[tag]:
-			if id, err := spiffeid.FromString(parentOf(e)); err == nil {
+			if id, err := entries.ParentIDOf(e); err == nil {
 				if live[tag] == nil {
 					live[tag] = map[string]spiffeid.ID{}
 				}
