@@ -136,6 +136,43 @@ func (e *Entry) WithoutGrants() Entry {
 	return out
 }
 
+// Grants are the rights an owner may give its entries beyond the identity
+// itself and may withdraw again: SPIRE admin, downstream, and trust with
+// federated trust domains. DNS names are not among them: they name the
+// workload, and a failed render cannot say which it would have now.
+type Grants struct {
+	// Admin grants admin access to the server APIs.
+	Admin bool
+	// Downstream makes the workload a downstream server.
+	Downstream bool
+	// FederatesWith are the trust domain names whose bundles the
+	// workload's SVIDs carry.
+	FederatesWith []string
+}
+
+// Grants returns the grants e carries.
+func (e *Entry) Grants() Grants {
+	return Grants{Admin: e.Admin, Downstream: e.Downstream, FederatesWith: e.FederatesWith}
+}
+
+// Within returns a copy of e that keeps only the grants g also makes: admin
+// and downstream only if g sets them too, and only the federated trust
+// domains g names. It never adds a grant, and the rest of e stays. An entry
+// kept for continuity (a failed render's last good entry, one kept while
+// its pods run) keeps its identity this way, never a grant withdrawn since.
+func (e *Entry) Within(g Grants) Entry {
+	out := *e
+	out.Admin = e.Admin && g.Admin
+	out.Downstream = e.Downstream && g.Downstream
+	out.FederatesWith = nil
+	for _, td := range e.FederatesWith {
+		if slices.Contains(g.FederatesWith, td) {
+			out.FederatesWith = append(out.FederatesWith, td)
+		}
+	}
+	return out
+}
+
 // Proto returns e as a SPIRE entry with the given ID.
 func (e *Entry) Proto(id string) *types.Entry {
 	sels := make([]*types.Selector, len(e.Selectors))

@@ -27,6 +27,13 @@ type Owner struct {
 	// say). Retention then keeps an entry no longer wanted only for the
 	// pods its parent's agent can serve. Nil: any pod.
 	NodeOfParent func(ctx context.Context, parent string) (node string, known bool)
+	// Grants are what the owner grants its entries today. An entry of its
+	// that SPIRE keeps without it being what the owner wants now (kept while
+	// pods still run under it, held back until what replaces it lands, or
+	// left in place by a refused update or a claimant that masks it) keeps
+	// no grant beyond these: a withdrawn grant is withdrawn at once, even
+	// where the identity stays. The zero value grants nothing.
+	Grants entries.Grants
 }
 
 // bare returns o without what only its pass uses (NodeOfParent), for the

@@ -30,11 +30,11 @@ func refusal(e *entries.Entry, r spire.Result) (f Failed, ok bool) {
 			"or until SPIRE has fetched the bundle from its endpoint (SPIRE: %s)", e.FederatesWith, r.Message)}, true
 }
 
-// isRefusal records in out the lasting failure that r reports for e, and
-// reports whether it did.
+// isRefusal records in out (unless nil) the lasting failure that r reports
+// for e, and reports whether it did.
 func isRefusal(e *entries.Entry, r spire.Result, out *Outcome) bool {
 	f, ok := refusal(e, r)
-	if ok {
+	if ok && out != nil {
 		out.Failed = append(out.Failed, f)
 	}
 	return ok

@@ -95,7 +95,8 @@ func (r *retainer) drop(parent, id string, o *ours, out *Outcome) {
 }
 
 // keep reports whether the stale entry o (ID id, under parent) must stay,
-// and records it.
+// and records it. An entry that stays is trimmed of every grant the owner
+// no longer makes: the pods keep their identity, not a withdrawn right.
 // Only the pods that needed the entry when this process first found it no
 // longer wanted count, and only while they still match it: a pod started or
 // relabelled later, by anyone who may do so in the namespace, must not keep
@@ -112,7 +113,7 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 	if err != nil {
 		// Not knowing which pods run, keep the entry: the next pass decides.
 		logf.FromContext(r.ctx).Error(err, "reading pods; keeping an entry no longer wanted", "entryID", id)
-		r.s.retained[id] = retention{owner: r.owner.bare(), namespace: sh.Namespace}
+		r.retain(id, o, sh.Namespace)
 		return true
 	}
 	needs, recorded := r.s.withdrawn[id]
@@ -140,9 +141,19 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 		r.s.withdrawn[id] = needs
 	}
 	if kept {
-		r.s.retained[id] = retention{owner: r.owner.bare(), namespace: sh.Namespace}
+		r.retain(id, o, sh.Namespace)
 	}
 	return kept
+}
+
+// retain records that the owner's entry o (ID id) stays for pods in
+// namespace, and plans the withdrawal of any grant the owner no longer
+// makes from it.
+func (r *retainer) retain(id string, o *ours, namespace string) {
+	r.s.retained[id] = retention{owner: r.owner.bare(), namespace: namespace}
+	if u, ok := trimmed(&o.entry, id, r.owner.Grants); ok {
+		r.p.updates = append(r.p.updates, u)
+	}
 }
 
 // covers reports whether an entry the owner wants that SPIRE holds serves

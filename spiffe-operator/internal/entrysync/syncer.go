@@ -668,6 +668,22 @@ type update struct {
 	entry *entries.Entry
 	id    string
 	mask  *types.EntryMask
+	// trim is true for an update that only withdraws grants from an entry
+	// kept without being wanted (see trimmed): it registers nothing.
+	trim bool
+}
+
+// trimmed returns the update that withdraws from have, our entry id, every
+// grant beyond g, and false when have carries none. An entry that stays
+// without being what its owner wants now keeps its identity this way, but
+// no grant the owner has withdrawn since.
+func trimmed(have *entries.Entry, id string, g entries.Grants) (update, bool) {
+	t := have.Within(g)
+	m := entries.UpdateMask(&t, have)
+	if m == nil {
+		return update{}, false
+	}
+	return update{entry: &t, id: id, mask: m, trim: true}, true
 }
 
 // takeover is an entry of another owner's (held) that the plan deletes so
@@ -738,10 +754,14 @@ func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string
 	v := s.views[e.ParentID.String()]
 	if w, ok := s.claims.winnerOf(k); ok && w.UID != owner.UID {
 		out.Masked = append(out.Masked, Masked{Entry: *e, By: w.String()})
-		// Keep an entry we still hold until the winner takes it over, and
-		// tell the winner, which may have found us unknown and waited.
+		// Keep an entry we still hold until the winner takes it over, with
+		// no grant e no longer makes, and tell the winner, which may have
+		// found us unknown and waited.
 		if id, ok := v.byKey[k]; ok && v.ours[id].owner == tag {
 			v.ours[id].mark = mark
+			if u, ok := trimmed(&v.ours[id].entry, id, e.Grants()); ok {
+				p.updates = append(p.updates, u)
+			}
 			if !slices.ContainsFunc(p.notify, func(o Owner) bool { return o.UID == w.UID }) {
 				p.notify = append(p.notify, w)
 			}
@@ -897,6 +917,11 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		stale = s.withoutReplaced(ctx, owner, stale, refused)
 	}
 	out.HeldBack = len(p.stale) - len(stale)
+	if out.HeldBack > 0 {
+		if err := s.updateAll(ctx, s.trimsOfHeldBack(owner, p.stale, stale), out); err != nil {
+			retry = errors.Join(retry, err)
+		}
+	}
 	return errors.Join(retry, s.deleteStale(ctx, stale))
 }
 
@@ -1220,8 +1245,34 @@ func isTransient(c codes.Code) bool {
 	return false
 }
 
+// trimsOfHeldBack returns the updates that withdraw every grant beyond
+// owner's from the entries of stale that the pass holds back (those not in
+// deleting): what replaces them failed, so they stay, but only as the
+// identity they stand for.
+func (s *Syncer) trimsOfHeldBack(owner Owner, stale, deleting []deletion) []update {
+	going := make(map[string]bool, len(deleting))
+	for _, d := range deleting {
+		going[d.id] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var trims []update
+	for _, d := range stale {
+		if going[d.id] {
+			continue
+		}
+		if o := s.views[d.parent].ours[d.id]; o != nil {
+			if u, ok := trimmed(&o.entry, d.id, owner.Grants); ok {
+				trims = append(trims, u)
+			}
+		}
+	}
+	return trims
+}
+
 // updateAll sends updates grouped by mask, since BatchUpdateEntry takes one
-// mask per call.
+// mask per call. A refused update leaves its entry as it was; it is then
+// trimmed of the grants the refused one withdrew.
 func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) error {
 	groups := map[string][]update{}
 	var order []string
@@ -1235,6 +1286,7 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 	var (
 		stale     bool
 		transient int
+		trims     []update
 	)
 	for _, m := range order {
 		g := groups[m]
@@ -1251,22 +1303,37 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 			case r.Code == codes.OK:
 				// The response only carries the masked fields; record what we sent.
 				v.put(s.opts.IDs, in[i])
-				out.Registered[u.entry.Key()] = u.id
+				if !u.trim {
+					out.Registered[u.entry.Key()] = u.id
+				}
 			case r.Code == codes.NotFound:
 				v.remove(u.id)
 				v.invalidate()
 				stale = true
-			case isRefusal(u.entry, r, out):
-			case isTransient(r.Code):
+			case isTransient(r.Code) && !isRefusal(u.entry, r, nil):
 				v.invalidate()
 				transient++
 			default:
-				out.Failed = append(out.Failed, Failed{Entry: *u.entry, Reason: r.Code.String(), Message: r.Message})
+				if !isRefusal(u.entry, r, out) {
+					out.Failed = append(out.Failed, Failed{Entry: *u.entry, Reason: r.Code.String(), Message: r.Message})
+				}
+				// Refused: the entry stays as it was, but not with a grant
+				// the refused update withdrew.
+				if have := v.ours[u.id]; have != nil && !u.trim {
+					if t, ok := trimmed(&have.entry, u.id, u.entry.Grants()); ok {
+						trims = append(trims, t)
+					}
+				}
 			}
 		}
 		s.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("update %d entries (%s): %w", len(in), m, err)
+		}
+	}
+	if len(trims) > 0 {
+		if err := s.updateAll(ctx, trims, out); err != nil {
+			return err
 		}
 	}
 	if stale {

@@ -144,6 +144,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 		return ctrlerrors.WithReason(fe.reason, ctrlerrors.BlockedErrorf("%w", fe))
 	}
 	owner := OwnerOf(obj)
+	owner.Grants = e.Grants()
 	out, err := h.Syncer.Sync(ctx, owner, []*entries.Entry{&e}, entrysync.ParseParents(obj.Status.ParentIDs))
 	obj.Status.ParentIDs = out.Parents
 	if err != nil {

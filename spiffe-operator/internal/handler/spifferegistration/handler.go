@@ -87,12 +87,14 @@ func OwnerOf(obj *v1alpha1.SpiffeRegistration) entrysync.Owner {
 	return entrysync.Owner{Kind: Kind, Name: obj.Name, UID: obj.UID, Created: obj.CreationTimestamp.Time}
 }
 
-// ownerFor is OwnerOf with, for a policy of per-node parents, the node
+// ownerFor is OwnerOf with the grants p makes (an entry kept without being
+// wanted keeps no other) and, for a policy of per-node parents, the node
 // each parent ID names, so that retention keeps an entry no longer wanted
 // only for the pods its node's agent can serve. The nodes are read once,
 // when retention first asks.
 func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysync.Owner {
 	o := OwnerOf(obj)
+	o.Grants = p.grants()
 	if !p.perNode() || h.AllNodes == nil {
 		return o
 	}

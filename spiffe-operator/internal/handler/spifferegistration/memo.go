@@ -1,7 +1,6 @@
 package spifferegistration
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -86,35 +85,17 @@ func (r *rendered) wanted() *entries.Entry {
 
 // newRender records what p renders for w; a failed render keeps the entry
 // prev (the workload's previous render, or nil) wanted, but with no grant
-// p no longer makes (see withoutWithdrawnGrants).
+// p no longer makes (entries.Entry.Within).
 func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *rendered {
 	e, f := p.render(w)
 	r := &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: pass}
 	if f != nil && prev != nil {
-		r.lastGood = withoutWithdrawnGrants(prev.wanted(), p)
-	}
-	return r
-}
-
-// withoutWithdrawnGrants returns last, a workload's last good entry, with
-// only the grants p still makes: admin and downstream only if p sets them
-// too, and only the federated trust domains p still names. A render error
-// keeps a workload's identity, never a grant the policy has withdrawn since
-// (an edit that revokes admin and makes the render fail at once).
-func withoutWithdrawnGrants(last *entries.Entry, p *policy) *entries.Entry {
-	if last == nil {
-		return nil
-	}
-	c := *last
-	c.Admin = c.Admin && p.admin
-	c.Downstream = c.Downstream && p.downstream
-	c.FederatesWith = nil
-	for _, td := range last.FederatesWith {
-		if slices.Contains(p.federatesWith, td) {
-			c.FederatesWith = append(c.FederatesWith, td)
+		if last := prev.wanted(); last != nil {
+			kept := last.Within(p.grants())
+			r.lastGood = &kept
 		}
 	}
-	return &c
+	return r
 }
 
 // forPolicy returns the memo of policy uid at generation gen; the caller

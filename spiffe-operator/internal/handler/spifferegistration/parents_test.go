@@ -125,17 +125,38 @@ type perEntryRule struct {
 }
 
 func (s perEntryRule) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
+	return s.apply(in, func(e *types.Entry) *types.Entry { return e }, func(pass []*types.Entry) ([]spire.Result, error) {
+		return s.EntryAPI.Create(ctx, pass)
+	})
+}
+
+// Update fails the updates fail picks, as Create does; an update whose mask
+// leaves the DNS names out is judged without them, as SPIRE does.
+func (s perEntryRule) Update(ctx context.Context, in []*types.Entry, m *types.EntryMask) ([]spire.Result, error) {
+	judged := func(e *types.Entry) *types.Entry {
+		if m.GetDnsNames() {
+			return e
+		}
+		return &types.Entry{Id: e.Id, SpiffeId: e.SpiffeId, ParentId: e.ParentId, Selectors: e.Selectors}
+	}
+	return s.apply(in, judged, func(pass []*types.Entry) ([]spire.Result, error) { return s.EntryAPI.Update(ctx, pass, m) })
+}
+
+// apply fails the entries of in that fail picks (as judged shows them) and
+// passes the others to call, merging the results in order.
+func (s perEntryRule) apply(in []*types.Entry, judged func(*types.Entry) *types.Entry,
+	call func([]*types.Entry) ([]spire.Result, error)) ([]spire.Result, error) {
 	var pass []*types.Entry
 	var idx []int
 	out := make([]spire.Result, len(in))
 	for i, e := range in {
-		if code, msg, failed := s.fail(e); failed {
+		if code, msg, failed := s.fail(judged(e)); failed {
 			out[i] = spire.Result{Code: code, Message: msg}
 			continue
 		}
 		pass, idx = append(pass, e), append(idx, i)
 	}
-	res, err := s.EntryAPI.Create(ctx, pass)
+	res, err := call(pass)
 	for j, r := range res {
 		out[idx[j]] = r
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/nodes"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/selectortemplate"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/template"
@@ -194,6 +195,11 @@ func (p *policy) compileParent(spec *v1alpha1.SpiffeRegistrationSpec) *specError
 // perNode reports whether entries hang under the agent of each node that
 // runs the workload's pods rather than under one fixed parent.
 func (p *policy) perNode() bool { return p.parentTemplate != nil }
+
+// grants returns what p grants each entry beyond its identity.
+func (p *policy) grants() entries.Grants {
+	return entries.Grants{Admin: p.admin, Downstream: p.downstream, FederatesWith: p.federatesWith}
+}
 
 // byPods reports whether what a workload needs depends on its pods (per-node
 // parents or per-pod entries), so every pass must read them.
