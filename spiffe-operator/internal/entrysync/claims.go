@@ -94,9 +94,13 @@ func winner(cs []Owner) Owner {
 
 // set replaces the keys o claims and returns the other owners whose winner
 // changed (they must reconcile again). An unchanged set costs no allocation.
+// The owner known by its tag is o as of this call (its current grants).
 func (c *claims) set(o Owner, keys []entries.Key) []Owner {
 	o = o.bare()
 	old, had := c.byOwner[o.UID]
+	if had {
+		c.byTag[o.Tag()] = o
+	}
 	if had && len(old) == len(keys) {
 		same := true
 		for _, k := range keys {
@@ -138,8 +142,8 @@ func (c *claims) change(o Owner, add, drop []entries.Key) []Owner {
 	if mine == nil {
 		mine = map[entries.Key]struct{}{}
 		c.byOwner[o.UID] = mine
-		c.byTag[o.Tag()] = o
 	}
+	c.byTag[o.Tag()] = o
 	notify := map[k8stypes.UID]Owner{}
 	for _, k := range drop {
 		if _, ok := mine[k]; ok {

@@ -999,31 +999,33 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 		}
 	}
 	if len(probes) > 0 {
-		before := len(out.Failed)
+		probed := make(map[entries.Key]bool, len(probes))
 		err := s.updateAll(ctx, probes, out)
 		for _, u := range probes {
 			// The entry is still the holder's until the create lands.
-			delete(out.Registered, u.entry.Key())
+			k := u.entry.Key()
+			probed[k] = out.Registered[k] == u.id
+			delete(out.Registered, k)
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrTransient) {
 			return nil, err
 		}
-		if refused := out.Failed[before:]; len(refused) > 0 {
-			keys := make(map[entries.Key]bool, len(refused))
-			for i := range refused {
-				keys[refused[i].Entry.Key()] = true
-			}
-			p.takeovers = slices.DeleteFunc(p.takeovers, func(t takeover) bool { return keys[t.by.Key()] })
-			p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return keys[e.Key()] })
-		}
+		// A probe SPIRE refused, or failed for a cause that may pass,
+		// drops its takeover and the create behind it; the rest of the
+		// pass goes on (a tenant's render that fails every time must not
+		// stop the owner's other entries), and a passing cause is retried.
+		failed = err
+		dropped := func(k entries.Key) bool { ok, isProbe := probed[k]; return isProbe && !ok }
+		p.takeovers = slices.DeleteFunc(p.takeovers, func(t takeover) bool { return dropped(t.by.Key()) })
+		p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return dropped(e.Key()) })
 	}
 	del := make([]deletion, len(p.takeovers))
 	for i, t := range p.takeovers {
 		del[i] = t.deletion
 	}
-	gone, failed := s.deleteEach(ctx, del)
-	if failed == nil {
-		return nil, nil
+	gone, deleteErr := s.deleteEach(ctx, del)
+	if deleteErr == nil {
+		return failed, nil
 	}
 	kept := map[*entries.Entry]bool{}
 	var done []takeover
@@ -1036,7 +1038,7 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 	}
 	p.takeovers = done
 	p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return kept[e] })
-	return fmt.Errorf("take over: %w", failed), nil
+	return errors.Join(failed, fmt.Errorf("take over: %w", deleteErr)), nil
 }
 
 // putBack re-creates, with their IDs and fields, the entries taken over
@@ -1062,7 +1064,10 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		if !s.stillClaimed(t) {
 			continue
 		}
-		back = append(back, t.held.Proto(t.id))
+		// As it was, but for a grant its holder withdrew since the plan.
+		holder, _, _ := s.claims.known(t.holder, t.by.Key())
+		held := t.held.Within(holder.Grants)
+		back = append(back, held.Proto(t.id))
 		from = append(from, t)
 	}
 	s.mu.Unlock()
@@ -1070,7 +1075,10 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		return nil
 	}
 	res, err := s.api.Create(ctx, back)
-	var failed []string
+	var (
+		failed []string
+		notify []Owner
+	)
 	s.mu.Lock()
 	// renamed are the entries to delete again: renamed by SPIRE, or of a
 	// holder released meanwhile.
@@ -1095,6 +1103,11 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 				if from[i].retained != nil {
 					s.retained[from[i].id] = *from[i].retained
 				}
+				// The entry is as the plan found it: its holder passes
+				// again, so that a grant it withdrew since goes.
+				if o, known, _ := s.claims.known(from[i].holder, from[i].by.Key()); known {
+					notify = append(notify, o)
+				}
 			}
 		default:
 			v.invalidate()
@@ -1102,6 +1115,9 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		}
 	}
 	s.mu.Unlock()
+	for _, o := range notify {
+		s.opts.Notify(o)
+	}
 	// Delete what SPIRE renamed even when the call failed in part.
 	renameErr := s.deleteAll(ctx, renamed)
 	if err != nil {
@@ -1310,15 +1326,17 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 				v.remove(u.id)
 				v.invalidate()
 				stale = true
-			case isTransient(r.Code) && !isRefusal(u.entry, r, nil):
-				v.invalidate()
-				transient++
 			default:
-				if !isRefusal(u.entry, r, out) {
+				if isTransient(r.Code) && !isRefusal(u.entry, r, nil) {
+					v.invalidate()
+					transient++
+				} else if !isRefusal(u.entry, r, out) {
 					out.Failed = append(out.Failed, Failed{Entry: *u.entry, Reason: r.Code.String(), Message: r.Message})
 				}
-				// Refused: the entry stays as it was, but not with a grant
-				// the refused update withdrew.
+				// Refused, or failed for a cause that may pass (or may not:
+				// what a tenant renders can fail SPIRE's datastore every
+				// time): the entry stays as it was, but not with a grant
+				// the update withdrew. The trim asks for nothing else.
 				if have := v.ours[u.id]; have != nil && !u.trim {
 					if t, ok := trimmed(&have.entry, u.id, u.entry.Grants()); ok {
 						trims = append(trims, t)
