@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/common/status"
 )
@@ -235,6 +236,63 @@ type SpiffeRegistrationStatus struct {
 	// +listType=set
 	// +optional
 	ParentIDs []string `json:"parentIDs,omitempty"`
+
+	// KeptEntries are the entries that workloads whose render fails keep
+	// from their last good render, so that an operator restart (which
+	// forgets last good renders) does not take their identity away when
+	// their pods are replaced. Only failing workloads have one, and only
+	// the first 100 by kind, namespace and name are recorded.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=map
+	// +listMapKey=kind
+	// +listMapKey=namespace
+	// +listMapKey=name
+	// +optional
+	KeptEntries []KeptEntry `json:"keptEntries,omitempty"`
+}
+
+// KeptEntry is the entry a workload whose render fails keeps from its last
+// good render. It is written by the operator: a workload re-created under
+// the same name (another UID) does not keep it, and it never carries a
+// grant the policy no longer makes.
+type KeptEntry struct {
+	// Kind of the workload.
+	Kind WorkloadKind `json:"kind"`
+	// Namespace of the workload.
+	Namespace string `json:"namespace"`
+	// Name of the workload.
+	Name string `json:"name"`
+	// UID of the workload.
+	UID types.UID `json:"uid"`
+	// SpiffeID of the entry.
+	SpiffeID string `json:"spiffeID"`
+	// ParentID of the entry; empty with per-node parents, where the pods'
+	// nodes give it.
+	// +optional
+	ParentID string `json:"parentID,omitempty"`
+	// Selectors of the entry, each "type:value".
+	Selectors []string `json:"selectors"`
+	// DNSNames of the entry.
+	// +optional
+	DNSNames []string `json:"dnsNames,omitempty"`
+	// X509SVIDTTL is the entry's X.509-SVID TTL in seconds (0: SPIRE's default).
+	// +optional
+	X509SVIDTTL int32 `json:"x509SVIDTTL,omitempty"`
+	// JWTSVIDTTL is the entry's JWT-SVID TTL in seconds (0: SPIRE's default).
+	// +optional
+	JWTSVIDTTL int32 `json:"jwtSVIDTTL,omitempty"`
+	// Hint of the entry.
+	// +optional
+	Hint string `json:"hint,omitempty"`
+	// Admin is the entry's admin grant.
+	// +optional
+	Admin bool `json:"admin,omitempty"`
+	// Downstream is the entry's downstream grant.
+	// +optional
+	Downstream bool `json:"downstream,omitempty"`
+	// FederatesWith are the trust domains the entry federates with.
+	// +optional
+	FederatesWith []string `json:"federatesWith,omitempty"`
 }
 
 // SpiffeRegistration registers the workloads it selects with SPIRE.

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,8 @@ type Workload struct {
 	Namespace string
 	// Name of the workload.
 	Name string
+	// UID of the workload object.
+	UID k8stypes.UID
 	// ResourceVersion of the cached object; it changes with every update.
 	ResourceVersion string
 	// Labels of the workload object.
@@ -58,7 +61,7 @@ func FromObject(obj client.Object) (Workload, bool) {
 	case *appsv1.DaemonSet:
 		kind, sel, sa = v1alpha1.WorkloadKindDaemonSet, o.Spec.Selector, o.Spec.Template.Spec.ServiceAccountName
 	case *Object:
-		w := Workload{Kind: o.WorkloadKind, Namespace: o.Namespace, Name: o.Name, ResourceVersion: o.ResourceVersion,
+		w := Workload{Kind: o.WorkloadKind, Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
 			Labels: o.LabelSet.Map(), ServiceAccount: o.ServiceAccount, HasMatchExpressions: o.HasMatchExpressions}
 		w.MatchLabels = w.Labels
 		if !o.MatchLabels.Equal(o.LabelSet) {
@@ -74,7 +77,7 @@ func FromObject(obj client.Object) (Workload, bool) {
 	if sa == "" {
 		sa = "default"
 	}
-	w := Workload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), ResourceVersion: obj.GetResourceVersion(),
+	w := Workload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
 		Labels: obj.GetLabels(), ServiceAccount: sa}
 	if sel != nil {
 		w.MatchLabels = sel.MatchLabels

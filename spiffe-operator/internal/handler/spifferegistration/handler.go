@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -154,7 +155,13 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 		h.Passes.observe(obj.Name, PassFull, ReasonPodSelector)
 		return h.podPass(ctx, obj, p)
 	}
-	memo := h.memo.forPolicy(obj.UID, obj.Generation)
+	memo := h.memo.forPolicy(obj.UID, obj.Generation, func() map[workloadKey]keptRecord {
+		recorded, err := parseKeptEntries(obj.Status.KeptEntries, p.trustDomain)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "reading the last good entries the status records; those workloads keep none after this restart")
+		}
+		return recorded
+	})
 	// Whatever the pass ends with, its status must not take lastSyncTime
 	// back behind a pass that talked to SPIRE and whose status was held
 	// back and replaced, or written off the worker after this pass read
@@ -282,6 +289,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	return h.report(ctx, obj, owner, counts{
 		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),
 		spireFailed: len(out.Failed), retained: out.Retained, talked: out.Talked, synced: &memo.synced,
+		kept: memo.keptEntries(maps.Keys(memo.byWorkload)),
 	}, failures, syncErr)
 }
 
@@ -295,6 +303,8 @@ type counts struct {
 	// talked to SPIRE without error (nil for a pass that keeps no memo);
 	// report updates it, and CreateOrUpdate reports it.
 	synced *time.Time
+	// kept are the last good entries of failing workloads, for the status.
+	kept []v1alpha1.KeptEntry
 }
 
 // laterSync returns the later of recorded (a status's lastSyncTime) and
@@ -323,6 +333,7 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 	if len(st.Failures) == 0 {
 		st.Failures = nil
 	}
+	st.KeptEntries = c.kept
 	if c.talked && syncErr == nil {
 		t := h.now()
 		if c.synced != nil {

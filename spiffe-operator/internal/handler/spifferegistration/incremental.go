@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -379,6 +380,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	return "", h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,
 		spireFailed: len(m.spireFailed), retained: out.Retained, talked: out.Talked, synced: &m.synced,
+		kept: m.keptEntries(maps.Keys(m.renderFailed)),
 	}, m.failures(), nil)
 }
 

@@ -27,6 +27,11 @@ type policyRenders struct {
 	// the first pass of this one: a workload whose render now fails keeps
 	// the entry it rendered to before.
 	previous map[workloadKey]*rendered
+	// recorded are the last good entries the policy's status recorded
+	// (status.keptEntries) when this process first met the policy, until
+	// its first full pass: after a restart, a workload whose render fails
+	// keeps the entry recorded for it (same UID) as its last good.
+	recorded map[workloadKey]keptRecord
 
 	// ready is true when the fields below describe SPIRE's state after the
 	// last pass, so the next pass may be an incremental one.
@@ -71,7 +76,10 @@ type rendered struct {
 	// successful render wanted (nil if none): a render error must not take
 	// away an identity the workload has.
 	lastGood *entries.Entry
-	pass     uint64
+	// uid is the workload's UID, kept when the render failed (for the
+	// status record of lastGood).
+	uid  k8stypes.UID
+	pass uint64
 }
 
 // wanted returns the entry the workload needs: what it renders to, or
@@ -89,6 +97,9 @@ func (r *rendered) wanted() *entries.Entry {
 func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *rendered {
 	e, f := p.render(w)
 	r := &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: pass}
+	if f != nil {
+		r.uid = w.UID
+	}
 	if f != nil && prev != nil {
 		if last := prev.wanted(); last != nil {
 			kept := last.Within(p.grants())
@@ -99,8 +110,10 @@ func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *ren
 }
 
 // forPolicy returns the memo of policy uid at generation gen; the caller
-// holds it for the pass (policies are reconciled one pass at a time).
-func (r *renders) forPolicy(uid k8stypes.UID, gen int64) *policyRenders {
+// holds it for the pass (policies are reconciled one pass at a time). A
+// memo made for a policy this process has not met holds recorded, the
+// last good entries its status records.
+func (r *renders) forPolicy(uid k8stypes.UID, gen int64, recorded func() map[workloadKey]keptRecord) *policyRenders {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byPolicy == nil {
@@ -112,6 +125,9 @@ func (r *renders) forPolicy(uid k8stypes.UID, gen int64) *policyRenders {
 		if m != nil {
 			next.previous = m.byWorkload
 			next.synced = m.synced
+			next.recorded = m.recorded
+		} else {
+			next.recorded = recorded()
 		}
 		m = next
 		r.byPolicy[uid] = m
@@ -136,6 +152,9 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 		if prev == nil {
 			prev = m.previous[k]
 		}
+		if rec, ok := m.recorded[k]; ok && prev == nil && w.UID != "" && rec.uid == w.UID {
+			prev = &rendered{entry: rec.entry}
+		}
 		r = newRender(p, w, prev, m.pass)
 		m.byWorkload[k] = r
 	}
@@ -148,6 +167,7 @@ func (m *policyRenders) begin() { m.pass++ }
 
 func (m *policyRenders) end() {
 	m.previous = nil
+	m.recorded = nil
 	for k, r := range m.byWorkload {
 		if r.pass != m.pass {
 			delete(m.byWorkload, k)

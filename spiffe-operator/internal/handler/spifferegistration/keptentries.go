@@ -1,0 +1,128 @@
+package spifferegistration
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+)
+
+// maxKeptEntries caps status.keptEntries (the CRD's MaxItems): a workload
+// beyond it keeps its last good entry in this process only.
+const maxKeptEntries = 100
+
+// keptRecord is a workload's last good entry as a status recorded it: the
+// workload it belongs to (by UID) and the entry.
+type keptRecord struct {
+	uid   k8stypes.UID
+	entry entries.Entry
+}
+
+// keptEntries returns the status records of the workloads of keys whose
+// render fails and that keep a last good entry, ordered by kind, namespace
+// and name, at most maxKeptEntries.
+func (m *policyRenders) keptEntries(keys iter.Seq[workloadKey]) []v1alpha1.KeptEntry {
+	var out []v1alpha1.KeptEntry
+	for k := range keys {
+		r := m.byWorkload[k]
+		if r == nil || r.failure == nil || r.lastGood == nil || r.uid == "" {
+			continue
+		}
+		out = append(out, keptEntryOf(k, r.uid, r.lastGood))
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.KeptEntry) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out[:min(len(out), maxKeptEntries)]
+}
+
+// keptEntryOf is the status record of workload k (UID uid) keeping e.
+func keptEntryOf(k workloadKey, uid k8stypes.UID, e *entries.Entry) v1alpha1.KeptEntry {
+	rec := v1alpha1.KeptEntry{
+		Kind: k.kind, Namespace: k.namespace, Name: k.name, UID: uid,
+		SpiffeID:    e.SpiffeID.String(),
+		X509SVIDTTL: e.X509SVIDTTL, JWTSVIDTTL: e.JWTSVIDTTL, Hint: e.Hint,
+		Admin: e.Admin, Downstream: e.Downstream,
+	}
+	// As the status reads back: an empty list is no list.
+	if len(e.DNSNames) > 0 {
+		rec.DNSNames = e.DNSNames
+	}
+	if len(e.FederatesWith) > 0 {
+		rec.FederatesWith = e.FederatesWith
+	}
+	if !e.ParentID.IsZero() {
+		rec.ParentID = e.ParentID.String()
+	}
+	rec.Selectors = make([]string, len(e.Selectors))
+	for i, s := range e.Selectors {
+		rec.Selectors[i] = s.String()
+	}
+	return rec
+}
+
+// parseKeptEntries returns the records of a status by workload. A record
+// that does not convert to an entry of trust domain td, or that names no
+// workload UID, is left out with the reason in err: the workload then
+// keeps nothing after a restart, as before records were kept.
+func parseKeptEntries(in []v1alpha1.KeptEntry, td spiffeid.TrustDomain) (map[workloadKey]keptRecord, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[workloadKey]keptRecord, len(in))
+	var errs []error
+	for _, rec := range in {
+		e, err := entryOfRecord(rec, td)
+		if err == nil && rec.UID == "" {
+			err = errors.New("no workload UID")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("status.keptEntries %s %s/%s: %w", rec.Kind, rec.Namespace, rec.Name, err))
+			continue
+		}
+		out[workloadKey{kind: rec.Kind, namespace: rec.Namespace, name: rec.Name}] = keptRecord{uid: rec.UID, entry: e}
+	}
+	return out, errors.Join(errs...)
+}
+
+// entryOfRecord converts a status record back to the entry it recorded.
+func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Entry, error) {
+	var e entries.Entry
+	var err error
+	if e.SpiffeID, err = spiffeid.FromString(rec.SpiffeID); err != nil {
+		return e, fmt.Errorf("spiffeID: %w", err)
+	}
+	if e.SpiffeID.TrustDomain() != td {
+		return e, fmt.Errorf("spiffeID %s is not in trust domain %s", e.SpiffeID, td)
+	}
+	if rec.ParentID != "" {
+		if e.ParentID, err = spiffeid.FromString(rec.ParentID); err != nil {
+			return e, fmt.Errorf("parentID: %w", err)
+		}
+	}
+	for _, s := range rec.Selectors {
+		sel, err := entries.ParseSelector(s)
+		if err != nil {
+			return e, err
+		}
+		e.Selectors = append(e.Selectors, sel)
+	}
+	if account, ok := entries.AccountOf(&e); !ok || !strings.HasPrefix(account, rec.Namespace+"/") {
+		return e, fmt.Errorf("selectors %v do not select pods of namespace %q", rec.Selectors, rec.Namespace)
+	}
+	e.DNSNames, e.X509SVIDTTL, e.JWTSVIDTTL, e.Hint = rec.DNSNames, rec.X509SVIDTTL, rec.JWTSVIDTTL, rec.Hint
+	e.Admin, e.Downstream, e.FederatesWith = rec.Admin, rec.Downstream, rec.FederatesWith
+	e.Normalize()
+	return e, nil
+}
