@@ -389,7 +389,7 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Eventually(paths(parentOf("sachange")), resync/2).Should(Equal([]string{"/ns/sachange-a/sa/new"}))
 	})
 
-	It("keeps the entries of a workload whose render now fails, reports the render error, and after a restart keeps them while its pods run", func() {
+	It("keeps the entry of a workload whose render now fails, reports the render error, and keeps it across a restart and a rollout", func() {
 		namespace("renderfail-a", map[string]string{"test": "renderfail"})
 		createSA("renderfail-a", "web")
 		deployment("renderfail-a", "web", "web", nil)
@@ -406,14 +406,35 @@ var _ = Describe("Entries follow the pods that run", func() {
 		Expect(p.Status.Failures).To(HaveLen(1))
 		Expect(p.Status.Failures[0].Object).To(Equal("Deployment renderfail-a/web"))
 		Consistently(paths(parentOf("renderfail")), 2*resync).Should(Equal([]string{"/ns/renderfail-a/sa/web"}))
+		// The API server keeps the record of the last good entry.
+		keptSpiffeIDs := func() ([]string, error) {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return nil, err
+			}
+			var ids []string
+			for _, k := range p.Status.KeptEntries {
+				ids = append(ids, k.SpiffeID)
+			}
+			return ids, nil
+		}
+		Eventually(keptSpiffeIDs).Should(Equal([]string{"spiffe://example.org/ns/renderfail-a/sa/web"}))
 
-		// A restart forgets the last good render; the running pod still
-		// keeps the entry.
+		// A restart forgets renders, not the record: a rollout after it
+		// (the pod replaced) keeps the identity.
 		whileOperatorDown(func() {})
 		Eventually(policyReady(p)).Should(Equal("False/InvalidSpiffeIDTemplate"))
-		Consistently(paths(parentOf("renderfail")), 2*resync).Should(Equal([]string{"/ns/renderfail-a/sa/web"}))
-
 		deletePod(running)
+		next := pod("renderfail-a", "web-2", "web", map[string]string{"app": "web"})
+		Consistently(paths(parentOf("renderfail")), 2*resync).Should(Equal([]string{"/ns/renderfail-a/sa/web"}))
+		Expect(keptSpiffeIDs()).To(HaveLen(1))
+
+		// Deselected, the workload's entry goes once no pod needs it.
+		Expect(testenv.Edit(ctx, k8s, p, func(p *v1alpha1.SpiffeRegistration) {
+			p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"test": "renderfail-none"}}
+		})).To(Succeed())
+		Eventually(policyReady(p)).Should(Equal("True/Ready"))
+		Eventually(keptSpiffeIDs).Should(BeEmpty())
+		deletePod(next)
 		Eventually(paths(parentOf("renderfail"))).Should(BeEmpty())
 	})
 

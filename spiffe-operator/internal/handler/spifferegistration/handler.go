@@ -1,6 +1,7 @@
 package spifferegistration
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -245,7 +246,11 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 			failures = append(failures, *f)
 		}
 		if e != nil && p.autoDNS {
-			if e, autoErr = h.withServiceNames(ctx, e, w.Namespace, w.MatchLabels); autoErr != nil {
+			var err error
+			if e, err = h.withServiceNames(ctx, e, w.Namespace, w.MatchLabels); err != nil {
+				// Keep the first: a later workload's lookup must not hide it
+				// (the pass would leave this workload's entry out).
+				autoErr = cmp.Or(autoErr, err)
 				return
 			}
 		}
@@ -289,7 +294,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	return h.report(ctx, obj, owner, counts{
 		selected: selected, desired: len(want), registered: len(out.Registered), masked: len(out.Masked),
 		spireFailed: len(out.Failed), retained: out.Retained, talked: out.Talked, synced: &memo.synced,
-		kept: memo.keptEntries(maps.Keys(memo.byWorkload)),
+		kept: memo.keptEntries(maps.Keys(memo.byWorkload), obj.Status.KeptEntries),
 	}, failures, syncErr)
 }
 

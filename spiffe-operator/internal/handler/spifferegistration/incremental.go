@@ -9,6 +9,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -369,18 +370,21 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	// find a parent missing from the record (its status write was refused
 	// after an earlier pass's write to SPIRE), and records it.
 	parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
-	if slices.Equal(parents, obj.Status.ParentIDs) {
+	kept := m.keptEntries(maps.Keys(m.renderFailed), obj.Status.KeptEntries)
+	if slices.Equal(parents, obj.Status.ParentIDs) && equality.Semantic.DeepEqual(kept, obj.Status.KeptEntries) {
 		// The parents held are as recorded, whether this pass wrote under
 		// them or wrote nothing: the status changes by counts and
 		// conditions only, so a pass that an event starts soon (the next
 		// workload's, or its pod's, come while this pass ran) may write it.
+		// A changed record of kept entries is written at once: a restart
+		// before it lands would lose it.
 		controller.StatusMayWait(ctx)
 	}
 	obj.Status.ParentIDs = parents
 	return "", h.report(ctx, obj, owner, counts{
 		selected: len(m.byWorkload), desired: m.desired(), registered: m.registered, masked: m.masked,
 		spireFailed: len(m.spireFailed), retained: out.Retained, talked: out.Talked, synced: &m.synced,
-		kept: m.keptEntries(maps.Keys(m.renderFailed)),
+		kept: kept,
 	}, m.failures(), nil)
 }
 

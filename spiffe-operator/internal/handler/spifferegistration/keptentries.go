@@ -15,9 +15,13 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 )
 
-// maxKeptEntries caps status.keptEntries (the CRD's MaxItems): a workload
-// beyond it keeps its last good entry in this process only.
-const maxKeptEntries = 100
+// maxKeptEntries caps status.keptEntries (the CRD's MaxItems), and
+// maxKeptPerNamespace the records of one namespace: a workload beyond them
+// keeps its last good entry in this process only.
+const (
+	maxKeptEntries      = 100
+	maxKeptPerNamespace = 10
+)
 
 // keptRecord is a workload's last good entry as a status recorded it: the
 // workload it belongs to (by UID) and the entry.
@@ -28,23 +32,58 @@ type keptRecord struct {
 
 // keptEntries returns the status records of the workloads of keys whose
 // render fails and that keep a last good entry, ordered by kind, namespace
-// and name, at most maxKeptEntries.
-func (m *policyRenders) keptEntries(keys iter.Seq[workloadKey]) []v1alpha1.KeptEntry {
-	var out []v1alpha1.KeptEntry
+// and name. Of more than the caps allow, those recorded before (in prev)
+// come first, then the others by kind, namespace and name; and no
+// namespace has more than maxKeptPerNamespace. So whoever may create
+// failing workloads in one namespace can neither displace another
+// namespace's records nor fill the status.
+func (m *policyRenders) keptEntries(keys iter.Seq[workloadKey], prev []v1alpha1.KeptEntry) []v1alpha1.KeptEntry {
+	var all []v1alpha1.KeptEntry
 	for k := range keys {
 		r := m.byWorkload[k]
 		if r == nil || r.failure == nil || r.lastGood == nil || r.uid == "" {
 			continue
 		}
-		out = append(out, keptEntryOf(k, r.uid, r.lastGood))
+		all = append(all, keptEntryOf(k, r.uid, r.lastGood))
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.KeptEntry) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	if len(out) == 0 {
+	if len(all) == 0 {
 		return nil
 	}
-	return out[:min(len(out), maxKeptEntries)]
+	byName := func(a, b v1alpha1.KeptEntry) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	}
+	before := make(map[workloadKey]k8stypes.UID, len(prev))
+	for _, p := range prev {
+		before[workloadKey{kind: p.Kind, namespace: p.Namespace, name: p.Name}] = p.UID
+	}
+	recordedBefore := func(r v1alpha1.KeptEntry) bool {
+		uid, ok := before[workloadKey{kind: r.Kind, namespace: r.Namespace, name: r.Name}]
+		return ok && uid == r.UID
+	}
+	slices.SortFunc(all, func(a, b v1alpha1.KeptEntry) int {
+		pa, pb := recordedBefore(a), recordedBefore(b)
+		if pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return byName(a, b)
+	})
+	out := make([]v1alpha1.KeptEntry, 0, min(len(all), maxKeptEntries))
+	perNamespace := map[string]int{}
+	for _, r := range all {
+		if len(out) == maxKeptEntries {
+			break
+		}
+		if perNamespace[r.Namespace] == maxKeptPerNamespace {
+			continue
+		}
+		perNamespace[r.Namespace]++
+		out = append(out, r)
+	}
+	slices.SortFunc(out, byName)
+	return out
 }
 
 // keptEntryOf is the status record of workload k (UID uid) keeping e.

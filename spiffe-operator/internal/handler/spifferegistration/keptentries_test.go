@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -84,21 +86,52 @@ func TestAKeptEntryRecordThatCouldServeAnotherNamespaceIsRefused(t *testing.T) {
 	}
 }
 
-// TestTheKeptEntriesRecordedAreCappedInTheirOrder: only failing workloads
-// with a last good entry are recorded, ordered by kind, namespace and name,
-// and at most maxKeptEntries of them.
-func TestTheKeptEntriesRecordedAreCappedInTheirOrder(t *testing.T) {
+// TestTheKeptEntriesRecordedAreCappedFairly: only failing workloads with
+// a last good entry are recorded, ordered by kind, namespace and name; at
+// most maxKeptPerNamespace of one namespace and maxKeptEntries in all;
+// and records the status held before stay ahead of new ones, so that no
+// namespace's new failing workloads displace another's.
+func TestTheKeptEntriesRecordedAreCappedFairly(t *testing.T) {
 	m := &policyRenders{byWorkload: map[workloadKey]*rendered{}}
 	e := sampleKept("")
 	failure := &v1alpha1.Failure{Reason: ReasonInvalidSpiffeIDTemplate}
-	for i := range maxKeptEntries + 10 {
-		k := workloadKey{kind: v1alpha1.WorkloadKindDeployment, namespace: "a", name: fmt.Sprintf("w-%03d", i)}
-		m.byWorkload[k] = &rendered{failure: failure, lastGood: &e, uid: "uid"}
+	add := func(kind v1alpha1.WorkloadKind, ns, name string) workloadKey {
+		k := workloadKey{kind: kind, namespace: ns, name: name}
+		m.byWorkload[k] = &rendered{failure: failure, lastGood: &e, uid: k8stypes.UID("uid-" + ns + "-" + name)}
+		return k
 	}
-	m.byWorkload[workloadKey{kind: v1alpha1.WorkloadKindDeployment, namespace: "a", name: "aa-renders"}] = &rendered{entry: e, uid: "uid"}
-	m.byWorkload[workloadKey{kind: v1alpha1.WorkloadKindDeployment, namespace: "a", name: "aa-never-rendered"}] = &rendered{failure: failure, uid: "uid"}
-	got := m.keptEntries(maps.Keys(m.byWorkload))
-	if len(got) != maxKeptEntries || got[0].Name != "w-000" || got[maxKeptEntries-1].Name != fmt.Sprintf("w-%03d", maxKeptEntries-1) {
-		t.Errorf("recorded %d, first %s, last %s; want %d from w-000 in order", len(got), got[0].Name, got[len(got)-1].Name, maxKeptEntries)
+	for n := range 15 {
+		for i := range maxKeptPerNamespace + 2 {
+			add(v1alpha1.WorkloadKindDaemonSet, fmt.Sprintf("ns-%02d", n), fmt.Sprintf("w-%02d", i))
+		}
+	}
+	m.byWorkload[workloadKey{kind: v1alpha1.WorkloadKindDeployment, namespace: "a", name: "renders"}] = &rendered{entry: e, uid: "uid"}
+	m.byWorkload[workloadKey{kind: v1alpha1.WorkloadKindDeployment, namespace: "a", name: "never-rendered"}] = &rendered{failure: failure, uid: "uid"}
+	got := m.keptEntries(maps.Keys(m.byWorkload), nil)
+	perNamespace := map[string]int{}
+	for _, r := range got {
+		perNamespace[r.Namespace]++
+	}
+	if len(got) != maxKeptEntries || len(perNamespace) != maxKeptEntries/maxKeptPerNamespace || perNamespace["ns-00"] != maxKeptPerNamespace ||
+		got[0].Name != "w-00" || got[len(got)-1].Namespace != "ns-09" || !slices.IsSortedFunc(got, func(a, b v1alpha1.KeptEntry) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	}) {
+		t.Errorf("recorded %d in namespaces %v, from %s/%s to %s/%s; want %d, %d per namespace from ns-00/w-00 to ns-09, in order",
+			len(got), perNamespace, got[0].Namespace, got[0].Name, got[len(got)-1].Namespace, got[len(got)-1].Name,
+			maxKeptEntries, maxKeptPerNamespace)
+	}
+
+	// A workload of namespace z recorded before stays, ahead of those that
+	// sort first; one re-created under its name (another UID) does not.
+	prev := []v1alpha1.KeptEntry{keptEntryOf(add(v1alpha1.WorkloadKindDeployment, "z", "web"), "uid-z-web", &e),
+		{Kind: v1alpha1.WorkloadKindDeployment, Namespace: "zz", Name: "web", UID: "uid-before"}}
+	add(v1alpha1.WorkloadKindDeployment, "zz", "web")
+	got = m.keptEntries(maps.Keys(m.byWorkload), prev)
+	has := func(ns string) bool {
+		return slices.ContainsFunc(got, func(r v1alpha1.KeptEntry) bool { return r.Namespace == ns })
+	}
+	if len(got) != maxKeptEntries || !has("z") || has("zz") {
+		t.Errorf("with z/web recorded before: %d records, z/web kept %t, zz/web (re-created) kept %t; want z/web alone kept of the two",
+			len(got), has("z"), has("zz"))
 	}
 }

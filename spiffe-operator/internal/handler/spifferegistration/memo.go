@@ -76,8 +76,8 @@ type rendered struct {
 	// successful render wanted (nil if none): a render error must not take
 	// away an identity the workload has.
 	lastGood *entries.Entry
-	// uid is the workload's UID, kept when the render failed (for the
-	// status record of lastGood).
+	// uid is the workload's UID: a last good entry passes only to a
+	// render of the same workload, not to one re-created under its name.
 	uid  k8stypes.UID
 	pass uint64
 }
@@ -92,17 +92,18 @@ func (r *rendered) wanted() *entries.Entry {
 }
 
 // newRender records what p renders for w; a failed render keeps the entry
-// prev (the workload's previous render, or nil) wanted, but with no grant
-// p no longer makes (entries.Entry.Within).
+// prev (the workload's previous render, or nil) wanted when prev is a
+// render of the same workload (its UID), under p's parent (with per-node
+// parents, each node's) and with no grant p no longer makes
+// (entries.Entry.Within).
 func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *rendered {
 	e, f := p.render(w)
-	r := &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: pass}
-	if f != nil {
-		r.uid = w.UID
-	}
-	if f != nil && prev != nil {
+	r := &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: pass, uid: w.UID}
+	if f != nil && prev != nil && prev.uid == w.UID {
 		if last := prev.wanted(); last != nil {
 			kept := last.Within(p.grants())
+			kept.ParentID = p.parentID
+			kept.Normalize()
 			r.lastGood = &kept
 		}
 	}
@@ -153,7 +154,7 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 			prev = m.previous[k]
 		}
 		if rec, ok := m.recorded[k]; ok && prev == nil && w.UID != "" && rec.uid == w.UID {
-			prev = &rendered{entry: rec.entry}
+			prev = &rendered{entry: rec.entry, uid: rec.uid}
 		}
 		r = newRender(p, w, prev, m.pass)
 		m.byWorkload[k] = r
