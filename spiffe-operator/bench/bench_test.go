@@ -118,6 +118,9 @@ type report struct {
 type sizeP99 struct {
 	n   int
 	p99 time.Duration
+	// blocks are the p99s of consecutive blocks of sampleBlock samples,
+	// in the order they ran (none below two blocks' worth).
+	blocks []time.Duration
 }
 
 // newP99s prints the one-new-Deployment p99 of every size side by side,
@@ -131,6 +134,45 @@ func (r *report) newP99s() {
 		parts[i] = fmt.Sprintf("N=%d %s (%.2fx)", p.n, p.p99, p.p99.Seconds()/r.p99s[0].p99.Seconds())
 	}
 	r.add("one new Deployment to its entry, p99 by size (ratio to N=%d; target flat): %s", r.p99s[0].n, strings.Join(parts, ", "))
+	base := r.p99s[0].blocks
+	if len(base) == 0 {
+		return
+	}
+	lo, hi := slices.Min(base), slices.Max(base)
+	for i, p := range r.p99s {
+		if len(p.blocks) == 0 {
+			continue
+		}
+		within := "within"
+		if p.p99 < lo || p.p99 > hi {
+			within = "outside"
+		}
+		parts[i] = fmt.Sprintf("N=%d [%s] (p99 %s, %s the N=%d blocks' %s..%s)", p.n, durations(p.blocks), p.p99, within, r.p99s[0].n,
+			lo.Round(time.Millisecond), hi.Round(time.Millisecond))
+	}
+	r.add("the same p99 per block of %d samples, in the order they ran: %s", sampleBlock, strings.Join(parts, "; "))
+}
+
+// sampleBlock is how many samples in a row make one block of blockP99s.
+const sampleBlock = 200
+
+// blockP99s returns the p99 of each run of size consecutive samples of
+// windows (in the order they ran), or nil when there are fewer than two
+// such runs; a partial last run is left out.
+func blockP99s(windows []sampleWindow, size int) []time.Duration {
+	if len(windows) < 2*size {
+		return nil
+	}
+	var out []time.Duration
+	for start := 0; start+size <= len(windows); start += size {
+		took := make([]time.Duration, size)
+		for i, w := range windows[start : start+size] {
+			took[i] = w.took
+		}
+		slices.Sort(took)
+		out = append(out, pct(took, 99))
+	}
+	return out
 }
 
 func (r *report) add(format string, args ...any) {

@@ -15,18 +15,26 @@ import (
 const entryNotifyChannel = "bench_entry_committed"
 
 // entryNotifierSQL installs, in SPIRE's database, a trigger that announces
-// the ID of every entry row SPIRE inserts. PostgreSQL delivers a
-// notification when the inserting transaction commits, so its arrival is
-// the moment the entry became readable through SPIRE's API.
+// the ID of every entry row SPIRE inserts, and that of every row it
+// deletes after goneMark. PostgreSQL delivers a notification when the
+// transaction commits, so its arrival is the moment the change became
+// visible through SPIRE's API.
 const entryNotifierSQL = `
 CREATE OR REPLACE FUNCTION bench_entry_committed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+	IF TG_OP = 'DELETE' THEN
+		PERFORM pg_notify('` + entryNotifyChannel + `', '` + goneMark + `' || OLD.entry_id);
+		RETURN OLD;
+	END IF;
 	PERFORM pg_notify('` + entryNotifyChannel + `', NEW.entry_id);
 	RETURN NEW;
 END $$;
 DROP TRIGGER IF EXISTS bench_entry_committed ON registered_entries;
-CREATE TRIGGER bench_entry_committed AFTER INSERT ON registered_entries
+CREATE TRIGGER bench_entry_committed AFTER INSERT OR DELETE ON registered_entries
 	FOR EACH ROW EXECUTE FUNCTION bench_entry_committed();`
+
+// goneMark prefixes the ID of a deleted entry in a notification.
+const goneMark = "gone:"
 
 // entryNotifier times entries from SPIRE's side without asking SPIRE: it
 // listens for the commit notifications of a trigger on SPIRE's entry
@@ -113,6 +121,11 @@ func (n *entryNotifier) expect(id string) func(ctx context.Context, timeout time
 			return time.Time{}, ctx.Err()
 		}
 	}
+}
+
+// expectGone is expect for the deletion of entry id.
+func (n *entryNotifier) expectGone(id string) func(ctx context.Context, timeout time.Duration) (time.Time, error) {
+	return n.expect(goneMark + id)
 }
 
 func (n *entryNotifier) forget(id string) {

@@ -14,6 +14,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -44,17 +45,21 @@ import (
 // that long after the converge before the samples, so that they time a new
 // workload in a cluster at rest rather than in the wake of the bulk load
 // (PostgreSQL's autovacuum, the API server's and SPIRE's work on the
-// entries just written).
+// entries just written). BENCH_SCALE_RECYCLE=1 deletes each sample's
+// workload (pod, Deployment, service account) once it is timed and waits,
+// untimed, for its entry to leave SPIRE, so that a size stays that size
+// however many samples it takes (without it, each sample adds a workload).
 type scaleSettings struct {
 	sizes                                     []int
 	concurrency, nodes, perNamespace, samples int
-	noFloors, split                           bool
+	noFloors, split, recycle                  bool
 	settle                                    time.Duration
 }
 
 func loadScaleSettings() (scaleSettings, error) {
 	s := scaleSettings{sizes: []int{1000, 10000, 50000, 100000}, concurrency: 4, nodes: 100, perNamespace: 100, samples: 200,
-		noFloors: os.Getenv("BENCH_SCALE_FLOORS") == "0", split: os.Getenv("BENCH_SCALE_SPLIT") == "1"}
+		noFloors: os.Getenv("BENCH_SCALE_FLOORS") == "0", split: os.Getenv("BENCH_SCALE_SPLIT") == "1",
+		recycle: os.Getenv("BENCH_SCALE_RECYCLE") == "1"}
 	if quick() {
 		s.sizes = []int{1000}
 	}
@@ -217,8 +222,10 @@ func scaleSizeFresh(ctx context.Context, b *testing.B, k8s client.WithWatch, cp 
 
 // scaleResult is what scaleSize measured at one size.
 type scaleResult struct {
-	converge        time.Duration
-	entries         int
+	converge time.Duration
+	entries  int
+	// recycled counts the samples removed once timed (BENCH_SCALE_RECYCLE).
+	recycled        int
 	rss, anon, file float64
 	latencies       []time.Duration
 	// afterCreates are the samples' times from the pod's creation (the
@@ -273,7 +280,10 @@ func (r *report) samples(n int, res scaleResult) {
 	for i, s := range res.slowest {
 		r.add("N=%d: slowest sample %d of %d, %s", n, i+1, len(res.latencies), s.costs.within(s.latency))
 	}
-	r.p99s = append(r.p99s, sizeP99{n: n, p99: pct(res.latencies, 99)})
+	if res.recycled > 0 {
+		r.add("N=%d: each of the %d samples' workloads was removed once timed, so the size stayed %d", n, res.recycled, n)
+	}
+	r.p99s = append(r.p99s, sizeP99{n: n, p99: pct(res.latencies, 99), blocks: blockP99s(res.windows, sampleBlock)})
 }
 
 // scaleSize starts a fresh server (opts) and operator, times a policy
@@ -397,6 +407,13 @@ func scaleSize(ctx context.Context, b *testing.B, k8s client.WithWatch, cp *test
 		if err != nil {
 			return res, err
 		}
+		if s.recycle {
+			e := sampleEntry(samplesNS, samples, j)
+			if err := removeSample(ctx, k8s, notifier, ids.EntryID(tag, e.Key()), samplesNS, samples, j); err != nil {
+				return res, err
+			}
+			res.recycled++
+		}
 		res.windows = append(res.windows, sampleWindow{start: t0, took: d})
 		res.latencies = append(res.latencies, d)
 		res.afterCreates = append(res.afterCreates, d-creates)
@@ -465,12 +482,7 @@ func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClie
 	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		return time.Time{}, 0, 0, err
 	}
-	e := entries.Entry{
-		SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, name)),
-		ParentID:  spiffeid.RequireFromString(l.parent(node)),
-		Selectors: []entries.Selector{{Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + name}},
-	}
-	e.Normalize()
+	e := sampleEntry(ns, l, j)
 	id := ids.EntryID(tag, e.Key())
 	committed := notifier.expect(id)
 	t0 = time.Now()
@@ -498,6 +510,38 @@ func timeNewWorkload(ctx context.Context, k8s client.Client, c entryv1.EntryClie
 			served.SpiffeID, served.ParentID, served.Selectors, e.SpiffeID, e.ParentID, e.Selectors)
 	}
 	return t0, at.Sub(t0), creates, nil
+}
+
+// sampleEntry is the entry workload j of layout l in namespace ns is to
+// have.
+func sampleEntry(ns string, l scaleLayout, j int) entries.Entry {
+	name := l.name(j)
+	e := entries.Entry{
+		SpiffeID:  spiffeid.RequireFromString(fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, name)),
+		ParentID:  spiffeid.RequireFromString(l.parent(l.node(j))),
+		Selectors: []entries.Selector{{Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + name}},
+	}
+	e.Normalize()
+	return e
+}
+
+// removeSample deletes workload j of layout l in namespace ns (its pod at
+// once, as a kubelet confirming the pod's end would, then its Deployment
+// and service account) and waits for its entry, id, to leave SPIRE.
+func removeSample(ctx context.Context, k8s client.Client, notifier *entryNotifier, id, ns string, l scaleLayout, j int) error {
+	gone := notifier.expectGone(id)
+	name := l.name(j)
+	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
+	for _, obj := range []client.Object{&corev1.Pod{ObjectMeta: meta}, &appsv1.Deployment{ObjectMeta: meta}, &corev1.ServiceAccount{ObjectMeta: meta}} {
+		if err := k8s.Delete(ctx, obj, client.GracePeriodSeconds(0)); err != nil {
+			notifier.forget(goneMark + id)
+			return fmt.Errorf("remove sample %s/%s: %w", ns, name, err)
+		}
+	}
+	if _, err := gone(ctx, time.Minute); err != nil {
+		return fmt.Errorf("entry of the removed sample %s/%s: %w", ns, name, err)
+	}
+	return nil
 }
 
 // createScaleWorkloads creates workloads from up to (not including) to of

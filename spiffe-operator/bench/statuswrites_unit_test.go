@@ -37,3 +37,27 @@ func TestOverlapStatusWritesCountsWritesDuringOrJustAfterASample(t *testing.T) {
 		t.Errorf("no samples: got %+v, want none counted", got)
 	}
 }
+
+// TestBlockP99sTakesEachBlockInTheOrderTheSamplesRan checks blockP99s
+// against values worked out by hand: each block's p99 is its own slowest
+// sample here (blocks of 10: the p99 is the 10th of 10), the blocks follow
+// the order of the samples, not their times, a partial last block is left
+// out, and fewer than two blocks give none.
+func TestBlockP99sTakesEachBlockInTheOrderTheSamplesRan(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var windows []sampleWindow
+	for i := range 25 {
+		took := ms(10 + i%10)
+		if i == 3 {
+			took = ms(90) // the first block's slowest
+		}
+		windows = append(windows, sampleWindow{took: took})
+	}
+	got := blockP99s(windows, 10)
+	if len(got) != 2 || got[0] != ms(90) || got[1] != ms(19) {
+		t.Errorf("blocks of 10 over 25 samples: got %v, want [90ms 19ms]", got)
+	}
+	if got := blockP99s(windows[:19], 10); got != nil {
+		t.Errorf("19 samples in blocks of 10: got %v, want none", got)
+	}
+}
