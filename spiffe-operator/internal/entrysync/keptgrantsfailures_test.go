@@ -162,3 +162,30 @@ func TestAPutBackDoesNotRestoreAGrantItsHolderWithdrewMeanwhile(t *testing.T) {
 			heldID, api.Writes())
 	}
 }
+
+// TestAFailedPutBackDoesNotStopThePassesOtherWithdrawals: an older policy
+// takes over a younger one's entry; its create fails and so does the
+// put-back of the held entry (SPIRE fails every create of that SPIFFE ID).
+// The same pass withdraws admin from the older policy's entry of another
+// namespace: that must still happen, and the failure be retried. On the
+// old code the failed put-back ended the pass before its updates.
+func TestAFailedPutBackDoesNotStopThePassesOtherWithdrawals(t *testing.T) {
+	ctx := context.Background()
+	api, s, older, _, _, e := adminEntryTakenOverByAFailingCreate(t)
+	older.Grants = entries.Grants{Admin: true}
+	other := saEntry("b", "ops")
+	other.Admin = true
+	if _, err := s.Sync(ctx, older, ptrs([]entries.Entry{other}), nil); err != nil {
+		t.Fatal(err)
+	}
+	api.Fail[e.SpiffeID.String()] = codes.Internal
+	older.Grants = entries.Grants{}
+	plain := other
+	plain.Admin = false
+	if _, err := s.Sync(ctx, older, ptrs([]entries.Entry{plain, e}), nil); err == nil {
+		t.Fatal("the failed create and put-back reported no error")
+	}
+	if adminOf(t, api.EntryAPI, "/ns/b/sa/ops") {
+		t.Errorf("the policy withdrew admin from b/ops, yet a failed put-back elsewhere kept it (writes %v)", api.Writes())
+	}
+}

@@ -888,8 +888,11 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		s.mu.Unlock()
 		// Delete what SPIRE renamed even when the call failed in part.
 		renameErr := s.deleteAll(ctx, renamed)
+		// A put-back that fails is retried with the pass; the rest of the
+		// pass (its updates and trims above all) goes on: the stale
+		// entries of the accounts whose creates failed are held back.
 		if err := s.putBack(ctx, p, in, res); err != nil {
-			return err
+			retry = errors.Join(retry, err)
 		}
 		if err != nil {
 			return fmt.Errorf("create %d entries: %w", len(in), err)
