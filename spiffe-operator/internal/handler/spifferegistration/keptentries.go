@@ -18,9 +18,14 @@ import (
 // maxKeptEntries caps status.keptEntries (the CRD's MaxItems), and
 // maxKeptPerNamespace the records of one namespace: a workload beyond them
 // keeps its last good entry in this process only.
+// maxKeptRecordBytes caps the text of one record (its selectors, DNS names
+// and IDs): a workload's matchLabels, which whoever may edit it chooses,
+// become selectors, and a status too large for the API server would stop
+// every status write of the policy.
 const (
 	maxKeptEntries      = 100
 	maxKeptPerNamespace = 10
+	maxKeptRecordBytes  = 2048
 )
 
 // keptRecord is a workload's last good entry as a status recorded it: the
@@ -44,7 +49,9 @@ func (m *policyRenders) keptEntries(keys iter.Seq[workloadKey], prev []v1alpha1.
 		if r == nil || r.failure == nil || r.lastGood == nil || r.uid == "" {
 			continue
 		}
-		all = append(all, keptEntryOf(k, r.uid, r.lastGood))
+		if rec := keptEntryOf(k, r.uid, r.lastGood); recordBytes(rec) <= maxKeptRecordBytes {
+			all = append(all, rec)
+		}
 	}
 	if len(all) == 0 {
 		return nil
@@ -84,6 +91,17 @@ func (m *policyRenders) keptEntries(keys iter.Seq[workloadKey], prev []v1alpha1.
 	}
 	slices.SortFunc(out, byName)
 	return out
+}
+
+// recordBytes is the length of the text a record holds.
+func recordBytes(r v1alpha1.KeptEntry) int {
+	n := len(r.Kind) + len(r.Namespace) + len(r.Name) + len(r.UID) + len(r.SpiffeID) + len(r.ParentID) + len(r.Hint)
+	for _, list := range [][]string{r.Selectors, r.DNSNames, r.FederatesWith} {
+		for _, v := range list {
+			n += len(v)
+		}
+	}
+	return n
 }
 
 // keptEntryOf is the status record of workload k (UID uid) keeping e.

@@ -135,3 +135,25 @@ func TestTheKeptEntriesRecordedAreCappedFairly(t *testing.T) {
 			len(got), has("z"), has("zz"))
 	}
 }
+
+// TestAKeptEntryTooLargeToRecordIsLeftOut: a workload whose last good
+// entry carries more text than maxKeptRecordBytes (matchLabels its editor
+// chose, as pod-label selectors) is not recorded, so that no namespace can
+// grow the policy's status past what the API server stores; the others
+// are.
+func TestAKeptEntryTooLargeToRecordIsLeftOut(t *testing.T) {
+	m := &policyRenders{byWorkload: map[workloadKey]*rendered{}}
+	failure := &v1alpha1.Failure{Reason: ReasonInvalidSpiffeIDTemplate}
+	small := sampleKept("")
+	large := sampleKept("")
+	for i := range 40 {
+		large.Selectors = append(large.Selectors, entries.Selector{Type: "k8s", Value: fmt.Sprintf("pod-label:k%02d:%s", i, strings.Repeat("v", 60))})
+	}
+	large.Normalize()
+	m.byWorkload[workloadKey{kind: v1alpha1.WorkloadKindDeployment, namespace: "a", name: "large"}] = &rendered{failure: failure, lastGood: &large, uid: "u1"}
+	m.byWorkload[workloadKey{kind: v1alpha1.WorkloadKindDeployment, namespace: "a", name: "small"}] = &rendered{failure: failure, lastGood: &small, uid: "u2"}
+	got := m.keptEntries(maps.Keys(m.byWorkload), nil)
+	if len(got) != 1 || got[0].Name != "small" || recordBytes(got[0]) > maxKeptRecordBytes {
+		t.Errorf("recorded %+v, want the small workload's record alone", got)
+	}
+}
