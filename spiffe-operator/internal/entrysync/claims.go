@@ -21,12 +21,15 @@ type Owner struct {
 	// Created is the object's creation time; the oldest claimant wins.
 	Created time.Time
 	// NodeOfParent, for an owner whose entries hang under the agent of
-	// each node, returns the node whose agent the parent ID names today,
-	// and false when no node it knows of renders that parent (a node
-	// re-created under a new UID whose agent still runs under the old ID,
-	// say). Retention then keeps an entry no longer wanted only for the
-	// pods its parent's agent can serve. Nil: any pod.
-	NodeOfParent func(ctx context.Context, parent string) (node string, known bool)
+	// each node, returns the node whose agent the parent ID names (known
+	// false when it knows of none), and whether a node of today renders
+	// that parent (current false for the parent of a node deleted or
+	// re-created under a new UID, whose agent may still run under the old
+	// ID until it attests again). Retention then keeps an entry no longer
+	// wanted only for the pods its parent's agent can serve, and one under
+	// a parent no longer current for its pods whatever is under the
+	// node's new parent. Nil: any pod.
+	NodeOfParent func(ctx context.Context, parent string) (node string, known, current bool)
 	// Grants are what the owner grants its entries today. An entry of its
 	// that SPIRE keeps without it being what the owner wants now (kept while
 	// pods still run under it, held back until what replaces it lands, or

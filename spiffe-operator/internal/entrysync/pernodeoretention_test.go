@@ -14,15 +14,19 @@ import (
 
 // perNodeOwner is an owner whose entries hang under the agent of each
 // node, spiffe://example.org/agent/<node>; nodes whose name starts with
-// "gone" it does not know of (deleted, or re-created under a new UID).
+// "gone" it does not know of, and a parent "old-<node>" it knows as the
+// agent of <node> before that node was re-created under a new UID.
 func perNodeOwner(name string) Owner {
 	o := owner(name, time.Hour)
-	o.NodeOfParent = func(_ context.Context, parent string) (string, bool) {
+	o.NodeOfParent = func(_ context.Context, parent string) (string, bool, bool) {
 		node, ok := strings.CutPrefix(parent, "spiffe://example.org/agent/")
 		if !ok || strings.HasPrefix(node, "gone") {
-			return "", false
+			return "", false, false
 		}
-		return node, true
+		if was, ok := strings.CutPrefix(node, "old-"); ok {
+			return was, true, false
+		}
+		return node, true, true
 	}
 	return o
 }
@@ -127,5 +131,41 @@ func TestTheRecordsKeptAcrossPassesHoldNoNodeMap(t *testing.T) {
 		if r.owner.NodeOfParent != nil {
 			t.Errorf("the retention record of %s keeps NodeOfParent", id)
 		}
+	}
+}
+
+// TestAnEntryUnderARecreatedNodesOldAgentStaysForThePodsThatRanThere: node
+// n1 is re-created under a new UID, so its entries move to the new agent
+// ID; but the agent on n1 runs under the old ID until it attests again,
+// and only an entry under that ID serves the pod w running there. The old
+// entry must stay while w runs. On the old code the entry under the new
+// parent counted as serving w, and the old one was deleted at once: w got
+// no SVID until the agent re-attested.
+func TestAnEntryUnderARecreatedNodesOldAgentStaysForThePodsThatRanThere(t *testing.T) {
+	api := fake.New()
+	pods := podW()
+	pods.nodes = map[string][]string{"a/sa": {"n1"}}
+	s := withPods(api, pods)
+	ctx := context.Background()
+	o := perNodeOwner("policy")
+	web := named("/web", "a", "sa", "app", "web")
+	if _, err := s.Sync(ctx, o, ptrs(underNodes(web, "old-n1")), nil); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Sync(ctx, o, ptrs(underNodes(web, "n1")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !holdsUnder(api, "/web", "n1") || !holdsUnder(api, "/web", "old-n1") {
+		t.Errorf("w runs on n1, whose agent may still run under its old ID: want the entry under both IDs, SPIRE holds %v (retained %d)",
+			api.All(), out.Retained)
+	}
+	pods.uids["a/sa"], pods.pods["a/sa"] = nil, nil
+	s.PodsChanged("a")
+	if _, err := s.Sync(ctx, o, ptrs(underNodes(web, "n1")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if holdsUnder(api, "/web", "old-n1") || !holdsUnder(api, "/web", "n1") {
+		t.Errorf("w is gone: want the entry under the new agent ID alone, SPIRE holds %v", api.All())
 	}
 }

@@ -48,8 +48,8 @@ type retainer struct {
 
 // parentNode is what Owner.NodeOfParent said of a parent ID.
 type parentNode struct {
-	node  string
-	known bool
+	node           string
+	known, current bool
 }
 
 // servedUnder reports whether an entry under parent can serve pod: with
@@ -64,15 +64,32 @@ func (r *retainer) servedUnder(pod Pod, parent string) bool {
 	if pod.Node == "" {
 		return false
 	}
+	pn := r.parentNode(parent)
+	return !pn.known || pn.node == pod.Node
+}
+
+// parentNode returns what the owner says of parent, once per pass.
+func (r *retainer) parentNode(parent string) parentNode {
 	pn, ok := r.parentNodes[parent]
 	if !ok {
-		pn.node, pn.known = r.owner.NodeOfParent(r.ctx, parent)
+		pn.node, pn.known, pn.current = r.owner.NodeOfParent(r.ctx, parent)
 		if r.parentNodes == nil {
 			r.parentNodes = map[string]parentNode{}
 		}
 		r.parentNodes[parent] = pn
 	}
-	return !pn.known || pn.node == pod.Node
+	return pn
+}
+
+// replaced reports whether parent names the agent of a node deleted or
+// re-created under a new UID: that agent may run under it until it
+// attests again, so only an entry under parent itself serves its pods.
+func (r *retainer) replaced(parent string) bool {
+	if r.owner.NodeOfParent == nil {
+		return false
+	}
+	pn := r.parentNode(parent)
+	return pn.known && !pn.current
 }
 
 // coverEntry is an entry the owner wants, as the retainer judges pods by it.
@@ -125,7 +142,7 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 		if !sh.MatchesPod(pod.UID, pod.Labels) || !r.servedUnder(pod, parent) {
 			continue
 		}
-		existing, here, creating := r.covers(sh, pod, parent)
+		existing, here, creating := r.covers(sh, pod, parent, r.replaced(parent))
 		if !recorded && !here {
 			// The pod depends on this entry unless an existing entry
 			// under the same parent serves it; one that only entries
@@ -164,8 +181,9 @@ func (r *retainer) retain(id string, o *ours, namespace string) {
 // node (see servedUnder), and it narrows by no container, image, owner or
 // node selector that stale does not also ask: the pod cache cannot tell
 // whether the pod meets such a selector, so an entry that adds one is no
-// proof that the pod keeps an identity without stale.
-func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string) (existing, here, creating bool) {
+// proof that the pod keeps an identity without stale. With sameParent,
+// only entries under parent count.
+func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string, sameParent bool) (existing, here, creating bool) {
 	if r.cover == nil {
 		r.cover = map[string][]coverEntry{}
 		add := func(e *entries.Entry, creating bool) {
@@ -194,7 +212,8 @@ func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string) (exist
 		}
 	}
 	for _, c := range r.cover[stale.Namespace+"/"+stale.ServiceAccount] {
-		if !c.shape.MatchesPod(pod.UID, pod.Labels) || !c.shape.NarrowsNoMoreThan(stale) || !r.servedUnder(pod, c.parent) {
+		if !c.shape.MatchesPod(pod.UID, pod.Labels) || !c.shape.NarrowsNoMoreThan(stale) || !r.servedUnder(pod, c.parent) ||
+			sameParent && c.parent != parent {
 			continue
 		}
 		if c.creating {

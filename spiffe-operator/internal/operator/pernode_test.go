@@ -139,12 +139,12 @@ var _ = Describe("Per-node parents (the default)", func() {
 	})
 
 	It("move a running pod's entry to a node re-created under the same name (a new UID, so a new agent ID) "+
-		"without a moment without it", func() {
+		"without a moment without it, keeping the old agent's while the pod runs", func() {
 		namespace("pernode-re", map[string]string{"test": "pernode-re"})
 		createSA("pernode-re", "web")
 		deployment("pernode-re", "web", "web", nil)
 		old := createNode("pernode-re-1")
-		podOn("pernode-re", "web-1", "web", old.Name, map[string]string{"app": "web"}, nil)
+		running := podOn("pernode-re", "web-1", "web", old.Name, map[string]string{"app": "web"}, nil)
 		p := perNodePolicy("pernode-re", nil)
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 		Eventually(paths(agentOf(old))).Should(Equal([]string{"/ns/pernode-re/sa/web"}))
@@ -178,12 +178,16 @@ var _ = Describe("Per-node parents (the default)", func() {
 		nn := createNode(old.Name)
 		Expect(nn.UID).NotTo(Equal(old.UID))
 		Eventually(paths(agentOf(nn))).Should(Equal([]string{"/ns/pernode-re/sa/web"}))
-		Eventually(paths(agentOf(old))).Should(BeEmpty())
+		// The node's agent runs under the old ID until it attests again:
+		// the entry under it stays while the pod that ran there runs.
+		Consistently(paths(agentOf(old)), resync).Should(Equal([]string{"/ns/pernode-re/sa/web"}))
 		close(stop)
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
 		Expect(gaps).To(BeEmpty(), "observations without the entry under any parent")
+		deletePod(running)
+		Eventually(paths(agentOf(old))).Should(BeEmpty())
 	})
 })
 

@@ -100,8 +100,11 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 	if !p.perNode() || h.AllNodes == nil {
 		return o
 	}
-	var byParent map[string]string
-	o.NodeOfParent = func(ctx context.Context, parent string) (string, bool) {
+	var (
+		byParent  map[string]string
+		nodesRead bool
+	)
+	o.NodeOfParent = func(ctx context.Context, parent string) (string, bool, bool) {
 		if byParent == nil {
 			all, err := h.AllNodes(ctx)
 			if err != nil {
@@ -110,6 +113,7 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 				logf.FromContext(ctx).Error(err, "reading nodes; keeping entries no longer wanted for pods on any node")
 				all = nil
 			}
+			nodesRead = err == nil
 			byParent = make(map[string]string, len(all))
 			for _, n := range all {
 				if id, err := p.nodeParent(n); err == nil {
@@ -118,11 +122,13 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 			}
 		}
 		if node, ok := byParent[parent]; ok {
-			return node, true
+			return node, true, true
 		}
 		// A parent of a node deleted or re-created under a new UID: its
-		// agent still runs on the node it was rendered for, if any.
-		return h.parents.nodeOf(parent)
+		// agent still runs on the node it was rendered for, if any, and
+		// under this ID until it attests again.
+		node, known := h.parents.nodeOf(parent)
+		return node, known, !nodesRead
 	}
 	return o
 }

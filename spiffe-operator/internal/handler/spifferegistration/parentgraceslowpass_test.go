@@ -88,5 +88,5 @@ func TestAParentRenderedBeforeASlowPassOfSeveralCallsIsRemembered(t *testing.T) 
 			t.Fatal(err)
 		}
 	}
-	recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx, t, e, p2, "n9")
+	recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx, t, e, p2, "n9", "api-n1")
 }

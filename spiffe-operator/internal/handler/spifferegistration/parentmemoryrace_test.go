@@ -48,7 +48,7 @@ func (h *hookedCreate) Create(ctx context.Context, in []*types.Entry) ([]spire.R
 // so the handler must still know the node it was rendered for: after n1
 // is re-created under a new UID, the old entry goes once n1's pod is
 // served, and is not kept for a bare pod on another node (n3), which n1's
-// agent cannot serve.
+// agent cannot serve, once n1's pod has ended.
 func TestAParentRenderedWhileAnotherPolicyPrunesIsRemembered(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, ns("a", map[string]string{"t": "a"}), ns("b", map[string]string{"t": "b"}), node("n1"), node("n2"),
@@ -78,7 +78,7 @@ func TestAParentRenderedWhileAnotherPolicyPrunesIsRemembered(t *testing.T) {
 	}
 	// n1 is re-created under a new UID; a bare pod of b's account runs on
 	// n3, whose Node object is gone (no entry can be rendered for it).
-	recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx, t, e, p2, "n3")
+	recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx, t, e, p2, "n3", "api-1")
 }
 
 // n1Parent is the parent ID of n1's agent under the default template.
@@ -121,10 +121,11 @@ func twoTeamsAfterN1Emptied(ctx context.Context, t *testing.T, e *env, api spire
 
 // recreateN1AndCheckABarePodElsewhereKeepsNothing re-creates n1 under a new
 // UID, starts a bare pod of b's account on node (whose Node object does not
-// exist, so no entry can be rendered for it), runs p2 twice, and checks
+// exist, so no entry can be rendered for it), ends n1Pod (b's pod on n1),
+// runs p2 twice, and checks
 // that p2's entry under n1's old parent is gone: n1's agent cannot serve a
 // pod on another node.
-func recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx context.Context, t *testing.T, e *env, p2 *v1alpha1.SpiffeRegistration, node string) {
+func recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx context.Context, t *testing.T, e *env, p2 *v1alpha1.SpiffeRegistration, node, n1Pod string) {
 	t.Helper()
 	if err := e.c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}); err != nil {
 		t.Fatal(err)
@@ -133,6 +134,11 @@ func recreateN1AndCheckABarePodElsewhereKeepsNothing(ctx context.Context, t *tes
 		t.Fatal(err)
 	}
 	if err := e.c.Create(ctx, runningPod("b", "bare", "api", node, map[string]string{"other": "x"})); err != nil {
+		t.Fatal(err)
+	}
+	// n1's pod ends: while it ran on n1, whose agent may still run under
+	// the old ID, the old entry stayed for it.
+	if err := e.c.Delete(ctx, runningPod("b", n1Pod, "api", "n1", nil)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {

@@ -40,9 +40,13 @@ func TestTheRenderedParentsOfNodesLongGoneAreForgotten(t *testing.T) {
 			t.Fatalf("after %d re-creations %d rendered parents are remembered, over the bound of 10", i+1, n)
 		}
 	}
-	want := []string{"/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n1-199"}
-	if got := entriesWithParents(e); !slices.Equal(got, want) {
-		t.Fatalf("entries = %v, want %v", got, want)
+	// web-1 ran on n1 through every re-creation, and n1's agent may still
+	// run under any of the IDs it had: the entries under the parents still
+	// remembered stay for web-1, no more than the bound, the current one
+	// among them.
+	got := entriesWithParents(e)
+	if len(got) > 10 || !slices.Contains(got, "/ns/a/sa/shop /spire/agent/k8s_psat/c1/uid-n1-199") {
+		t.Fatalf("entries = %v, want the current parent's and at most 10 in all", got)
 	}
 	if node, ok := e.h.parents.nodeOf("spiffe://example.org/spire/agent/k8s_psat/c1/uid-n1-199"); !ok || node != "n1" {
 		t.Errorf("the current parent is not remembered: %q, %v", node, ok)
