@@ -83,7 +83,8 @@ func (r *retainer) parentNode(parent string) parentNode {
 
 // replaced reports whether parent names the agent of a node deleted or
 // re-created under a new UID: that agent may run under it until it
-// attests again, so only an entry under parent itself serves its pods.
+// attests again, so the same identity under another parent does not serve
+// its pods.
 func (r *retainer) replaced(parent string) bool {
 	if r.owner.NodeOfParent == nil {
 		return false
@@ -96,6 +97,8 @@ func (r *retainer) replaced(parent string) bool {
 type coverEntry struct {
 	shape  entries.PodShape
 	parent string
+	// id is the entry's SPIFFE ID.
+	id string
 	// creating is true for an entry the plan creates, false for one SPIRE
 	// holds.
 	creating bool
@@ -142,7 +145,11 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 		if !sh.MatchesPod(pod.UID, pod.Labels) || !r.servedUnder(pod, parent) {
 			continue
 		}
-		existing, here, creating := r.covers(sh, pod, parent, r.replaced(parent))
+		moved := ""
+		if r.replaced(parent) {
+			moved = o.entry.SpiffeID.String()
+		}
+		existing, here, creating := r.covers(sh, pod, parent, moved)
 		if !recorded && !here {
 			// The pod depends on this entry unless an existing entry
 			// under the same parent serves it; one that only entries
@@ -181,15 +188,16 @@ func (r *retainer) retain(id string, o *ours, namespace string) {
 // node (see servedUnder), and it narrows by no container, image, owner or
 // node selector that stale does not also ask: the pod cache cannot tell
 // whether the pod meets such a selector, so an entry that adds one is no
-// proof that the pod keeps an identity without stale. With sameParent,
-// only entries under parent count.
-func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string, sameParent bool) (existing, here, creating bool) {
+// proof that the pod keeps an identity without stale. An entry of the
+// SPIFFE ID moved (when set) counts only under parent: the identity moved
+// to the new parent of a replaced node, whose agent may not have it yet.
+func (r *retainer) covers(stale entries.PodShape, pod Pod, parent, moved string) (existing, here, creating bool) {
 	if r.cover == nil {
 		r.cover = map[string][]coverEntry{}
 		add := func(e *entries.Entry, creating bool) {
 			if sh, ok := entries.ShapeOf(e); ok {
 				k := sh.Namespace + "/" + sh.ServiceAccount
-				r.cover[k] = append(r.cover[k], coverEntry{shape: sh, parent: e.ParentID.String(), creating: creating})
+				r.cover[k] = append(r.cover[k], coverEntry{shape: sh, parent: e.ParentID.String(), id: e.SpiffeID.String(), creating: creating})
 			}
 		}
 		for _, e := range r.p.creates {
@@ -213,7 +221,7 @@ func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string, samePa
 	}
 	for _, c := range r.cover[stale.Namespace+"/"+stale.ServiceAccount] {
 		if !c.shape.MatchesPod(pod.UID, pod.Labels) || !c.shape.NarrowsNoMoreThan(stale) || !r.servedUnder(pod, c.parent) ||
-			sameParent && c.parent != parent {
+			moved != "" && c.id == moved && c.parent != parent {
 			continue
 		}
 		if c.creating {

@@ -116,7 +116,7 @@ func (n *nodeParents) of(ctx context.Context, name string) (nodeParent, error) {
 		np.exists = found
 		if found && n.p.perNode() {
 			if np.id, np.err = n.p.nodeParent(node); np.err == nil {
-				n.h.parents.record(np.id.String(), name)
+				n.h.parents.record(np.id.String(), name, node.UID)
 			}
 		}
 	}

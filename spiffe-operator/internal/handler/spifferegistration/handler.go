@@ -102,6 +102,7 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 	}
 	var (
 		byParent  map[string]string
+		uidByName map[string]string
 		nodesRead bool
 	)
 	o.NodeOfParent = func(ctx context.Context, parent string) (string, bool, bool) {
@@ -115,7 +116,9 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 			}
 			nodesRead = err == nil
 			byParent = make(map[string]string, len(all))
+			uidByName = make(map[string]string, len(all))
 			for _, n := range all {
+				uidByName[n.Name] = n.UID
 				if id, err := p.nodeParent(n); err == nil {
 					byParent[id.String()] = n.Name
 				}
@@ -124,11 +127,15 @@ func (h *Handler) ownerFor(obj *v1alpha1.SpiffeRegistration, p *policy) entrysyn
 		if node, ok := byParent[parent]; ok {
 			return node, true, true
 		}
-		// A parent of a node deleted or re-created under a new UID: its
-		// agent still runs on the node it was rendered for, if any, and
-		// under this ID until it attests again.
-		node, known := h.parents.nodeOf(parent)
-		return node, known, !nodesRead
+		// A parent the policy's template no longer renders for a node:
+		// its agent runs on the node it was rendered for, if any. When
+		// that node is gone or was re-created under a new UID (or the
+		// nodes cannot be read), its agent may still run under this ID
+		// until it attests again: the parent is not current. When the
+		// node is the same (the template was edited), the agent's ID is
+		// what the template now renders.
+		node, uid, known := h.parents.incarnationOf(parent)
+		return node, known, nodesRead && uid != "" && uidByName[node] == uid
 	}
 	return o
 }

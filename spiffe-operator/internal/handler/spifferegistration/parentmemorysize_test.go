@@ -61,10 +61,10 @@ func TestTheRenderedParentsOfNodesLongGoneAreForgotten(t *testing.T) {
 // evict it; a parent rendered for two node names names neither.
 func TestRenderedParentsKeepTheRecentlyRenderedAndNameNoNodeWhenAmbiguous(t *testing.T) {
 	r := renderedParents{max: 3}
-	r.record("p-stable", "n1")
+	r.record("p-stable", "n1", "")
 	for i := 0; i < 10; i++ {
-		r.record(fmt.Sprintf("p-churn-%d", i), fmt.Sprintf("c%d", i))
-		r.record("p-stable", "n1")
+		r.record(fmt.Sprintf("p-churn-%d", i), fmt.Sprintf("c%d", i), "")
+		r.record("p-stable", "n1", "")
 	}
 	if node, ok := r.nodeOf("p-stable"); !ok || node != "n1" || r.len() != 3 {
 		t.Errorf("p-stable: %q, %v; %d remembered, want n1 and 3", node, ok, r.len())
@@ -72,7 +72,7 @@ func TestRenderedParentsKeepTheRecentlyRenderedAndNameNoNodeWhenAmbiguous(t *tes
 	if _, ok := r.nodeOf("p-churn-0"); ok {
 		t.Error("the oldest parent beyond the bound is still remembered")
 	}
-	r.record("p-stable", "n2")
+	r.record("p-stable", "n2", "")
 	if node, ok := r.nodeOf("p-stable"); ok {
 		t.Errorf("a parent rendered for n1 and n2 names %q", node)
 	}

@@ -5,8 +5,8 @@ import (
 	"sync"
 )
 
-// maxRenderedParents bounds renderedParents: about 100 bytes a parent, so
-// at most about a megabyte, however many nodes come and go.
+// maxRenderedParents bounds renderedParents: about 150 bytes a parent, so
+// at most about 1.5 megabytes, however many nodes come and go.
 const maxRenderedParents = 10000
 
 // renderedParents remembers, for the per-node parent IDs this process
@@ -32,10 +32,13 @@ type renderedParent struct {
 	// node is the node's name; "" marks a parent rendered for more than
 	// one node name, which names no single node.
 	node string
+	// uid is the UID of the Node object it was last rendered for.
+	uid string
 }
 
-// record notes that parent was rendered for the node named node.
-func (r *renderedParents) record(parent, node string) {
+// record notes that parent was rendered for the node named node, whose
+// Node object has the UID uid.
+func (r *renderedParents) record(parent, node, uid string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.node == nil {
@@ -46,10 +49,11 @@ func (r *renderedParents) record(parent, node string) {
 		if p.node != node {
 			p.node = ""
 		}
+		p.uid = uid
 		r.recent.MoveToFront(el)
 		return
 	}
-	r.node[parent] = r.recent.PushFront(&renderedParent{parent: parent, node: node})
+	r.node[parent] = r.recent.PushFront(&renderedParent{parent: parent, node: node, uid: uid})
 	max := r.max
 	if max <= 0 {
 		max = maxRenderedParents
@@ -65,14 +69,21 @@ func (r *renderedParents) record(parent, node string) {
 // process has not rendered it (or forgot it) or rendered it for more than
 // one node.
 func (r *renderedParents) nodeOf(parent string) (string, bool) {
+	node, _, ok := r.incarnationOf(parent)
+	return node, ok
+}
+
+// incarnationOf is nodeOf with the UID of the Node object parent was last
+// rendered for.
+func (r *renderedParents) incarnationOf(parent string) (node, uid string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	el, ok := r.node[parent]
-	if !ok {
-		return "", false
+	el, found := r.node[parent]
+	if !found {
+		return "", "", false
 	}
-	node := el.Value.(*renderedParent).node
-	return node, node != ""
+	p := el.Value.(*renderedParent)
+	return p.node, p.uid, p.node != ""
 }
 
 // len returns the number of parents remembered.
