@@ -3,6 +3,7 @@ package entrysync
 import (
 	"context"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/apimachinery/pkg/labels"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -98,7 +99,7 @@ type coverEntry struct {
 	shape  entries.PodShape
 	parent string
 	// id is the entry's SPIFFE ID.
-	id string
+	id spiffeid.ID
 	// creating is true for an entry the plan creates, false for one SPIRE
 	// holds.
 	creating bool
@@ -145,9 +146,9 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 		if !sh.MatchesPod(pod.UID, pod.Labels) || !r.servedUnder(pod, parent) {
 			continue
 		}
-		moved := ""
+		var moved spiffeid.ID
 		if r.replaced(parent) {
-			moved = o.entry.SpiffeID.String()
+			moved = o.entry.SpiffeID
 		}
 		existing, here, creating := r.covers(sh, pod, parent, moved)
 		if !recorded && !here {
@@ -189,15 +190,16 @@ func (r *retainer) retain(id string, o *ours, namespace string) {
 // node selector that stale does not also ask: the pod cache cannot tell
 // whether the pod meets such a selector, so an entry that adds one is no
 // proof that the pod keeps an identity without stale. An entry of the
-// SPIFFE ID moved (when set) counts only under parent: the identity moved
-// to the new parent of a replaced node, whose agent may not have it yet.
-func (r *retainer) covers(stale entries.PodShape, pod Pod, parent, moved string) (existing, here, creating bool) {
+// SPIFFE ID moved (unless zero) counts only under parent: the identity
+// moved to the new parent of a replaced node, whose agent may not have it
+// yet.
+func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string, moved spiffeid.ID) (existing, here, creating bool) {
 	if r.cover == nil {
 		r.cover = map[string][]coverEntry{}
 		add := func(e *entries.Entry, creating bool) {
 			if sh, ok := entries.ShapeOf(e); ok {
 				k := sh.Namespace + "/" + sh.ServiceAccount
-				r.cover[k] = append(r.cover[k], coverEntry{shape: sh, parent: e.ParentID.String(), id: e.SpiffeID.String(), creating: creating})
+				r.cover[k] = append(r.cover[k], coverEntry{shape: sh, parent: e.ParentID.String(), id: e.SpiffeID, creating: creating})
 			}
 		}
 		for _, e := range r.p.creates {
@@ -221,7 +223,7 @@ func (r *retainer) covers(stale entries.PodShape, pod Pod, parent, moved string)
 	}
 	for _, c := range r.cover[stale.Namespace+"/"+stale.ServiceAccount] {
 		if !c.shape.MatchesPod(pod.UID, pod.Labels) || !c.shape.NarrowsNoMoreThan(stale) || !r.servedUnder(pod, c.parent) ||
-			moved != "" && c.id == moved && c.parent != parent {
+			!moved.IsZero() && c.id == moved && c.parent != parent {
 			continue
 		}
 		if c.creating {

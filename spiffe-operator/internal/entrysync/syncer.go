@@ -1221,7 +1221,7 @@ func (s *Syncer) stillNeeded(r *retainer, d deletion, e *entries.Entry, refused 
 		if !needs[pod.UID] || !sh.MatchesPod(pod.UID, pod.Labels) || !r.servedUnder(pod, d.parent) {
 			continue
 		}
-		if _, here, _ := r.covers(sh, pod, d.parent, ""); !here {
+		if _, here, _ := r.covers(sh, pod, d.parent, spiffeid.ID{}); !here {
 			return true
 		}
 	}
