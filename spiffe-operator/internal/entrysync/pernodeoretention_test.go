@@ -142,13 +142,60 @@ func TestTheRecordsKeptAcrossPassesHoldNoNodeMap(t *testing.T) {
 // parent counted as serving w, and the old one was deleted at once: w got
 // no SVID until the agent re-attested.
 func TestAnEntryUnderARecreatedNodesOldAgentStaysForThePodsThatRanThere(t *testing.T) {
-	api := fake.New()
-	pods := podW()
+	api, pods, s, o, web, out := webMovedOffARecreatedNode(t)
+	if !holdsUnder(api, "/web", "n1") || !holdsUnder(api, "/web", "old-n1") {
+		t.Errorf("w runs on n1, whose agent may still run under its old ID: want the entry under both IDs, SPIRE holds %v (retained %d)",
+			api.All(), out.Retained)
+	}
+	pods.uids["a/sa"], pods.pods["a/sa"] = nil, nil
+	s.PodsChanged("a")
+	if _, err := s.Sync(context.Background(), o, ptrs(underNodes(web, "n1")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if holdsUnder(api, "/web", "old-n1") || !holdsUnder(api, "/web", "n1") {
+		t.Errorf("w is gone: want the entry under the new agent ID alone, SPIRE holds %v", api.All())
+	}
+}
+
+// TestAnIdentityReplacedAfterANodeRecreationGoesUnderTheOldAgentToo: node n1
+// is re-created while the tenant's pod w runs there, so /web stays under
+// n1's old agent ID. The policy then replaces w's identity /web by /basic
+// (same pods, no narrower selectors): /web must go under the old agent ID
+// too, since an entry the policy wants matches w. Only the same identity,
+// moved to the node's new parent, does not count as serving w there.
+func TestAnIdentityReplacedAfterANodeRecreationGoesUnderTheOldAgentToo(t *testing.T) {
+	api, _, s, o, _, _ := webMovedOffARecreatedNode(t)
+	if !holdsUnder(api, "/web", "old-n1") {
+		t.Fatalf("setup: want /web under n1's old agent ID while w runs, SPIRE holds %v", api.All())
+	}
+	// The policy now gives w the identity /basic instead of /web.
+	basic := named("/basic", "a", "sa")
+	out, err := s.Sync(context.Background(), o, ptrs(underNodes(basic, "n1")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holdsUnder(api, "/web", "n1") {
+		t.Fatalf("/web under n1's new agent ID stays though /basic serves w there: %v", api.All())
+	}
+	if holdsUnder(api, "/web", "old-n1") {
+		t.Errorf("the policy replaced w's identity /web by /basic, yet /web stays under n1's old agent ID for as long as w runs "+
+			"(retained %d): SPIRE holds %v", out.Retained, api.All())
+	}
+}
+
+// webMovedOffARecreatedNode registers web (account a/sa, app=web) for the
+// pod w on n1 under n1's agent ID, then, n1 re-created under a new UID,
+// under its new one ("old-n1" is the replaced parent; see perNodeOwner),
+// and returns the second pass's outcome.
+func webMovedOffARecreatedNode(t *testing.T) (api *fake.EntryAPI, pods *podSet, s *Syncer, o Owner, web entries.Entry, out Outcome) {
+	t.Helper()
+	api = fake.New()
+	pods = podW()
 	pods.nodes = map[string][]string{"a/sa": {"n1"}}
-	s := withPods(api, pods)
+	s = withPods(api, pods)
 	ctx := context.Background()
-	o := perNodeOwner("policy")
-	web := named("/web", "a", "sa", "app", "web")
+	o = perNodeOwner("policy")
+	web = named("/web", "a", "sa", "app", "web")
 	if _, err := s.Sync(ctx, o, ptrs(underNodes(web, "old-n1")), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -156,16 +203,5 @@ func TestAnEntryUnderARecreatedNodesOldAgentStaysForThePodsThatRanThere(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !holdsUnder(api, "/web", "n1") || !holdsUnder(api, "/web", "old-n1") {
-		t.Errorf("w runs on n1, whose agent may still run under its old ID: want the entry under both IDs, SPIRE holds %v (retained %d)",
-			api.All(), out.Retained)
-	}
-	pods.uids["a/sa"], pods.pods["a/sa"] = nil, nil
-	s.PodsChanged("a")
-	if _, err := s.Sync(ctx, o, ptrs(underNodes(web, "n1")), nil); err != nil {
-		t.Fatal(err)
-	}
-	if holdsUnder(api, "/web", "old-n1") || !holdsUnder(api, "/web", "n1") {
-		t.Errorf("w is gone: want the entry under the new agent ID alone, SPIRE holds %v", api.All())
-	}
+	return api, pods, s, o, web, out
 }
