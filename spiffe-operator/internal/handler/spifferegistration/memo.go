@@ -153,7 +153,8 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 		if prev == nil {
 			prev = m.previous[k]
 		}
-		if rec, ok := m.recorded[k]; ok && prev == nil && w.UID != "" && rec.uid == w.UID {
+		if rec, ok := m.recorded[k]; ok && prev == nil {
+			// newRender takes it only for the same UID.
 			prev = &rendered{entry: rec.entry, uid: rec.uid}
 		}
 		r = newRender(p, w, prev, m.pass)
