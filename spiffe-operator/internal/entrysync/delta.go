@@ -40,6 +40,10 @@ func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entri
 			}
 		}
 	}
+	if !s.recheckable(owner, now) {
+		s.mu.Unlock()
+		return out, ErrNeedFullSync
+	}
 	addKeys := make([]entries.Key, len(want))
 	for i, e := range want {
 		addKeys[i] = e.Key()
@@ -74,6 +78,7 @@ func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entri
 			}
 		}
 	}
+	s.recheck(&r, mark, &out)
 	s.mu.Unlock()
 	return s.finish(ctx, owner, notify, p, out)
 }

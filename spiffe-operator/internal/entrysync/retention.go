@@ -2,6 +2,7 @@ package entrysync
 
 import (
 	"context"
+	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,6 +31,8 @@ type PodLister func(ctx context.Context, namespace, serviceAccount string) ([]Po
 type retention struct {
 	owner     Owner
 	namespace string
+	// parent is the parent ID the entry is under.
+	parent string
 }
 
 // retainer decides, for one plan, which of an owner's entries that are no
@@ -134,7 +137,7 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 	if err != nil {
 		// Not knowing which pods run, keep the entry: the next pass decides.
 		logf.FromContext(r.ctx).Error(err, "reading pods; keeping an entry no longer wanted", "entryID", id)
-		r.retain(id, o, sh.Namespace)
+		r.retain(parent, id, o, sh.Namespace)
 		return true
 	}
 	needs, recorded := r.s.withdrawn[id]
@@ -166,16 +169,16 @@ func (r *retainer) keep(parent, id string, o *ours) bool {
 		r.s.withdrawn[id] = needs
 	}
 	if kept {
-		r.retain(id, o, sh.Namespace)
+		r.retain(parent, id, o, sh.Namespace)
 	}
 	return kept
 }
 
-// retain records that the owner's entry o (ID id) stays for pods in
-// namespace, and plans the withdrawal of any grant the owner no longer
-// makes from it.
-func (r *retainer) retain(id string, o *ours, namespace string) {
-	r.s.retained[id] = retention{owner: r.owner.bare(), namespace: namespace}
+// retain records that the owner's entry o (ID id, under parent) stays for
+// pods in namespace, and plans the withdrawal of any grant the owner no
+// longer makes from it.
+func (r *retainer) retain(parent, id string, o *ours, namespace string) {
+	r.s.retained[id] = retention{owner: r.owner.bare(), namespace: namespace, parent: parent}
 	if u, ok := trimmed(&o.entry, id, r.owner.Grants); ok {
 		r.p.updates = append(r.p.updates, u)
 	}
@@ -239,31 +242,98 @@ func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string, moved 
 	return existing, here, creating
 }
 
-// forgetRetained drops the retention records of owner (before a full plan
-// rebuilds them) or of one entry (once deleted).
+// forgetRetained drops the retention records of owner, and the namespaces
+// whose pods changed for it, before a full plan judges every entry again.
 func (s *Syncer) forgetRetained(owner Owner) {
 	for id, r := range s.retained {
 		if r.owner.UID == owner.UID {
 			delete(s.retained, id)
 		}
 	}
+	delete(s.podsChanged, owner.UID)
 }
 
 // PodsChanged asks for another pass of every owner that keeps an entry only
 // because pods in namespace still ran under it: call it when a pod there is
-// deleted or relabelled, so the entry goes once no pod needs it.
+// deleted or relabelled, so the entry goes once no pod needs it. The pass
+// need not be a full one: the owner's next SyncDelta judges again the
+// entries it keeps in namespace (Options.Recheck).
 func (s *Syncer) PodsChanged(namespace string) {
 	s.mu.Lock()
 	var notify []Owner
-	seen := map[string]bool{}
 	for _, r := range s.retained {
-		if r.namespace == namespace && !seen[string(r.owner.UID)] {
-			seen[string(r.owner.UID)] = true
+		if r.namespace != namespace {
+			continue
+		}
+		changed := s.podsChanged[r.owner.UID]
+		if changed == nil {
+			changed = map[string]struct{}{}
+			s.podsChanged[r.owner.UID] = changed
+		}
+		if _, asked := changed[namespace]; !asked {
+			changed[namespace] = struct{}{}
 			notify = append(notify, r.owner)
 		}
 	}
 	s.mu.Unlock()
 	for _, o := range notify {
-		s.opts.Notify(o)
+		s.opts.Recheck(o)
+	}
+}
+
+// recheckable reports whether SyncDelta may judge again the entries owner
+// keeps in the namespaces whose pods changed: the view of each of their
+// parents must be valid and no older than the resync interval. s.mu is
+// held.
+func (s *Syncer) recheckable(owner Owner, now time.Time) bool {
+	changed := s.podsChanged[owner.UID]
+	if len(changed) == 0 {
+		return true
+	}
+	for _, r := range s.retained {
+		if r.owner.UID != owner.UID {
+			continue
+		}
+		if _, ok := changed[r.namespace]; !ok {
+			continue
+		}
+		if v := s.views[r.parent]; v == nil || !v.valid || now.Sub(v.listedAt) >= s.opts.ResyncInterval {
+			return false
+		}
+	}
+	return true
+}
+
+// recheck judges again, in the plan of a SyncDelta numbered mark, the
+// entries owner keeps in the namespaces whose pods changed since: each
+// stays while a pod that needed it still does, and goes otherwise. An
+// entry owner wants again is no longer kept. s.mu is held, and
+// recheckable was true.
+func (s *Syncer) recheck(r *retainer, mark uint64, out *Outcome) {
+	owner := r.owner
+	changed := s.podsChanged[owner.UID]
+	if len(changed) == 0 {
+		return
+	}
+	delete(s.podsChanged, owner.UID)
+	tag := owner.Tag()
+	claimed := s.claims.byOwner[owner.UID]
+	for id, kept := range s.retained {
+		if kept.owner.UID != owner.UID {
+			continue
+		}
+		if _, ok := changed[kept.namespace]; !ok {
+			continue
+		}
+		delete(s.retained, id)
+		o := s.views[kept.parent].ours[id]
+		if o == nil || o.owner != tag || o.mark == mark {
+			// Gone, taken over, or wanted by this plan.
+			continue
+		}
+		if _, wanted := claimed[o.entry.Key()]; wanted {
+			continue
+		}
+		r.drop(kept.parent, id, o, out)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -58,6 +59,11 @@ type Options struct {
 	// (Outcome.Retained); call PodsChanged when pods go or change labels.
 	// Nil deletes entries as soon as they are no longer wanted.
 	Pods PodLister
+	// Recheck asks for another pass of an owner that keeps entries for pods
+	// in a namespace whose pods changed (PodsChanged). The pass may be an
+	// incremental one: SyncDelta judges those entries again, with or
+	// without other changes. It must not block; nil means Notify.
+	Recheck func(Owner)
 	// MaskRecheck is how soon an entry masked by a foreign entry is checked
 	// again (doubling up to ResyncInterval while it stays); 0 means
 	// DefaultMaskRecheck, a negative value leaves it to the resync.
@@ -95,6 +101,9 @@ type Syncer struct {
 	// restart). The owner's next full Sync, or its Release, reads them; the
 	// owners with claims are notified, for a full pass.
 	found map[string]map[string]spiffeid.ID
+	// podsChanged holds, by owner UID, the namespaces in which the owner
+	// keeps entries for pods and whose pods changed since its last plan.
+	podsChanged map[k8stypes.UID]map[string]struct{}
 }
 
 // New returns a Syncer writing through api.
@@ -105,9 +114,12 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 	if opts.Notify == nil {
 		opts.Notify = func(Owner) {}
 	}
+	if opts.Recheck == nil {
+		opts.Recheck = opts.Notify
+	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
 		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{},
-		releasing: map[string]int{}, found: map[string]map[string]spiffeid.ID{}}
+		releasing: map[string]int{}, found: map[string]map[string]spiffeid.ID{}, podsChanged: map[k8stypes.UID]map[string]struct{}{}}
 }
 
 // Masked is a wanted entry that another holder has.

@@ -167,6 +167,14 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 			}
 			notifier.Notify(owner)
 		},
+		Recheck: func(owner entrysync.Owner) {
+			// Pods changed where the owner keeps entries for them: an
+			// incremental pass judges those entries again.
+			if owner.Kind == spifferegistration.Kind {
+				dirty.Kept(owner.Name)
+			}
+			notifier.Notify(owner)
+		},
 	}
 	if err := opcontroller.IndexPods(ctx, mgr); err != nil {
 		_ = closer.Close()

@@ -29,12 +29,15 @@ type dirtySet struct {
 	changes
 }
 
-// changes are what an incremental pass re-examines: workloads, and the
+// changes are what an incremental pass re-examines: workloads, the
 // service accounts whose pods changed (what a policy whose entries follow
-// pods, with per-node parents or per-pod entries, must look at again).
+// pods, with per-node parents or per-pod entries, must look at again), and
+// whether the entries the policy keeps for running pods must be judged
+// again (entrysync.Syncer.PodsChanged).
 type changes struct {
 	workloads map[workloadKey]struct{}
 	accounts  map[accountKey]struct{}
+	kept      bool
 }
 
 // accountKey is one service account of one namespace.
@@ -42,7 +45,13 @@ type accountKey struct {
 	namespace, serviceAccount string
 }
 
-func (c changes) size() int { return len(c.workloads) + len(c.accounts) }
+func (c changes) size() int {
+	n := len(c.workloads) + len(c.accounts)
+	if c.kept {
+		n++
+	}
+	return n
+}
 
 // NewDirty returns an empty Dirty.
 func NewDirty() *Dirty {
@@ -51,21 +60,28 @@ func NewDirty() *Dirty {
 
 // Workload records a change of one workload for policy.
 func (d *Dirty) Workload(policy string, kind v1alpha1.WorkloadKind, namespace, name string) {
-	d.record(policy, func(c changes) { c.workloads[workloadKey{kind: kind, namespace: namespace, name: name}] = struct{}{} })
+	d.record(policy, func(c *changes) { c.workloads[workloadKey{kind: kind, namespace: namespace, name: name}] = struct{}{} })
 }
 
 // Account records, for policy, a change of the pods that run as
 // serviceAccount in namespace (created, deleted, relabelled, bound to a
 // node, finished).
 func (d *Dirty) Account(policy, namespace, serviceAccount string) {
-	d.record(policy, func(c changes) {
+	d.record(policy, func(c *changes) {
 		c.accounts[accountKey{namespace: namespace, serviceAccount: serviceAccount}] = struct{}{}
 	})
 }
 
+// Kept records, for policy, that pods changed in a namespace where it keeps
+// entries for running pods: its next pass, incremental or full, judges
+// those entries again.
+func (d *Dirty) Kept(policy string) {
+	d.record(policy, func(c *changes) { c.kept = true })
+}
+
 // record adds one change for policy with add, unless a full pass is
 // already asked for; past maxDirty changes it asks for one instead.
-func (d *Dirty) record(policy string, add func(changes)) {
+func (d *Dirty) record(policy string, add func(*changes)) {
 	if d == nil {
 		return
 	}
@@ -79,7 +95,7 @@ func (d *Dirty) record(policy string, add func(changes)) {
 		s.all, s.changes = true, changes{}
 		return
 	}
-	add(s.changes)
+	add(&s.changes)
 }
 
 // All asks for a full pass of policy.

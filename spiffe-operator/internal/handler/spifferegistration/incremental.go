@@ -345,7 +345,9 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 
 	owner := h.ownerFor(obj, p)
 	var out entrysync.Outcome
-	if len(want)+len(gone) > 0 {
+	if len(want)+len(gone) > 0 || changed.kept {
+		// With no other change, SyncDelta only judges again the entries
+		// kept for pods (entrysync.Syncer.PodsChanged).
 		var syncErr error
 		out, syncErr = h.Syncer.SyncDelta(ctx, owner, want, gone)
 		if errors.Is(syncErr, entrysync.ErrNeedFullSync) {
