@@ -2,6 +2,7 @@ package entrysync
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -335,5 +336,8 @@ func (s *Syncer) recheck(r *retainer, mark uint64, out *Outcome) {
 			continue
 		}
 		r.drop(kept.parent, id, o, out)
+		if !slices.Contains(out.Rechecked, o.entry.ParentID) {
+			out.Rechecked = append(out.Rechecked, o.entry.ParentID)
+		}
 	}
 }

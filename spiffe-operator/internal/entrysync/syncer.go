@@ -167,6 +167,10 @@ type Outcome struct {
 	// as Sync's also, so a parent that is no longer wanted is still read
 	// after a restart and its entries are deleted.
 	Parents []string
+	// Rechecked are the parents of the entries kept for pods that a
+	// SyncDelta judged again (see PodsChanged): a caller bringing its
+	// record of parents up to date counts them as touched.
+	Rechecked []spiffeid.ID
 }
 
 // Sync makes SPIRE hold want for owner: want must be normalized and free of

@@ -356,7 +356,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		}
 		if syncErr != nil {
 			m.ready = false
-			obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), true)
+			obj.Status.ParentIDs = h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, append(parentsOf(want, gone), out.Rechecked...), true)
 			return "", SpireError(syncErr)
 		}
 		for _, e := range want {
@@ -371,7 +371,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 	// created now: the parents held change. A pass that wrote nothing may
 	// find a parent missing from the record (its status write was refused
 	// after an earlier pass's write to SPIRE), and records it.
-	parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, parentsOf(want, gone), false)
+	parents := h.Syncer.HeldParentsAfter(owner, obj.Status.ParentIDs, append(parentsOf(want, gone), out.Rechecked...), false)
 	kept := m.keptEntries(maps.Keys(m.renderFailed), obj.Status.KeptEntries)
 	if slices.Equal(parents, obj.Status.ParentIDs) && equality.Semantic.DeepEqual(kept, obj.Status.KeptEntries) {
 		// The parents held are as recorded, whether this pass wrote under

@@ -3,6 +3,7 @@ package spifferegistration
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 // policy, on the old code: every workload rendered and diffed again, over
 // 250 ms of the policy's queue at 50,000 workloads, for each pod a rollout
 // or a withdrawal ends. Now an incremental pass judges the kept entries of
-// the pod's namespace again, and the entry goes with it. The Syncer's
+// the pod's namespace again, and the entry goes with it (and its parent
+// from status.parentIDs, when it was the last there). The Syncer's
 // callbacks are wired as the operator wires them: Notify asks for a full
 // pass, Recheck records kept entries to judge.
 func TestAPodLeavingAKeptEntryNeedsNoFullPass(t *testing.T) {
@@ -37,8 +39,8 @@ func TestAPodLeavingAKeptEntryNeedsNoFullPass(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx := context.Background()
 			web := deploy("a", "web", "shop", map[string]string{"app": "web"})
-			webPod := runningPod("a", "web-1", "shop", "n1", map[string]string{"app": "web"})
-			e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), node("n1"), web, webPod,
+			webPod := runningPod("a", "web-1", "shop", "n2", map[string]string{"app": "web"})
+			e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), node("n1"), node("n2"), web, webPod,
 				deploy("a", "api", "api", map[string]string{"app": "api"}),
 				runningPod("a", "api-1", "api", "n1", map[string]string{"app": "api"}))
 			reg := prometheus.NewRegistry()
@@ -90,6 +92,11 @@ func TestAPodLeavingAKeptEntryNeedsNoFullPass(t *testing.T) {
 			}
 			if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/api"}) {
 				t.Errorf("after the pod went SPIRE holds %v, want only /ns/a/sa/api", got)
+			}
+			// With per-node parents, n2's agent holds nothing of the
+			// policy's any more; the record of parents says so.
+			if held := strings.Join(p.Status.ParentIDs, " "); mode.spec != nil && (strings.Contains(held, "uid-n2") || !strings.Contains(held, "uid-n1")) {
+				t.Errorf("status.parentIDs = %v, want n1's parent only", p.Status.ParentIDs)
 			}
 			if n := full() - fullBefore; n != 0 {
 				t.Errorf("%v full passes after the first; the Deployment's and the pod's deletions each need an incremental pass", n)
