@@ -82,22 +82,32 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 // pods the pod cache cannot judge. It is the key of a PodShape's Namespace
 // and ServiceAccount joined by "/".
 func AccountOf(e *Entry) (string, bool) {
-	var ns, sa []string
+	ns, sa, ok := AccountParts(e)
+	if !ok {
+		return "", false
+	}
+	return ns + "/" + sa, true
+}
+
+// AccountParts is AccountOf as its two parts, the namespace and the
+// service account; it allocates nothing.
+func AccountParts(e *Entry) (namespace, serviceAccount string, ok bool) {
+	var nsCount, saCount int
 	for _, sel := range e.Selectors {
 		if sel.Type != "k8s" {
 			continue
 		}
-		if v, ok := strings.CutPrefix(sel.Value, "ns:"); ok {
-			ns = append(ns, v)
+		if v, found := strings.CutPrefix(sel.Value, "ns:"); found {
+			namespace, nsCount = v, nsCount+1
 		}
-		if v, ok := strings.CutPrefix(sel.Value, "sa:"); ok {
-			sa = append(sa, v)
+		if v, found := strings.CutPrefix(sel.Value, "sa:"); found {
+			serviceAccount, saCount = v, saCount+1
 		}
 	}
-	if len(ns) != 1 || len(sa) != 1 {
-		return "", false
+	if nsCount != 1 || saCount != 1 {
+		return "", "", false
 	}
-	return ns[0] + "/" + sa[0], true
+	return namespace, serviceAccount, true
 }
 
 // MatchesPod reports whether the pod with the given UID and labels (in the

@@ -45,10 +45,15 @@ type retainer struct {
 	owner Owner
 	p     *plan
 	// cover maps "namespace/serviceAccount" to the entries the owner wants
-	// that select pods there; built on first use.
-	cover map[string][]coverEntry
+	// that select pods there: one account at a time, as they are asked
+	// for, or every account at once (coverAll) past maxAccountScans.
+	cover    map[string][]coverEntry
+	coverAll bool
+	scans    int
 	// parentNodes memoizes owner.NodeOfParent.
 	parentNodes map[string]parentNode
+	// judged are the IDs of the entries drop judged in this plan.
+	judged map[string]bool
 }
 
 // parentNode is what Owner.NodeOfParent said of a parent ID.
@@ -112,6 +117,10 @@ type coverEntry struct {
 // drop plans the deletion of owner's entry o (ID id, under parent), which
 // the owner no longer wants, unless a pod still needs it.
 func (r *retainer) drop(parent, id string, o *ours, out *Outcome) {
+	if r.judged == nil {
+		r.judged = map[string]bool{}
+	}
+	r.judged[id] = true
 	if r.keep(parent, id, o) {
 		out.Retained++
 		return
@@ -198,34 +207,7 @@ func (r *retainer) retain(parent, id string, o *ours, namespace string) {
 // moved to the new parent of a replaced node, whose agent may not have it
 // yet.
 func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string, moved spiffeid.ID) (existing, here, creating bool) {
-	if r.cover == nil {
-		r.cover = map[string][]coverEntry{}
-		add := func(e *entries.Entry, creating bool) {
-			if sh, ok := entries.ShapeOf(e); ok {
-				k := sh.Namespace + "/" + sh.ServiceAccount
-				r.cover[k] = append(r.cover[k], coverEntry{shape: sh, parent: e.ParentID.String(), id: e.SpiffeID, creating: creating})
-			}
-		}
-		for _, e := range r.p.creates {
-			add(e, true)
-		}
-		// Entries the owner claims and that exist (ours or another owner's),
-		// but for those the plan takes over: it deletes them before anything
-		// it creates lands, and SPIRE may refuse what replaces them.
-		claimed := r.s.claims.byOwner[r.owner.UID]
-		taken := make(map[string]bool, len(r.p.takeovers))
-		for _, d := range r.p.takeovers {
-			taken[d.id] = true
-		}
-		for _, v := range r.s.views {
-			for k, id := range v.byKey {
-				if _, ok := claimed[k]; ok && !taken[id] {
-					add(&v.ours[id].entry, false)
-				}
-			}
-		}
-	}
-	for _, c := range r.cover[stale.Namespace+"/"+stale.ServiceAccount] {
+	for _, c := range r.coverOf(stale.Namespace, stale.ServiceAccount) {
 		if !c.shape.MatchesPod(pod.UID, pod.Labels) || !c.shape.NarrowsNoMoreThan(stale) || !r.servedUnder(pod, c.parent) ||
 			!moved.IsZero() && c.id == moved && c.parent != parent {
 			continue
@@ -241,6 +223,85 @@ func (r *retainer) covers(stale entries.PodShape, pod Pod, parent string, moved 
 		}
 	}
 	return existing, here, creating
+}
+
+// maxAccountScans is how many accounts a retainer gathers the cover of one
+// by one, each with a walk through the views that allocates nothing but
+// for the entries of that account; past it, it gathers every account's in
+// one walk. So judging the entries of one account allocates as much
+// whatever the owners hold, and a full plan that keeps entries in many
+// accounts walks the views a few times at most.
+const maxAccountScans = 4
+
+// coverOf returns the entries the owner wants that select pods of
+// serviceAccount in namespace (see covers).
+func (r *retainer) coverOf(namespace, serviceAccount string) []coverEntry {
+	k := namespace + "/" + serviceAccount
+	if c, ok := r.cover[k]; ok || r.coverAll {
+		return c
+	}
+	if r.cover == nil {
+		r.cover = map[string][]coverEntry{}
+	}
+	if r.scans == maxAccountScans {
+		r.coverAll = true
+		r.gather(nil)
+		return r.cover[k]
+	}
+	r.scans++
+	r.cover[k] = nil
+	r.gather(&account{namespace: namespace, serviceAccount: serviceAccount})
+	return r.cover[k]
+}
+
+// account is a namespace and a service account.
+type account struct {
+	namespace, serviceAccount string
+}
+
+// names reports whether e names a (see entries.AccountParts); nil names
+// every entry.
+func (a *account) names(e *entries.Entry) bool {
+	if a == nil {
+		return true
+	}
+	ns, sa, ok := entries.AccountParts(e)
+	return ok && ns == a.namespace && sa == a.serviceAccount
+}
+
+// gather adds to r.cover the entries the owner wants that name only (nil:
+// every entry): those the plan creates, and those the owner claims that
+// SPIRE holds (ours or another owner's), but for those the plan takes
+// over: it deletes them before anything it creates lands, and SPIRE may
+// refuse what replaces them.
+func (r *retainer) gather(only *account) {
+	add := func(e *entries.Entry, creating bool) {
+		if sh, ok := entries.ShapeOf(e); ok {
+			k := sh.Namespace + "/" + sh.ServiceAccount
+			r.cover[k] = append(r.cover[k], coverEntry{shape: sh, parent: e.ParentID.String(), id: e.SpiffeID, creating: creating})
+		}
+	}
+	for _, e := range r.p.creates {
+		if only.names(e) {
+			add(e, true)
+		}
+	}
+	claimed := r.s.claims.byOwner[r.owner.UID]
+	taken := make(map[string]bool, len(r.p.takeovers))
+	for _, d := range r.p.takeovers {
+		taken[d.id] = true
+	}
+	for _, v := range r.s.views {
+		for id, o := range v.ours {
+			if !only.names(&o.entry) {
+				continue
+			}
+			k := o.entry.Key()
+			if _, ok := claimed[k]; ok && v.byKey[k] == id && !taken[id] {
+				add(&o.entry, false)
+			}
+		}
+	}
 }
 
 // forgetRetained drops the retention records of owner, and the namespaces
@@ -319,13 +380,16 @@ func (s *Syncer) recheck(r *retainer, mark uint64, out *Outcome) {
 	delete(s.podsChanged, owner.UID)
 	tag := owner.Tag()
 	claimed := s.claims.byOwner[owner.UID]
+	// Collected first: judging an entry records it again.
+	var due []string
 	for id, kept := range s.retained {
-		if kept.owner.UID != owner.UID {
-			continue
+		if _, ok := changed[kept.namespace]; ok && kept.owner.UID == owner.UID && !r.judged[id] {
+			due = append(due, id)
 		}
-		if _, ok := changed[kept.namespace]; !ok {
-			continue
-		}
+	}
+	slices.Sort(due)
+	for _, id := range due {
+		kept := s.retained[id]
 		delete(s.retained, id)
 		o := s.views[kept.parent].ours[id]
 		if o == nil || o.owner != tag || o.mark == mark {
