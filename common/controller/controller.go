@@ -172,7 +172,10 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 	if err := c.updateFinalizer(ctx, obj, true); err != nil {
 		return ctrl.Result{}, ResultError, fmt.Errorf("add finalizer: %w", err)
 	}
-	orig = obj.DeepCopyObject().(T)
+	if obj.GetResourceVersion() != orig.GetResourceVersion() {
+		// The finalizer's patch (or a read after its conflict) changed obj.
+		orig = obj.DeepCopyObject().(T)
+	}
 
 	j, err := c.janitor(c.scopedClient(env), obj)
 	if err != nil {
@@ -548,7 +551,18 @@ func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T, changed bo
 	return nil
 }
 
+// statusOf returns obj's status as unstructured data, as the API server
+// would store it: its Status field alone is converted, not the object's
+// metadata and spec, which every pass would pay for twice. An object
+// without a Status struct field is converted whole.
 func statusOf(obj client.Object) any {
+	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+		if f := v.Elem().FieldByName("Status"); f.IsValid() && f.Kind() == reflect.Struct {
+			if u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f.Addr().Interface()); err == nil {
+				return u
+			}
+		}
+	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return obj
@@ -562,15 +576,14 @@ func statusOf(obj client.Object) any {
 func (c *Controller[T]) updateFinalizer(ctx context.Context, obj T, add bool) error {
 	key := client.ObjectKeyFromObject(obj)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		before := obj.DeepCopyObject().(client.Object)
-		var changed bool
-		if add {
-			changed = controllerutil.AddFinalizer(obj, labels.Finalizer)
-		} else {
-			changed = controllerutil.RemoveFinalizer(obj, labels.Finalizer)
-		}
-		if !changed {
+		if controllerutil.ContainsFinalizer(obj, labels.Finalizer) == add {
 			return nil
+		}
+		before := obj.DeepCopyObject().(client.Object)
+		if add {
+			controllerutil.AddFinalizer(obj, labels.Finalizer)
+		} else {
+			controllerutil.RemoveFinalizer(obj, labels.Finalizer)
 		}
 		err := c.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 		if err == nil {

@@ -119,7 +119,7 @@ func Run(ctx context.Context, op Operator, args []string, out io.Writer) error {
 		}
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts), zap.RawZapOpts(withLazyFields())))
 	log := ctrl.Log.WithName(op.Name)
 
 	v, err := config.NewViper(fs)
