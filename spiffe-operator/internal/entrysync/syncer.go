@@ -441,6 +441,13 @@ func (s *Syncer) heldParents(owner Owner, considered map[string]spiffeid.ID, fai
 // number of parents read, not with the entries anyone holds.
 func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spiffeid.ID, failed bool) []string {
 	tag := owner.Tag()
+	s.mu.Lock()
+	same := s.recordStands(tag, recorded, touched, failed)
+	s.mu.Unlock()
+	if same {
+		// Most passes leave the record as it is: say so without a copy.
+		return recorded
+	}
 	set := make(map[string]bool, len(recorded)+len(touched))
 	for _, p := range recorded {
 		set[p] = true
@@ -465,6 +472,36 @@ func (s *Syncer) HeldParentsAfter(owner Owner, recorded []string, touched []spif
 	}
 	slices.Sort(out)
 	return out
+}
+
+// recordStands reports whether HeldParentsAfter would return recorded as
+// it is: recorded is sorted without repeats, names every parent under
+// which the views hold an entry of the owner tagged tag, and each touched
+// parent is in it exactly when it stays. It allocates nothing; s.mu is
+// held.
+func (s *Syncer) recordStands(tag string, recorded []string, touched []spiffeid.ID, failed bool) bool {
+	for i := 1; i < len(recorded); i++ {
+		if recorded[i-1] >= recorded[i] {
+			return false
+		}
+	}
+	in := func(key string) bool {
+		_, found := slices.BinarySearch(recorded, key)
+		return found
+	}
+	for key, v := range s.views {
+		if v.held[tag] > 0 && !in(key) {
+			return false
+		}
+	}
+	for _, p := range touched {
+		key := p.String()
+		v := s.views[key]
+		if stays := failed || v != nil && v.held[tag] > 0; stays != in(key) {
+			return false
+		}
+	}
+	return true
 }
 
 // ensureListed reads the entries under parent from SPIRE when the view is
