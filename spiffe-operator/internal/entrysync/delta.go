@@ -33,8 +33,7 @@ func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entri
 	now := s.opts.Now()
 	for _, list := range [][]*entries.Entry{want, gone} {
 		for _, e := range list {
-			v := s.views[e.ParentID.String()]
-			if v == nil || !v.valid || now.Sub(v.listedAt) >= s.opts.ResyncInterval {
+			if !s.views[e.ParentID.String()].fresh(now, s.opts.ResyncInterval) {
 				s.mu.Unlock()
 				return out, ErrNeedFullSync
 			}

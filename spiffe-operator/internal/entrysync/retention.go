@@ -359,7 +359,7 @@ func (s *Syncer) recheckable(owner Owner, now time.Time) bool {
 		if _, ok := changed[r.namespace]; !ok {
 			continue
 		}
-		if v := s.views[r.parent]; v == nil || !v.valid || now.Sub(v.listedAt) >= s.opts.ResyncInterval {
+		if !s.views[r.parent].fresh(now, s.opts.ResyncInterval) {
 			return false
 		}
 	}

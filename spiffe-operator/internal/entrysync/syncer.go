@@ -521,7 +521,7 @@ func (s *Syncer) ensureListed(ctx context.Context, parent spiffeid.ID, force boo
 
 	s.mu.Lock()
 	v := s.views[key]
-	fresh := v != nil && v.valid && s.opts.Now().Sub(v.listedAt) < s.opts.ResyncInterval
+	fresh := v.fresh(s.opts.Now(), s.opts.ResyncInterval)
 	s.mu.Unlock()
 	if fresh && !force {
 		return false, nil
@@ -1485,7 +1485,7 @@ func (s *Syncer) ViewsDue(owner Owner) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, v := range s.views {
-		if v.held[tag] > 0 && (!v.valid || now.Sub(v.listedAt) >= s.opts.ResyncInterval) {
+		if v.held[tag] > 0 && !v.fresh(now, s.opts.ResyncInterval) {
 			return true
 		}
 	}

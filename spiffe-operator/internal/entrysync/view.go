@@ -36,6 +36,13 @@ type parentView struct {
 	journal *viewJournal
 }
 
+// fresh reports whether v is a view a pass may trust without reading
+// SPIRE again at now: listed successfully, not invalidated since, and
+// younger than interval. A nil view is not fresh.
+func (v *parentView) fresh(now time.Time, interval time.Duration) bool {
+	return v != nil && v.valid && now.Sub(v.listedAt) < interval
+}
+
 // viewJournal is what was written under a parent while it was read.
 type viewJournal struct {
 	// ops are the entries put (put set) and removed (removed set), in order.
