@@ -85,7 +85,7 @@ func newListRace() *listRace {
 // reads SPIRE now and is answered once done reports true.
 func (r *listRace) bReadsDuring(ctx context.Context, t *testing.T, done func() bool) *sync.WaitGroup {
 	r.c.Add(2 * time.Second)
-	return overlapList(r.api, func() {
+	return overlapList(t, r.api, func() {
 		if _, err := r.s.Sync(ctx, r.b, r.bWants, nil); err != nil {
 			t.Error(err)
 		}
@@ -93,8 +93,10 @@ func (r *listRace) bReadsDuring(ctx context.Context, t *testing.T, done func() b
 }
 
 // overlapList arms the next list to read SPIRE now, starts pass (another
-// worker's) that makes it, and answers it once done reports true.
-func overlapList(api *slowList, pass func(), done func() bool) *sync.WaitGroup {
+// worker's) that makes it, and answers it once done reports true. A pass
+// that does not list within 10 seconds (it trusted a view that was due)
+// fails the test rather than hanging it.
+func overlapList(t *testing.T, api *slowList, pass func(), done func() bool) *sync.WaitGroup {
 	snap, rel := make(chan struct{}), make(chan struct{})
 	api.mu.Lock()
 	api.snapshot, api.release = snap, rel
@@ -102,7 +104,19 @@ func overlapList(api *slowList, pass func(), done func() bool) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); pass() }()
-	<-snap
+	select {
+	case <-snap:
+	case <-time.After(10 * time.Second):
+		api.mu.Lock()
+		listed := api.snapshot == nil
+		api.snapshot, api.release = nil, nil
+		api.mu.Unlock()
+		if !listed {
+			t.Error("the other pass did not read SPIRE, though its view of the parent was due")
+			return &wg
+		}
+		<-snap
+	}
 	go func() {
 		// Polled, as the write's record in the view has no hook; bounded,
 		// so that a pass that never records it fails the test, not hangs it.
