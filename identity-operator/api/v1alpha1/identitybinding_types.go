@@ -98,6 +98,12 @@ const (
 	// the pool's kind has not synced; the pass is retried and the outputs
 	// are kept.
 	ReasonPoolCacheNotSynced = "PoolCacheNotSynced"
+	// ReasonOperatorForbidden (Ready=False only): the operator's own
+	// permissions (its role) do not allow a write of the output; the
+	// message names the verb and resource to grant. The refusal says
+	// nothing of the binding's spec, so the outputs are kept and the pass
+	// is retried.
+	ReasonOperatorForbidden = "OperatorForbidden"
 )
 
 // PoolReference names the pool, in the binding's namespace, whose pods the

@@ -19,7 +19,6 @@ import (
 	"github.com/trustplane/trustplane/common/testenv"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
-	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
 )
 
 // The operator reads pools through its cache. When the InferencePool CRD
@@ -43,18 +42,7 @@ var _ = Describe("InferencePool CRD installed after startup, with a role that ma
 		Eventually(r.reason("llm")).WithTimeout(30 * time.Second).Should(Equal(v1alpha1.ReasonPoolCacheNotSynced))
 
 		By("binding to a Deployment: the only worker is free for it")
-		labels := map[string]string{"app": "web"}
-		Expect(r.c.Create(ctx, &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "web"},
-			Spec: appsv1.DeploymentSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.org/app:1"}}},
-				},
-			},
-		})).To(Succeed())
-		r.bind("web", v1alpha1.PoolReference{Group: v1alpha1.AppsGroup, Kind: v1alpha1.DeploymentKind, Name: "web"})
+		r.bindToDeployment("web")
 		Eventually(r.reason("web")).WithTimeout(30 * time.Second).Should(Equal("True"))
 		Expect(r.reason("llm")(Default)).To(Equal(v1alpha1.ReasonPoolCacheNotSynced))
 	}, SpecTimeout(2*time.Minute))
@@ -77,10 +65,11 @@ var _ = DescribeTable("InferencePool CRD installed after startup, with a role th
 // poolVerbsRun is an operator on a control plane of its own without the
 // InferencePool CRD, whose role allows only some verbs on InferencePools.
 type poolVerbsRun struct {
-	ctx context.Context
-	lcp *testenv.ControlPlane
-	c   client.Client
-	ns  string
+	ctx      context.Context
+	lcp      *testenv.ControlPlane
+	c        client.Client
+	ns       string
+	roleName string
 }
 
 // startWithPoolVerbs starts a poolVerbsRun whose role allows only verbs on
@@ -88,8 +77,16 @@ type poolVerbsRun struct {
 // namespace.
 func startWithPoolVerbs(ctx context.Context, workers int, verbs ...string) *poolVerbsRun {
 	GinkgoHelper()
+	return startWithRole(ctx, workers, roleWithPoolVerbs(verbs...))
+}
+
+// startWithRole starts a poolVerbsRun whose operator holds the ClusterRole
+// in roleFile, with workers workers (0: the default), and creates its
+// namespace.
+func startWithRole(ctx context.Context, workers int, roleFile string) *poolVerbsRun {
+	GinkgoHelper()
 	lcp := startLateCRDControlPlane()
-	access, err := lcp.AsServiceAccount(ctx, operatorNamespace, operatorSA, roleWithPoolVerbs(verbs...))
+	access, err := lcp.AsServiceAccount(ctx, operatorNamespace, operatorSA, roleFile)
 	Expect(err).NotTo(HaveOccurred())
 	fw := config.Default()
 	fw.DefaultEnvironment = environment
@@ -97,7 +94,7 @@ func startWithPoolVerbs(ctx context.Context, workers int, verbs ...string) *pool
 		fw.MaxConcurrentReconciles = workers
 	}
 	startLateCRDOperator(lcp, access.Config, fw)
-	r := &poolVerbsRun{ctx: ctx, lcp: lcp, c: lcp.Client, ns: "pool-verbs"}
+	r := &poolVerbsRun{ctx: ctx, lcp: lcp, c: lcp.Client, ns: "pool-verbs", roleName: roleName(roleFile)}
 	Expect(r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}})).To(Succeed())
 	return r
 }
@@ -112,6 +109,24 @@ func (r *poolVerbsRun) bind(name string, ref v1alpha1.PoolReference) {
 			PoolRef: ref, ServiceAccountName: name, IdentityBoundary: v1alpha1.IdentityBoundary{Variant: "v1"},
 		},
 	})).To(Succeed())
+}
+
+// bindToDeployment creates the Deployment name (pods labelled app=name)
+// and binds to it under the same name.
+func (r *poolVerbsRun) bindToDeployment(name string) {
+	GinkgoHelper()
+	labels := map[string]string{"app": name}
+	Expect(r.c.Create(r.ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.org/app:1"}}},
+			},
+		},
+	})).To(Succeed())
+	r.bind(name, v1alpha1.PoolReference{Group: v1alpha1.AppsGroup, Kind: v1alpha1.DeploymentKind, Name: name})
 }
 
 // reason reads the Ready reason of binding name (readyReasonOf).
@@ -135,14 +150,20 @@ func (r *poolVerbsRun) installPoolCRD() {
 // returns its path.
 func roleWithPoolVerbs(verbs ...string) string {
 	GinkgoHelper()
-	data, err := os.ReadFile(filepath.Join(testsupport.ModuleRoot(), "config", "rbac", "role.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	const rule = "  - inferencepools\n  verbs:\n  - get\n  - list\n  - watch\n"
-	Expect(strings.Count(string(data), rule)).To(Equal(1), "the role's InferencePool rule changed; update this spec")
 	edited := "  - inferencepools\n  verbs:\n"
 	for _, v := range verbs {
 		edited += "  - " + v + "\n"
 	}
+	return roleEdited("  - inferencepools\n  verbs:\n  - get\n  - list\n  - watch\n", edited)
+}
+
+// roleEdited writes the operator's generated role with its one rule text
+// rule replaced by edited, and returns its path.
+func roleEdited(rule, edited string) string {
+	GinkgoHelper()
+	data, err := os.ReadFile(generatedRole())
+	Expect(err).NotTo(HaveOccurred())
+	Expect(strings.Count(string(data), rule)).To(Equal(1), "the role's rule %q changed; update this spec", rule)
 	path := filepath.Join(GinkgoT().TempDir(), "role.yaml")
 	Expect(os.WriteFile(path, []byte(strings.Replace(string(data), rule, edited, 1)), 0o600)).To(Succeed())
 	return path

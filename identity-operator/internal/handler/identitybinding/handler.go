@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trustplane/trustplane/common/access"
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/handler"
@@ -227,6 +228,15 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 			be       *blockedOutputError
 			notOwned *janitor.NotOwnedError
 		)
+		if access.IsCallerDenied(err) {
+			// The operator's role, not the spec: every binding whose output
+			// must change meets it, and withdrawing would take the
+			// identity of all their workloads at once. The outputs stay
+			// as they are until the role allows the write. A failure an
+			// earlier pass reported is not this pass's: the spec passed.
+			clearFailures(b)
+			return ctrlerrors.WithReason(v1alpha1.ReasonOperatorForbidden, ctrlerrors.RetryableErrorf("%w", err))
+		}
 		if errors.As(err, &be) || errors.As(err, &notOwned) || refused(err) {
 			return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, reasoned(v1alpha1.ReasonManagedOutputApplyFailed, err))
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/access"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/janitor"
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
@@ -159,8 +160,20 @@ func (h *Handler) ensure(ctx context.Context, j *janitor.Client, k output.Kind, 
 
 // writeOutput creates (create) or updates obj as an output; with dryRun
 // the API server checks a copy of it, with the marks a write would put on
-// it, and nothing is written or recorded.
+// it, and nothing is written or recorded. A Forbidden answer is explained:
+// the operator's own permissions (access.CallerDeniedError) or admission.
 func writeOutput(ctx context.Context, j *janitor.Client, obj client.Object, create, dryRun bool) error {
+	verb := "update"
+	if create {
+		verb = "create"
+	}
+	// The review goes through the unscoped client: it is no object of an
+	// environment, and the API server refuses labels on it.
+	return access.ExplainForbidden(ctx, j.Client.Client, verb, obj, sendOutput(ctx, j, obj, create, dryRun))
+}
+
+// sendOutput is writeOutput's request.
+func sendOutput(ctx context.Context, j *janitor.Client, obj client.Object, create, dryRun bool) error {
 	if !dryRun {
 		if create {
 			return j.Create(ctx, obj)

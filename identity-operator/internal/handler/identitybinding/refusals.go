@@ -5,14 +5,18 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trustplane/trustplane/common/access"
 )
 
-// refused reports whether err is the API server refusing a write for good
-// until someone acts: the object is invalid (a schema, or an admission
-// policy's Invalid) or the write is forbidden (a denying admission webhook
-// answers 403, as does RBAC). Such an output can only be withdrawn.
+// refused reports whether err is the API server refusing an output for
+// good until someone acts: the object is invalid (a schema, or an
+// admission policy's Invalid) or admission forbids it (a denying webhook
+// answers 403). Such an output can only be withdrawn. A write the
+// operator's own permissions forbid (also 403) is not a refusal of the
+// output: it says nothing of the binding's spec (access.ExplainForbidden).
 func refused(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err)
+	return apierrors.IsInvalid(err) || (apierrors.IsForbidden(err) && !access.IsCallerDenied(err))
 }
 
 // refusedAfterDryRun remembers the bindings whose output write the API

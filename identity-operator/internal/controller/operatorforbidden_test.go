@@ -1,0 +1,90 @@
+package controller_test
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
+)
+
+// The operator's own role may refuse a write: a role edited by hand, or
+// one from an older release. The API server answers 403 Forbidden, as a
+// denying admission webhook does, but the refusal says nothing of the
+// binding's spec, and every binding whose output must change meets it.
+// Withdrawing their outputs would take the identity of every such workload
+// at once (where the role still allows delete). The output stays, the
+// binding names the permission to grant, and it converges once granted.
+var _ = Describe("An operator whose role may create but not update SpiffeEntries", func() {
+	It("keeps a binding's SpiffeEntry when its spec changes, names the missing permission, and converges once it is granted", func(ctx SpecContext) {
+		const spiffeEntryRule = "  - spiffeentries\n  verbs:\n  - create\n  - delete\n  - get\n  - list\n  - patch\n  - update\n  - watch\n"
+		r := startWithRole(ctx, 0, roleEdited(spiffeEntryRule, "  - spiffeentries\n  verbs:\n  - create\n  - delete\n  - get\n  - list\n  - watch\n"))
+
+		r.bindToDeployment("web")
+		Eventually(r.reason("web")).WithTimeout(30 * time.Second).Should(Equal("True"))
+		key := client.ObjectKey{Name: output.Name(r.ns, "web")}
+		entry := &spiffev1alpha1.SpiffeEntry{}
+		Expect(r.c.Get(ctx, key, entry)).To(Succeed())
+		uid := entry.UID
+		entryUID := func(g Gomega) types.UID {
+			cur := &spiffev1alpha1.SpiffeEntry{}
+			g.Expect(r.c.Get(ctx, key, cur)).To(Succeed(), "the SpiffeEntry was withdrawn")
+			return cur.UID
+		}
+
+		By("changing the spec: the SpiffeEntry's update is forbidden by the operator's role")
+		b := &v1alpha1.IdentityBinding{}
+		Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: "web"}, b)).To(Succeed())
+		b.Spec.Hint = "changed"
+		Expect(r.c.Update(ctx, b)).To(Succeed())
+		Eventually(r.reason("web")).WithTimeout(30 * time.Second).Should(Equal(v1alpha1.ReasonOperatorForbidden))
+		Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: "web"}, b)).To(Succeed())
+		ready := meta.FindStatusCondition(b.Status.Conditions, "Ready")
+		Expect(ready.Message).To(And(ContainSubstring("update"), ContainSubstring("spiffeentries")), "the condition does not say what to grant")
+		Expect(failures(b)).To(BeEmpty(), "a refusal of the operator is reported as a failure of the spec")
+		Consistently(entryUID).WithTimeout(3 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(uid))
+
+		By("granting update: the binding converges on the same SpiffeEntry")
+		r.grant(rbacv1.PolicyRule{APIGroups: []string{spiffev1alpha1.GroupVersion.Group}, Resources: []string{"spiffeentries"}, Verbs: []string{"update", "patch"}})
+		Eventually(r.reason("web")).WithTimeout(time.Minute).Should(Equal("True"))
+		Expect(r.c.Get(ctx, key, entry)).To(Succeed())
+		Expect(entry.UID).To(Equal(uid))
+		Expect(entry.Spec.Hint).To(Equal("changed"))
+	}, SpecTimeout(2*time.Minute))
+})
+
+// grant adds rule to the operator's ClusterRole on r's control plane.
+func (r *poolVerbsRun) grant(rule rbacv1.PolicyRule) {
+	GinkgoHelper()
+	role := &rbacv1.ClusterRole{}
+	Expect(r.c.Get(r.ctx, client.ObjectKey{Name: r.roleName}, role)).To(Succeed())
+	role.Rules = append(role.Rules, rule)
+	Expect(r.c.Update(r.ctx, role)).To(Succeed())
+}
+
+// roleName reads the name of the ClusterRole in roleFile.
+func roleName(roleFile string) string {
+	GinkgoHelper()
+	data, err := os.ReadFile(roleFile)
+	Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	Expect(yaml.Unmarshal(data, role)).To(Succeed())
+	return role.Name
+}
+
+// generatedRole is the path of the operator's generated ClusterRole.
+func generatedRole() string {
+	return filepath.Join(testsupport.ModuleRoot(), "config", "rbac", "role.yaml")
+}
