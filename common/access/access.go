@@ -75,6 +75,12 @@ func (e *UnexplainedError) Error() string {
 // which every authenticated user may create by default): if it may not, it
 // returns a *CallerDeniedError; if it may, err unchanged, as admission
 // refused the object. If the review fails, it returns an *UnexplainedError.
+//
+// The review is asked after the write: a permission granted in between (or
+// an API server whose authorizer is fresher than the one that judged the
+// write) makes the caller's own refusal read as admission's. A caller that
+// withdraws what it rendered on admission's refusal should see it again on
+// a later attempt first.
 func ExplainForbidden(ctx context.Context, c client.Client, verb string, obj client.Object, err error) error {
 	if !apierrors.IsForbidden(err) {
 		return err

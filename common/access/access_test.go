@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/access"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 // A user whose Role allows only create and get on ConfigMaps in one
@@ -121,26 +122,8 @@ func MatchFields(_ *access.CallerDeniedError, verb, group, resource, namespace, 
 // ConfigMaps labelled refuse=yes with reason Forbidden.
 func refuseLabelled(ctx context.Context, name string) {
 	GinkgoHelper()
-	policy := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{
-			"failurePolicy": "Fail",
-			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
-				"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"configmaps"},
-				"operations": []any{"CREATE", "UPDATE"},
-			}}},
-			"validations": []any{map[string]any{
-				"expression": "!has(object.metadata.labels) || !('refuse' in object.metadata.labels) || object.metadata.labels['refuse'] != 'yes'",
-				"reason":     "Forbidden", "message": "labelled refuse=yes"}},
-		},
-	}}
-	binding := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"policyName": name, "validationActions": []any{"Deny"}},
-	}}
-	for _, obj := range []*unstructured.Unstructured{policy, binding} {
-		Expect(cp.Client.Create(ctx, obj)).To(Succeed())
-	}
+	_, err := testenv.RefuseWrites(ctx, cp.Client, testenv.Refusal{Name: name, Resource: "configmaps", Operations: []string{"CREATE", "UPDATE"},
+		Expression: "!has(object.metadata.labels) || !('refuse' in object.metadata.labels) || object.metadata.labels['refuse'] != 'yes'",
+		Reason:     "Forbidden", Message: "labelled refuse=yes"})
+	Expect(err).NotTo(HaveOccurred())
 }

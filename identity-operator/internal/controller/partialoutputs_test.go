@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/testenv"
+
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
 )
@@ -20,36 +22,13 @@ import (
 // on ClusterSPIFFEIDs for which expression is false, with reason (Invalid,
 // or Forbidden as a denying webhook answers).
 func refuseClusterSPIFFEIDs(ctx context.Context, policyName string, operations []string, reason, expression string) {
-	policy := map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-		"metadata": map[string]any{"name": policyName},
-		"spec": map[string]any{
-			"failurePolicy": "Fail",
-			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
-				"apiGroups": []any{"spire.spiffe.io"}, "apiVersions": []any{"*"}, "resources": []any{"clusterspiffeids"},
-				"operations": toAny(operations),
-			}}},
-			"validations": []any{map[string]any{"expression": expression, "reason": reason, "message": "refused by the spec"}},
-		},
+	GinkgoHelper()
+	created, err := testenv.RefuseWrites(ctx, k8s, testenv.Refusal{Name: policyName, Group: "spire.spiffe.io", Resource: "clusterspiffeids",
+		Operations: operations, Expression: expression, Reason: reason, Message: "refused by the spec"})
+	for _, obj := range created {
+		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, obj))).To(Succeed()) })
 	}
-	binding := map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-		"metadata": map[string]any{"name": policyName},
-		"spec":     map[string]any{"policyName": policyName, "validationActions": []any{"Deny"}},
-	}
-	for _, obj := range []map[string]any{policy, binding} {
-		u := &unstructured.Unstructured{Object: obj}
-		Expect(k8s.Create(ctx, u)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, u))).To(Succeed()) })
-	}
-}
-
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
+	Expect(err).NotTo(HaveOccurred())
 }
 
 // clusterSPIFFEIDNamed returns a ClusterSPIFFEID named name, as a probe of

@@ -42,6 +42,19 @@ func setFailure(b *v1alpha1.IdentityBinding, condType, reason, message string) {
 	condition.SetStatus(b, condType, true, reason, message)
 }
 
+// clearFailuresButOutputRefusal removes every failure condition but a
+// RenderFailure for an output the API server refused at b's current
+// generation.
+func clearFailuresButOutputRefusal(b *v1alpha1.IdentityBinding) {
+	for _, t := range failureTypes {
+		if c := condition.Find(b, t); c != nil && t == v1alpha1.ConditionRenderFailure &&
+			c.Reason == v1alpha1.ReasonManagedOutputApplyFailed && c.ObservedGeneration == b.Generation {
+			continue
+		}
+		b.Status.RemoveCondition(t)
+	}
+}
+
 // clearFailures removes every failure condition.
 func clearFailures(b *v1alpha1.IdentityBinding) {
 	for _, t := range failureTypes {

@@ -13,13 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
-	"github.com/trustplane/trustplane/identity-operator/internal/index"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
 )
 
@@ -42,26 +40,10 @@ func TestOnlyAPassThatWritesSendsDryRuns(t *testing.T) {
 			}
 		}
 	})
-	informers, err := cache.New(cp.Config, cache.Options{Scheme: cp.Scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(index.Register(ctx, informers, td)).To(Succeed())
-	go func() { _ = informers.Start(ctx) }()
-	g.Expect(informers.WaitForCacheSync(ctx)).To(BeTrue())
-	c, err := client.New(cfg, client.Options{Scheme: cp.Scheme, Cache: &client.CacheOptions{Reader: informers, Unstructured: true}})
-	g.Expect(err).NotTo(HaveOccurred())
+	_, c := cacheAndClientAs(t, cfg)
 
 	ns := newNamespace(t)
-	web := map[string]string{"app": "web"}
-	g.Expect(cp.Client.Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: web},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: web},
-				Spec:       corev1.PodSpec{ServiceAccountName: "serving", Containers: []corev1.Container{{Name: "app", Image: "example.org/app:1"}}},
-			},
-		},
-	})).To(Succeed())
+	createWebDeployment(ctx, t, ns)
 	b := newBinding(ns, "b")
 	b.Spec.PoolRef = v1alpha1.PoolReference{Kind: v1alpha1.DeploymentKind, Name: "web"}
 	g.Expect(cp.Client.Create(ctx, b)).To(Succeed())
@@ -91,4 +73,21 @@ func TestOnlyAPassThatWritesSendsDryRuns(t *testing.T) {
 	g.Expect(reconcile(t, h, c, b)).To(Succeed())
 	g.Expect(dry.Load()).To(BeEquivalentTo(2), "a pass with nothing to write sent a dry run")
 	g.Expect(sent.Load()).To(BeEquivalentTo(2), "a pass with nothing to write wrote")
+}
+
+// createWebDeployment creates the Deployment "web" in ns, whose pods
+// (labelled app=web) run as the service account "serving".
+func createWebDeployment(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	web := map[string]string{"app": "web"}
+	NewWithT(t).Expect(cp.Client.Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: web},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: web},
+				Spec:       corev1.PodSpec{ServiceAccountName: "serving", Containers: []corev1.Container{{Name: "app", Image: "example.org/app:1"}}},
+			},
+		},
+	})).To(Succeed())
 }

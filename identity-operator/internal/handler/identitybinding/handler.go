@@ -79,8 +79,13 @@ type Handler struct {
 	client client.Client
 	pools  pool.Resolver
 	opts   Options
-	// refusals are the bindings not written again until they change.
-	refusals refusedAfterDryRun
+	// refusals are the bindings whose output write the API server refused
+	// although its dry run had passed: they are not written again until
+	// their spec changes (see writeOutputs).
+	refusals refusalRecords
+	// forbidden are the bindings whose output write admission forbade once
+	// at their current generation (confirmForbidden).
+	forbidden refusalRecords
 }
 
 var _ handler.Handler[*v1alpha1.IdentityBinding] = &Handler{}
@@ -232,9 +237,12 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 			// The operator's role, not the spec: every binding whose output
 			// must change meets it, and withdrawing would take the
 			// identity of all their workloads at once. The outputs stay
-			// as they are until the role allows the write. A failure an
-			// earlier pass reported is not this pass's: the spec passed.
-			clearFailures(b)
+			// as they are until the role allows the write. The failures an
+			// earlier pass reported go, as this pass judged the spec again,
+			// but for admission's refusal of an output of this very spec:
+			// the operator's role is judged before admission, so this pass
+			// could not judge the output again.
+			clearFailuresButOutputRefusal(b)
 			return ctrlerrors.WithReason(v1alpha1.ReasonOperatorForbidden, ctrlerrors.RetryableErrorf("%w", err))
 		}
 		if errors.As(err, &be) || errors.As(err, &notOwned) || refused(err) {
@@ -253,6 +261,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 // until then.
 func (h *Handler) Delete(ctx context.Context, b *v1alpha1.IdentityBinding) error {
 	h.refusals.forget(b.UID)
+	h.forbidden.forget(b.UID)
 	gone, err := h.withdraw(ctx, janitor.FromContext(ctx), b)
 	if err != nil {
 		return err

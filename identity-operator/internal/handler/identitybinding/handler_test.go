@@ -16,6 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -95,6 +96,13 @@ func cachedClient(t *testing.T) client.Client {
 // through it.
 func cacheAndClient(t *testing.T) (cache.Cache, client.Client) {
 	t.Helper()
+	return cacheAndClientAs(t, cp.Config)
+}
+
+// cacheAndClientAs is cacheAndClient with a client that writes with cfg
+// (another identity, or requests observed).
+func cacheAndClientAs(t *testing.T, cfg *rest.Config) (cache.Cache, client.Client) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c, err := cache.New(cp.Config, cache.Options{Scheme: cp.Scheme})
@@ -108,7 +116,7 @@ func cacheAndClient(t *testing.T) (cache.Cache, client.Client) {
 	if !c.WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
-	cl, err := client.New(cp.Config, client.Options{Scheme: cp.Scheme, Cache: &client.CacheOptions{Reader: c, Unstructured: true}})
+	cl, err := client.New(cfg, client.Options{Scheme: cp.Scheme, Cache: &client.CacheOptions{Reader: c, Unstructured: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,13 +81,14 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 		}
 		for _, k := range h.opts.Outputs {
 			if err := h.ensure(ctx, j, k, name, d, true); err != nil {
-				return nil, err
+				return nil, h.confirmForbidden(b, err)
 			}
 		}
 	}
 	refs := make([]v1alpha1.OutputReference, 0, len(h.opts.Outputs))
 	for _, k := range h.opts.Outputs {
 		if err := h.ensure(ctx, j, k, name, d, false); err != nil {
+			err = h.confirmForbidden(b, err)
 			if dryRun && refused(err) {
 				h.refusals.add(b.UID, b.Generation, err)
 			}
@@ -108,6 +109,7 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 	if err := j.DeclareTypes(h.OwnedTypes()...); err != nil {
 		return nil, fmt.Errorf("declare outputs: %w", err)
 	}
+	h.forbidden.forget(b.UID)
 	return refs, nil
 }
 

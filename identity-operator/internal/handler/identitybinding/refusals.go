@@ -7,6 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/common/access"
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 )
 
 // refused reports whether err is the API server refusing an output for
@@ -19,16 +22,34 @@ func refused(err error) bool {
 	return apierrors.IsInvalid(err) || (apierrors.IsForbidden(err) && !access.IsCallerDenied(err))
 }
 
-// refusedAfterDryRun remembers the bindings whose output write the API
-// server refused although its dry run had passed (an admission check that
-// judges dry runs differently). Their passes do not write again until the
-// binding's spec changes (its generation): otherwise each would write one
-// kind, be refused the other, withdraw the first, and the withdrawal's
-// event would start the same pass again.
-type refusedAfterDryRun struct {
+// confirmForbidden returns err, unless it is the first Forbidden answer
+// that admission gave b's output write at this generation of its spec:
+// then it records it and returns a retryable error that is no refusal, so
+// the outputs stay until a later pass meets the refusal again. The review
+// that tells admission's refusal from the operator's role
+// (access.ExplainForbidden) is asked after the write: a role granted in
+// between, or an API server whose authorizer lags another's, makes a
+// refusal by the role read as admission's.
+func (h *Handler) confirmForbidden(b *v1alpha1.IdentityBinding, err error) error {
+	if !apierrors.IsForbidden(err) || access.IsCallerDenied(err) {
+		return err
+	}
+	if _, seen := h.forbidden.holds(b.UID, b.Generation); seen {
+		return err
+	}
+	h.forbidden.add(b.UID, b.Generation, err)
+	// %v, not %w: until confirmed, the answer is not a refusal (refused).
+	return ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry,
+		"%v (the outputs are kept until a later pass is refused too: a refusal by the operator's own role, granted meanwhile, reads the same)", err)
+}
+
+// refusalRecords remember, for each binding, one refusal of its output
+// write at one generation of its spec; a record of another generation is
+// dropped when read.
+type refusalRecords struct {
 	mu sync.Mutex
-	// at holds, for each such binding, the generation it was refused at
-	// and the refusal.
+	// at holds, for each binding, the generation it was refused at and
+	// the refusal.
 	at map[types.UID]refusal
 }
 
@@ -40,7 +61,7 @@ type refusal struct {
 }
 
 // add records that uid's write was refused at generation with err.
-func (r *refusedAfterDryRun) add(uid types.UID, generation int64, err error) {
+func (r *refusalRecords) add(uid types.UID, generation int64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.at == nil {
@@ -51,7 +72,7 @@ func (r *refusedAfterDryRun) add(uid types.UID, generation int64, err error) {
 
 // holds returns the refusal of uid's write at generation, if there was
 // one; a record of another generation is dropped.
-func (r *refusedAfterDryRun) holds(uid types.UID, generation int64) (string, bool) {
+func (r *refusalRecords) holds(uid types.UID, generation int64) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	got, ok := r.at[uid]
@@ -63,7 +84,7 @@ func (r *refusedAfterDryRun) holds(uid types.UID, generation int64) (string, boo
 }
 
 // forget drops uid's record.
-func (r *refusedAfterDryRun) forget(uid types.UID) {
+func (r *refusalRecords) forget(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.at, uid)

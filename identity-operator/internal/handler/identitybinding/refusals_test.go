@@ -12,7 +12,7 @@ import (
 // names the refusal, and is dropped by a pass of another generation and
 // by forget, one binding apart from another.
 func TestARefusalHoldsForItsGenerationOnly(t *testing.T) {
-	var r refusedAfterDryRun
+	var r refusalRecords
 	a, b := types.UID("a"), types.UID("b")
 	if _, ok := r.holds(a, 1); ok {
 		t.Fatal("holds before any refusal")
