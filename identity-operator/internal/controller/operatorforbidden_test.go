@@ -50,10 +50,7 @@ var _ = Describe("An operator whose role may create but not update SpiffeEntries
 		}
 
 		By("changing the spec: the SpiffeEntry's update is forbidden by the operator's role")
-		b := &v1alpha1.IdentityBinding{}
-		Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: "web"}, b)).To(Succeed())
-		b.Spec.Hint = "changed"
-		Expect(r.c.Update(ctx, b)).To(Succeed())
+		b := r.setHint("web", "changed")
 		Eventually(r.reason("web")).WithTimeout(30 * time.Second).Should(Equal(v1alpha1.ReasonOperatorForbidden))
 		Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: "web"}, b)).To(Succeed())
 		ready := meta.FindStatusCondition(b.Status.Conditions, "Ready")
@@ -69,6 +66,17 @@ var _ = Describe("An operator whose role may create but not update SpiffeEntries
 		Expect(entry.Spec.Hint).To(Equal("changed"))
 	}, SpecTimeout(2*time.Minute))
 })
+
+// setHint sets the hint of binding name and returns the binding as
+// updated.
+func (r *poolVerbsRun) setHint(name, hint string) *v1alpha1.IdentityBinding {
+	GinkgoHelper()
+	b := &v1alpha1.IdentityBinding{}
+	Expect(r.c.Get(r.ctx, client.ObjectKey{Namespace: r.ns, Name: name}, b)).To(Succeed())
+	b.Spec.Hint = hint
+	Expect(r.c.Update(r.ctx, b)).To(Succeed())
+	return b
+}
 
 // grant adds rule to the operator's ClusterRole on r's control plane.
 func (r *poolVerbsRun) grant(rule rbacv1.PolicyRule) {
@@ -118,10 +126,7 @@ var _ = Describe("A binding admission refused, then an operator role without cre
 			WithTimeout(time.Minute).Should(BeTrue())
 
 		By("the tenant sets hint bad: admission refuses, the binding fails and withdraws")
-		b := &v1alpha1.IdentityBinding{}
-		Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: "web"}, b)).To(Succeed())
-		b.Spec.Hint = "bad"
-		Expect(r.c.Update(ctx, b)).To(Succeed())
+		b := r.setHint("web", "bad")
 		Eventually(r.reason("web")).WithTimeout(30 * time.Second).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
 		Eventually(func() bool { return apierrors.IsNotFound(r.c.Get(ctx, key, &spiffev1alpha1.SpiffeEntry{})) }).WithTimeout(30 * time.Second).Should(BeTrue())
 		Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: "web"}, b)).To(Succeed())

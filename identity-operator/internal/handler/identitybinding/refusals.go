@@ -19,7 +19,13 @@ import (
 // operator's own permissions forbid (also 403) is not a refusal of the
 // output: it says nothing of the binding's spec (access.ExplainForbidden).
 func refused(err error) bool {
-	return apierrors.IsInvalid(err) || (apierrors.IsForbidden(err) && !access.IsCallerDenied(err))
+	return apierrors.IsInvalid(err) || forbiddenByAdmission(err)
+}
+
+// forbiddenByAdmission reports whether err is a Forbidden answer that the
+// operator's own permissions do not explain.
+func forbiddenByAdmission(err error) bool {
+	return apierrors.IsForbidden(err) && !access.IsCallerDenied(err)
 }
 
 // confirmForbidden returns err, unless it is the first Forbidden answer
@@ -31,7 +37,7 @@ func refused(err error) bool {
 // between, or an API server whose authorizer lags another's, makes a
 // refusal by the role read as admission's.
 func (h *Handler) confirmForbidden(b *v1alpha1.IdentityBinding, err error) error {
-	if !apierrors.IsForbidden(err) || access.IsCallerDenied(err) {
+	if !forbiddenByAdmission(err) {
 		return err
 	}
 	if _, seen := h.forbidden.holds(b.UID, b.Generation); seen {
