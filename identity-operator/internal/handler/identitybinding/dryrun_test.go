@@ -91,3 +91,44 @@ func createWebDeployment(ctx context.Context, t *testing.T, ns string) {
 		},
 	})).To(Succeed())
 }
+
+// webBinding is a binding "b" to the Deployment "web" of its namespace,
+// reconciled by a handler that writes SpiffeEntries through c.
+type webBinding struct {
+	h *identitybinding.Handler
+	c client.Client
+	b *v1alpha1.IdentityBinding
+}
+
+// newWebBinding creates the Deployment "web" and the binding in ns, and
+// waits until c's cache holds both.
+func newWebBinding(ctx context.Context, t *testing.T, c client.Client, ns string) *webBinding {
+	t.Helper()
+	g := NewWithT(t)
+	createWebDeployment(ctx, t, ns)
+	b := newBinding(ns, "b")
+	b.Spec.PoolRef = v1alpha1.PoolReference{Kind: v1alpha1.DeploymentKind, Name: "web"}
+	g.Expect(cp.Client.Create(ctx, b)).To(Succeed())
+	g.Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &appsv1.Deployment{}) },
+		10*time.Second, 50*time.Millisecond).Should(Succeed())
+	h, err := identitybinding.New(c, identitybinding.Options{
+		TrustDomain: td, ParentID: "spiffe://example.org/nodes", WithdrawalRetry: 100 * time.Millisecond,
+		APIReader: cp.Client, Outputs: []output.Kind{output.KindSpiffeEntry},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	w := &webBinding{h: h, c: c, b: b}
+	w.cached(ctx, t, 1)
+	return w
+}
+
+// cached waits until the cache holds the binding at generation or later,
+// and returns it.
+func (w *webBinding) cached(ctx context.Context, t *testing.T, generation int64) *v1alpha1.IdentityBinding {
+	t.Helper()
+	cur := &v1alpha1.IdentityBinding{}
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(w.c.Get(ctx, client.ObjectKeyFromObject(w.b), cur)).To(Succeed())
+		g.Expect(cur.Generation).To(BeNumerically(">=", generation))
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	return cur
+}

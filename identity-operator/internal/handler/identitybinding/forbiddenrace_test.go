@@ -9,7 +9,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +19,6 @@ import (
 	"github.com/trustplane/trustplane/common/testenv"
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
-	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
-	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
 )
 
@@ -75,27 +72,8 @@ func TestARoleGrantedBetweenTheWriteAndItsReviewDoesNotWithdrawTheOutputs(t *tes
 	})
 	_, c := cacheAndClientAs(t, userCfg)
 
-	createWebDeployment(ctx, t, ns)
-	b := newBinding(ns, "b")
-	b.Spec.PoolRef = v1alpha1.PoolReference{Kind: v1alpha1.DeploymentKind, Name: "web"}
-	g.Expect(cp.Client.Create(ctx, b)).To(Succeed())
-	cached := func(generation int64) *v1alpha1.IdentityBinding {
-		cur := &v1alpha1.IdentityBinding{}
-		g.Eventually(func() int64 {
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(b), cur)).To(Succeed())
-			return cur.Generation
-		}, 10*time.Second, 50*time.Millisecond).Should(BeNumerically(">=", generation))
-		return cur
-	}
-	g.Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &appsv1.Deployment{}) },
-		10*time.Second, 50*time.Millisecond).Should(Succeed())
-
-	h, err := identitybinding.New(c, identitybinding.Options{
-		TrustDomain: td, ParentID: "spiffe://example.org/nodes", WithdrawalRetry: 100 * time.Millisecond,
-		APIReader: cp.Client, Outputs: []output.Kind{output.KindSpiffeEntry},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	b = cached(1)
+	w := newWebBinding(ctx, t, c, ns)
+	h, b := w.h, w.cached(ctx, t, 1)
 	g.Expect(reconcile(t, h, c, b)).To(Succeed())
 	name := output.Name(ns, b.Name)
 	entry := &spiffev1alpha1.SpiffeEntry{}
@@ -104,7 +82,7 @@ func TestARoleGrantedBetweenTheWriteAndItsReviewDoesNotWithdrawTheOutputs(t *tes
 
 	b.Spec.Hint = "changed"
 	g.Expect(cp.Client.Update(ctx, b)).To(Succeed())
-	b = cached(b.Generation)
+	b = w.cached(ctx, t, b.Generation)
 	err = reconcile(t, h, c, b)
 	g.Expect(reviews).To(Equal(1), "the forbidden update was not reviewed")
 	g.Expect(ctrlerrors.IsBlocked(err)).To(BeFalse(), "the pass gave up on the binding: %v", err)

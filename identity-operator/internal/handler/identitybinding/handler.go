@@ -83,8 +83,9 @@ type Handler struct {
 	// although its dry run had passed: they are not written again until
 	// their spec changes (see writeOutputs).
 	refusals refusalRecords
-	// forbidden are the bindings whose output write admission forbade once
-	// at their current generation (confirmForbidden).
+	// forbidden are the bindings whose last pass met admission's Forbidden
+	// answer to an output write (confirmForbidden); each pass takes its
+	// binding's record out, and only a pass meeting it again puts it back.
 	forbidden refusalRecords
 }
 
@@ -142,6 +143,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 	if j == nil {
 		return errors.New("no janitor client in context")
 	}
+
+	// Whatever this pass meets, the record of the pass before goes: only
+	// a Forbidden answer met on two passes in a row is admission's for sure.
+	forbiddenBefore := h.forbidden.take(b.UID, b.Generation)
 
 	// Status fields are recomputed every pass; the Controller writes them
 	// only if they differ from what is stored. The SPIFFE ID is set only
@@ -224,7 +229,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		return ctrlerrors.WithReason(v1alpha1.ReasonPeerOutputPending, ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry,
 			"output %s of another binding still selects these workloads; waiting for it to be withdrawn", pending))
 	}
-	refs, err := h.writeOutputs(ctx, j, b, d)
+	refs, err := h.writeOutputs(ctx, j, b, d, forbiddenBefore)
 	if err != nil {
 		// An object in the way, or an output the API server rejects (say,
 		// more selectors than SpiffeEntry allows), needs a user; anything

@@ -54,8 +54,9 @@ func (h *Handler) peerOutputPending(ctx context.Context, j *janitor.Client, d ou
 }
 
 // writeOutputs creates or updates every configured output of b and deletes
-// its outputs that are no longer wanted.
-func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, d output.Desired) ([]v1alpha1.OutputReference, error) {
+// its outputs that are no longer wanted. forbiddenBefore tells whether the
+// pass before met admission's Forbidden answer (confirmForbidden).
+func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, d output.Desired, forbiddenBefore bool) ([]v1alpha1.OutputReference, error) {
 	name := output.Name(b.Namespace, b.Name)
 	// Check every kind before writing any, so a blocked output never makes
 	// the pass write one kind and then withdraw it again.
@@ -81,14 +82,14 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 		}
 		for _, k := range h.opts.Outputs {
 			if err := h.ensure(ctx, j, k, name, d, true); err != nil {
-				return nil, h.confirmForbidden(b, err)
+				return nil, h.confirmForbidden(b, forbiddenBefore, err)
 			}
 		}
 	}
 	refs := make([]v1alpha1.OutputReference, 0, len(h.opts.Outputs))
 	for _, k := range h.opts.Outputs {
 		if err := h.ensure(ctx, j, k, name, d, false); err != nil {
-			err = h.confirmForbidden(b, err)
+			err = h.confirmForbidden(b, forbiddenBefore, err)
 			if dryRun && refused(err) {
 				h.refusals.add(b.UID, b.Generation, err)
 			}
@@ -109,7 +110,6 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 	if err := j.DeclareTypes(h.OwnedTypes()...); err != nil {
 		return nil, fmt.Errorf("declare outputs: %w", err)
 	}
-	h.forbidden.forget(b.UID)
 	return refs, nil
 }
 

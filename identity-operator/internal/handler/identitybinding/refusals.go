@@ -28,25 +28,24 @@ func forbiddenByAdmission(err error) bool {
 	return apierrors.IsForbidden(err) && !access.IsCallerDenied(err)
 }
 
-// confirmForbidden returns err, unless it is the first Forbidden answer
-// that admission gave b's output write at this generation of its spec:
-// then it records it and returns a retryable error that is no refusal, so
-// the outputs stay until a later pass meets the refusal again. The review
-// that tells admission's refusal from the operator's role
-// (access.ExplainForbidden) is asked after the write: a role granted in
-// between, or an API server whose authorizer lags another's, makes a
-// refusal by the role read as admission's.
-func (h *Handler) confirmForbidden(b *v1alpha1.IdentityBinding, err error) error {
-	if !forbiddenByAdmission(err) {
-		return err
-	}
-	if _, seen := h.forbidden.holds(b.UID, b.Generation); seen {
+// confirmForbidden returns err, unless it is a Forbidden answer admission
+// gave b's output write and the pass before (forbiddenBefore) did not meet
+// one at this generation of b's spec: then it records it and returns a
+// retryable error that is no refusal, so the outputs stay until the next
+// pass meets the refusal again. The review that tells admission's refusal
+// from the operator's role (access.ExplainForbidden) is asked after the
+// write: a role granted in between, or an API server whose authorizer lags
+// another's, makes a refusal by the role read as admission's. Only two
+// passes in a row confirm it: an answer met before some other failure says
+// nothing of the one met now.
+func (h *Handler) confirmForbidden(b *v1alpha1.IdentityBinding, forbiddenBefore bool, err error) error {
+	if !forbiddenByAdmission(err) || forbiddenBefore {
 		return err
 	}
 	h.forbidden.add(b.UID, b.Generation, err)
 	// %v, not %w: until confirmed, the answer is not a refusal (refused).
 	return ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry,
-		"%v (the outputs are kept until a later pass is refused too: a refusal by the operator's own role, granted meanwhile, reads the same)", err)
+		"%v (the outputs are kept until the next pass is refused too: a refusal by the operator's own role, granted meanwhile, reads the same)", err)
 }
 
 // refusalRecords remember, for each binding, one refusal of its output
@@ -87,6 +86,16 @@ func (r *refusalRecords) holds(uid types.UID, generation int64) (string, bool) {
 		return "", false
 	}
 	return got.err, ok
+}
+
+// take returns whether uid's write was refused at generation, and drops
+// uid's record.
+func (r *refusalRecords) take(uid types.UID, generation int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got, ok := r.at[uid]
+	delete(r.at, uid)
+	return ok && got.generation == generation
 }
 
 // forget drops uid's record.

@@ -36,3 +36,28 @@ func TestARefusalHoldsForItsGenerationOnly(t *testing.T) {
 		t.Fatal("holds after forget")
 	}
 }
+
+// TestTakeDropsTheRecordWhateverItHolds: take reports a record of the
+// generation asked for, and drops the record of any generation, so a
+// second take finds nothing.
+func TestTakeDropsTheRecordWhateverItHolds(t *testing.T) {
+	var r refusalRecords
+	a := types.UID("a")
+	if r.take(a, 1) {
+		t.Fatal("take found a record before any refusal")
+	}
+	r.add(a, 2, errors.New("forbidden"))
+	if !r.take(a, 2) {
+		t.Fatal("take missed the record of its generation")
+	}
+	if r.take(a, 2) {
+		t.Fatal("a second take found the record the first took")
+	}
+	r.add(a, 2, errors.New("forbidden"))
+	if r.take(a, 3) {
+		t.Fatal("take found a record of another generation")
+	}
+	if r.take(a, 2) {
+		t.Fatal("a take of another generation kept the record")
+	}
+}
