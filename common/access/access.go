@@ -78,9 +78,10 @@ func (e *UnexplainedError) Error() string {
 //
 // The review is asked after the write: a permission granted in between (or
 // an API server whose authorizer is fresher than the one that judged the
-// write) makes the caller's own refusal read as admission's. A caller that
-// withdraws what it rendered on admission's refusal should see it again on
-// a later attempt first.
+// write) makes the caller's own refusal read as admission's: a caller that
+// withdraws what it rendered on admission's refusal should send the write
+// again after the review (RecheckForbidden), and see the refusal stand for
+// a while first.
 func ExplainForbidden(ctx context.Context, c client.Client, verb string, obj client.Object, err error) error {
 	if !apierrors.IsForbidden(err) {
 		return err
@@ -98,6 +99,46 @@ func ExplainForbidden(ctx context.Context, c client.Client, verb string, obj cli
 	}
 	return &CallerDeniedError{Verb: attrs.Verb, Group: attrs.Group, Resource: attrs.Resource,
 		Namespace: attrs.Namespace, Name: attrs.Name, Reason: review.Status.Reason, err: err}
+}
+
+// PassedOnRecheckError is a Forbidden write that the caller may make (its
+// review said so) and that passed when sent again after the review: the
+// refusal does not stand. A permission granted between the write and the
+// review, or an admission check that changed its answer, does that. It
+// does not unwrap to the Forbidden answer, so that no caller takes it for
+// a refusal of the object.
+type PassedOnRecheckError struct {
+	// Forbidden is the API server's answer to the write.
+	Forbidden error
+}
+
+// Error says that the refusal did not stand.
+func (e *PassedOnRecheckError) Error() string {
+	return fmt.Sprintf("%v (the same write, sent again after the operator's permissions were checked, passed: the refusal does not stand)", e.Forbidden)
+}
+
+// RecheckForbidden is ExplainForbidden for a write that can be sent again
+// without effect: recheck sends it again as a server-side dry run. When the
+// review says the caller may make the write, RecheckForbidden calls
+// recheck, which the API server judges after the review, and returns err
+// only if recheck is forbidden too: then admission refused the object,
+// unless the caller's permissions changed between the review and the
+// recheck, or API servers whose authorizers disagree answered the two. If
+// recheck passes, it returns a *PassedOnRecheckError; if it fails
+// otherwise, an *UnexplainedError.
+func RecheckForbidden(ctx context.Context, c client.Client, verb string, obj client.Object, err error, recheck func(context.Context) error) error {
+	err = ExplainForbidden(ctx, c, verb, obj, err)
+	if !apierrors.IsForbidden(err) || IsCallerDenied(err) {
+		return err
+	}
+	switch again := recheck(ctx); {
+	case again == nil:
+		return &PassedOnRecheckError{Forbidden: err}
+	case apierrors.IsForbidden(again):
+		return err
+	default:
+		return &UnexplainedError{Forbidden: err, Review: fmt.Errorf("the write sent again after the review: %w", again)}
+	}
 }
 
 // IsCallerDenied reports whether err is, or wraps, a *CallerDeniedError.

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/access"
@@ -23,8 +24,8 @@ import (
 // several API servers, one whose authorizer is fresher than the one that
 // judged the write) makes the review say "allowed", and the caller's own
 // refusal reads as admission's. ExplainForbidden cannot tell; its doc says
-// so, and a caller that withdraws on admission's refusal confirms it on a
-// later attempt (identity-operator: TestARoleGrantedBetweenTheWriteAnd-
+// so. RecheckForbidden sends the write again after the review, and the
+// recheck passes (identity-operator: TestARoleGrantedBetweenTheWriteAnd-
 // ItsReviewDoesNotWithdrawTheOutputs).
 var _ = Describe("ExplainForbidden after a role fixed between the write and the review", func() {
 	It("returns the answer unchanged, as admission's", func(ctx context.Context) {
@@ -58,6 +59,46 @@ var _ = Describe("ExplainForbidden after a role fixed between the write and the 
 		}).WithTimeout(time.Minute).Should(BeTrue())
 
 		Expect(access.ExplainForbidden(ctx, user, "update", cm, writeErr)).To(BeIdenticalTo(writeErr))
+
+		By("RecheckForbidden sends the write again after the review: it passes, so the refusal does not stand")
+		rechecked := access.RecheckForbidden(ctx, user, "update", cm, writeErr, func(ctx context.Context) error {
+			return user.Update(ctx, cm.DeepCopy(), client.DryRunAll)
+		})
+		var passed *access.PassedOnRecheckError
+		Expect(errors.As(rechecked, &passed)).To(BeTrue(), "the refusal reads as standing: %v", rechecked)
+		Expect(apierrors.IsForbidden(rechecked)).To(BeFalse(), "a refusal that did not stand reads as the object's")
+		Expect(access.IsCallerDenied(rechecked)).To(BeFalse())
+	})
+})
+
+// RecheckForbidden, when the review allows the write: the recheck's
+// answer, judged after the review, decides.
+var _ = Describe("RecheckForbidden", func() {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("denied by a policy"))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "x"}}
+
+	It("returns the refusal when the recheck is forbidden too: admission's", func(ctx context.Context) {
+		again := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("denied again"))
+		Expect(access.RecheckForbidden(ctx, cp.Client, "update", cm, forbidden, func(context.Context) error { return again })).
+			To(BeIdenticalTo(error(forbidden)))
+	})
+
+	It("says whose refusal it was is unknown when the recheck fails otherwise", func(ctx context.Context) {
+		conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("changed meanwhile"))
+		got := access.RecheckForbidden(ctx, cp.Client, "update", cm, forbidden, func(context.Context) error { return conflict })
+		var unexplained *access.UnexplainedError
+		Expect(errors.As(got, &unexplained)).To(BeTrue(), "%v", got)
+		Expect(apierrors.IsForbidden(got)).To(BeFalse())
+		Expect(got.Error()).To(ContainSubstring("changed meanwhile"))
+	})
+
+	It("rechecks nothing unless the review allows the write", func(ctx context.Context) {
+		called := false
+		recheck := func(context.Context) error { called = true; return nil }
+		notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "x")
+		Expect(access.RecheckForbidden(ctx, cp.Client, "update", cm, notFound, recheck)).To(BeIdenticalTo(error(notFound)))
+		Expect(access.RecheckForbidden(ctx, cp.Client, "update", cm, nil, recheck)).To(Succeed())
+		Expect(called).To(BeFalse())
 	})
 })
 

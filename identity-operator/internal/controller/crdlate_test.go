@@ -58,7 +58,7 @@ var _ = Describe("InferencePool CRD installed after startup: pools are watched w
 		fw.RequeueAfter = time.Hour
 		fw.RequeueAfterOnError = time.Hour
 		fw.MaxBackoff = time.Hour
-		startLateCRDOperator(lcp, installOperatorRBAC(ctx, lcp), fw)
+		startLateCRDOperator(lcp, installOperatorRBAC(ctx, lcp), fw, 0)
 
 		ns := "late-crd"
 		Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
@@ -201,10 +201,14 @@ func startLateCRDControlPlane() *testenv.ControlPlane {
 }
 
 // startLateCRDOperator starts the operator on lcp as access (the operator's
-// service account), with framework settings fw, a CRD-missing retry an
-// hour away and the CRD watcher polling every 200 ms; it stops before lcp.
-func startLateCRDOperator(lcp *testenv.ControlPlane, access *rest.Config, fw config.Config) {
+// service account), with framework settings fw, a withdrawal retry of
+// withdrawalRetry (200 ms if zero), a CRD-missing retry an hour away and
+// the CRD watcher polling every 200 ms; it stops before lcp.
+func startLateCRDOperator(lcp *testenv.ControlPlane, access *rest.Config, fw config.Config, withdrawalRetry time.Duration) {
 	GinkgoHelper()
+	if withdrawalRetry == 0 {
+		withdrawalRetry = 200 * time.Millisecond
+	}
 	td := spiffeid.RequireTrustDomainFromString(trustDomain)
 	outputs := []output.Kind{output.KindSpiffeEntry}
 	s := setup.Settings{
@@ -218,7 +222,7 @@ func startLateCRDOperator(lcp *testenv.ControlPlane, access *rest.Config, fw con
 			TrustDomain:     td,
 			ParentID:        parentID,
 			Outputs:         outputs,
-			WithdrawalRetry: 200 * time.Millisecond,
+			WithdrawalRetry: withdrawalRetry,
 			CRDMissingRetry: time.Hour,
 		},
 		CRDPollInterval: 200 * time.Millisecond,

@@ -37,17 +37,7 @@ var _ = Describe("An operator whose role may create but not update SpiffeEntries
 		const spiffeEntryRule = "  - spiffeentries\n  verbs:\n  - create\n  - delete\n  - get\n  - list\n  - patch\n  - update\n  - watch\n"
 		r := startWithRole(ctx, 0, roleEdited(spiffeEntryRule, "  - spiffeentries\n  verbs:\n  - create\n  - delete\n  - get\n  - list\n  - watch\n"))
 
-		r.bindToDeployment("web")
-		Eventually(r.reason("web")).WithTimeout(30 * time.Second).Should(Equal("True"))
-		key := client.ObjectKey{Name: output.Name(r.ns, "web")}
-		entry := &spiffev1alpha1.SpiffeEntry{}
-		Expect(r.c.Get(ctx, key, entry)).To(Succeed())
-		uid := entry.UID
-		entryUID := func(g Gomega) types.UID {
-			cur := &spiffev1alpha1.SpiffeEntry{}
-			g.Expect(r.c.Get(ctx, key, cur)).To(Succeed(), "the SpiffeEntry was withdrawn")
-			return cur.UID
-		}
+		uid, entryUID := r.readyEntry("web")
 
 		By("changing the spec: the SpiffeEntry's update is forbidden by the operator's role")
 		b := r.setHint("web", "changed")
@@ -61,7 +51,8 @@ var _ = Describe("An operator whose role may create but not update SpiffeEntries
 		By("granting update: the binding converges on the same SpiffeEntry")
 		r.grant(rbacv1.PolicyRule{APIGroups: []string{spiffev1alpha1.GroupVersion.Group}, Resources: []string{"spiffeentries"}, Verbs: []string{"update", "patch"}})
 		Eventually(r.reason("web")).WithTimeout(time.Minute).Should(Equal("True"))
-		Expect(r.c.Get(ctx, key, entry)).To(Succeed())
+		entry := &spiffev1alpha1.SpiffeEntry{}
+		Expect(r.c.Get(ctx, client.ObjectKey{Name: output.Name(r.ns, "web")}, entry)).To(Succeed())
 		Expect(entry.UID).To(Equal(uid))
 		Expect(entry.Spec.Hint).To(Equal("changed"))
 	}, SpecTimeout(2*time.Minute))
@@ -175,4 +166,21 @@ func (r *poolVerbsRun) revokeSpiffeEntryVerbs(verbs ...string) {
 		}
 	}
 	Expect(r.c.Update(r.ctx, role)).To(Succeed())
+}
+
+// readyEntry binds a binding named name to the Deployment name, waits
+// until it is Ready, and returns its SpiffeEntry's UID and a reader of
+// the UID it has now (failing if the SpiffeEntry is gone).
+func (r *poolVerbsRun) readyEntry(name string) (types.UID, func(Gomega) types.UID) {
+	GinkgoHelper()
+	r.bindToDeployment(name)
+	Eventually(r.reason(name)).WithTimeout(30 * time.Second).Should(Equal("True"))
+	key := client.ObjectKey{Name: output.Name(r.ns, name)}
+	entry := &spiffev1alpha1.SpiffeEntry{}
+	Expect(r.c.Get(r.ctx, key, entry)).To(Succeed())
+	return entry.UID, func(g Gomega) types.UID {
+		cur := &spiffev1alpha1.SpiffeEntry{}
+		g.Expect(r.c.Get(r.ctx, key, cur)).To(Succeed(), "the SpiffeEntry was withdrawn")
+		return cur.UID
+	}
 }

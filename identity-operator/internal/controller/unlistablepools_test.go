@@ -93,7 +93,7 @@ func startWithRole(ctx context.Context, workers int, roleFile string) *poolVerbs
 	if workers > 0 {
 		fw.MaxConcurrentReconciles = workers
 	}
-	startLateCRDOperator(lcp, access.Config, fw)
+	startLateCRDOperator(lcp, access.Config, fw, 0)
 	r := &poolVerbsRun{ctx: ctx, lcp: lcp, c: lcp.Client, ns: "pool-verbs", roleName: roleName(roleFile)}
 	Expect(r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}})).To(Succeed())
 	return r

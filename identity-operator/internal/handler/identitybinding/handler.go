@@ -83,10 +83,9 @@ type Handler struct {
 	// although its dry run had passed: they are not written again until
 	// their spec changes (see writeOutputs).
 	refusals refusalRecords
-	// forbidden are the bindings whose last pass met admission's Forbidden
-	// answer to an output write (confirmForbidden); each pass takes its
-	// binding's record out, and only a pass meeting it again puts it back.
-	forbidden refusalRecords
+	// forbidden are the bindings whose output writes admission has been
+	// forbidding (confirmForbidden).
+	forbidden forbiddenRuns
 }
 
 var _ handler.Handler[*v1alpha1.IdentityBinding] = &Handler{}
@@ -137,16 +136,15 @@ func New(c client.Client, opts Options) (*Handler, error) {
 // condition: the spec (variant, service account, SPIFFE ID template), then
 // conflicts with peers, then the pool and the rendered selectors, then the
 // outputs themselves. Transient read errors keep existing outputs.
-func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBinding) error {
+func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBinding) (err error) {
 	log := logf.FromContext(ctx)
 	j := janitor.FromContext(ctx)
 	if j == nil {
 		return errors.New("no janitor client in context")
 	}
 
-	// Whatever this pass meets, the record of the pass before goes: only
-	// a Forbidden answer met on two passes in a row is admission's for sure.
-	forbiddenBefore := h.forbidden.take(b.UID, b.Generation)
+	forbidden := h.forbidden.begin(b.UID)
+	defer func() { h.forbidden.end(forbidden, err) }()
 
 	// Status fields are recomputed every pass; the Controller writes them
 	// only if they differ from what is stored. The SPIFFE ID is set only
@@ -229,7 +227,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		return ctrlerrors.WithReason(v1alpha1.ReasonPeerOutputPending, ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry,
 			"output %s of another binding still selects these workloads; waiting for it to be withdrawn", pending))
 	}
-	refs, err := h.writeOutputs(ctx, j, b, d, forbiddenBefore)
+	refs, err := h.writeOutputs(ctx, j, b, d, forbidden)
 	if err != nil {
 		// An object in the way, or an output the API server rejects (say,
 		// more selectors than SpiffeEntry allows), needs a user; anything
@@ -237,6 +235,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		var (
 			be       *blockedOutputError
 			notOwned *janitor.NotOwnedError
+			passed   *access.PassedOnRecheckError
 		)
 		if access.IsCallerDenied(err) {
 			// The operator's role, not the spec: every binding whose output
@@ -249,6 +248,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 			// could not judge the output again.
 			clearFailuresButOutputRefusal(b)
 			return ctrlerrors.WithReason(v1alpha1.ReasonOperatorForbidden, ctrlerrors.RetryableErrorf("%w", err))
+		}
+		if errors.As(err, &passed) {
+			// A refusal that did not stand: the next pass writes.
+			return ctrlerrors.WithReason(v1alpha1.ReasonManagedOutputApplyFailed, ctrlerrors.RetryableErrorf("%w", err))
 		}
 		if errors.As(err, &be) || errors.As(err, &notOwned) || refused(err) {
 			return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, reasoned(v1alpha1.ReasonManagedOutputApplyFailed, err))

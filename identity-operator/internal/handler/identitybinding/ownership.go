@@ -54,9 +54,9 @@ func (h *Handler) peerOutputPending(ctx context.Context, j *janitor.Client, d ou
 }
 
 // writeOutputs creates or updates every configured output of b and deletes
-// its outputs that are no longer wanted. forbiddenBefore tells whether the
-// pass before met admission's Forbidden answer (confirmForbidden).
-func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, d output.Desired, forbiddenBefore bool) ([]v1alpha1.OutputReference, error) {
+// its outputs that are no longer wanted. forbidden is the pass's view of
+// b's run of Forbidden answers (confirmForbidden).
+func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, d output.Desired, forbidden *forbiddenPass) ([]v1alpha1.OutputReference, error) {
 	name := output.Name(b.Namespace, b.Name)
 	// Check every kind before writing any, so a blocked output never makes
 	// the pass write one kind and then withdraw it again.
@@ -82,14 +82,14 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 		}
 		for _, k := range h.opts.Outputs {
 			if err := h.ensure(ctx, j, k, name, d, true); err != nil {
-				return nil, h.confirmForbidden(b, forbiddenBefore, err)
+				return nil, h.confirmForbidden(forbidden, err)
 			}
 		}
 	}
 	refs := make([]v1alpha1.OutputReference, 0, len(h.opts.Outputs))
 	for _, k := range h.opts.Outputs {
 		if err := h.ensure(ctx, j, k, name, d, false); err != nil {
-			err = h.confirmForbidden(b, forbiddenBefore, err)
+			err = h.confirmForbidden(forbidden, err)
 			if dryRun && refused(err) {
 				h.refusals.add(b.UID, b.Generation, err)
 			}
@@ -163,15 +163,19 @@ func (h *Handler) ensure(ctx context.Context, j *janitor.Client, k output.Kind, 
 // writeOutput creates (create) or updates obj as an output; with dryRun
 // the API server checks a copy of it, with the marks a write would put on
 // it, and nothing is written or recorded. A Forbidden answer is explained:
-// the operator's own permissions (access.CallerDeniedError) or admission.
+// the operator's own permissions (access.CallerDeniedError), a refusal
+// that did not stand when the write was sent again after the review
+// (access.PassedOnRecheckError), or admission.
 func writeOutput(ctx context.Context, j *janitor.Client, obj client.Object, create, dryRun bool) error {
 	verb := "update"
 	if create {
 		verb = "create"
 	}
 	// The review goes through the unscoped client: it is no object of an
-	// environment, and the API server refuses labels on it.
-	return access.ExplainForbidden(ctx, j.Client.Client, verb, obj, sendOutput(ctx, j, obj, create, dryRun))
+	// environment, and the API server refuses labels on it. When it allows
+	// the write, the write is sent again as a dry run, after the review.
+	return access.RecheckForbidden(ctx, j.Client.Client, verb, obj, sendOutput(ctx, j, obj, create, dryRun),
+		func(ctx context.Context) error { return sendOutput(ctx, j, obj, create, true) })
 }
 
 // sendOutput is writeOutput's request.

@@ -2,9 +2,15 @@ package identitybinding
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trustplane/trustplane/common/access"
 )
 
 // TestARefusalHoldsForItsGenerationOnly checks the memory of writes
@@ -37,27 +43,62 @@ func TestARefusalHoldsForItsGenerationOnly(t *testing.T) {
 	}
 }
 
-// TestTakeDropsTheRecordWhateverItHolds: take reports a record of the
-// generation asked for, and drops the record of any generation, so a
-// second take finds nothing.
-func TestTakeDropsTheRecordWhateverItHolds(t *testing.T) {
-	var r refusalRecords
+// TestARunEndsOnlyOnWhatShowsTheRefusalDoesNotStand checks what keeps a
+// binding's run of Forbidden answers between passes: a pass that met one
+// keeps it; a write, a refusal by the operator's own role, a refusal that
+// passed on its recheck, or a confirmation ends it; any other failure is
+// borne forbiddenRunGap times in a row, and the next ends it.
+func TestARunEndsOnlyOnWhatShowsTheRefusalDoesNotStand(t *testing.T) {
+	var r forbiddenRuns
 	a := types.UID("a")
-	if r.take(a, 1) {
-		t.Fatal("take found a record before any refusal")
+	// started ends a pass that met a Forbidden answer and kept the outputs.
+	started := func() {
+		p := r.begin(a)
+		p.outcome, p.run = runGoesOn, forbiddenRun{since: time.Unix(1, 0)}
+		r.end(p, errors.New("forbidden, outputs kept"))
 	}
-	r.add(a, 2, errors.New("forbidden"))
-	if !r.take(a, 2) {
-		t.Fatal("take missed the record of its generation")
+	if r.begin(a).had {
+		t.Fatal("a run before any pass")
 	}
-	if r.take(a, 2) {
-		t.Fatal("a second take found the record the first took")
+	other := errors.New("a 413")
+	started()
+	for i := 1; i <= forbiddenRunGap; i++ {
+		p := r.begin(a)
+		if !p.had || p.run.misses != i-1 {
+			t.Fatalf("after %d other failures: had %v, misses %d", i-1, p.had, p.run.misses)
+		}
+		r.end(p, other)
 	}
-	r.add(a, 2, errors.New("forbidden"))
-	if r.take(a, 3) {
-		t.Fatal("take found a record of another generation")
+	p := r.begin(a)
+	if !p.had || !p.run.since.Equal(time.Unix(1, 0)) {
+		t.Fatalf("the run did not bear %d other failures, or lost its start: %+v", forbiddenRunGap, p)
 	}
-	if r.take(a, 2) {
-		t.Fatal("a take of another generation kept the record")
+	r.end(p, other)
+	if r.begin(a).had {
+		t.Fatalf("the run bore %d other failures in a row", forbiddenRunGap+1)
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "spiffeentries"}, "x", errors.New("no"))
+	for name, err := range map[string]error{
+		"a written output":             nil,
+		"a refusal by the role":        &access.CallerDeniedError{Verb: "update", Resource: "spiffeentries"},
+		"a refusal that did not stand": fmt.Errorf("update: %w", &access.PassedOnRecheckError{Forbidden: forbidden}),
+	} {
+		started()
+		r.end(r.begin(a), err)
+		if r.begin(a).had {
+			t.Errorf("%s did not end the run", name)
+		}
+	}
+	started()
+	p = r.begin(a)
+	p.outcome = runConfirmed
+	r.end(p, forbidden)
+	if r.begin(a).had {
+		t.Error("a confirmed refusal did not end the run")
+	}
+	r.end(&forbiddenPass{uid: "b", outcome: runGoesOn}, forbidden)
+	r.forget("b")
+	if r.begin("b").had {
+		t.Error("forget kept the run")
 	}
 }
