@@ -101,43 +101,32 @@ func ExplainForbidden(ctx context.Context, c client.Client, verb string, obj cli
 		Namespace: attrs.Namespace, Name: attrs.Name, Reason: review.Status.Reason, err: err}
 }
 
-// PassedOnRecheckError is a Forbidden write that the caller may make (its
-// review said so) and that passed when sent again after the review: the
-// refusal does not stand. A permission granted between the write and the
-// review, or an admission check that changed its answer, does that. It
-// does not unwrap to the Forbidden answer, so that no caller takes it for
-// a refusal of the object.
-type PassedOnRecheckError struct {
-	// Forbidden is the API server's answer to the write.
-	Forbidden error
-}
-
-// Error says that the refusal did not stand.
-func (e *PassedOnRecheckError) Error() string {
-	return fmt.Sprintf("%v (the same write, sent again after the operator's permissions were checked, passed: the refusal does not stand)", e.Forbidden)
-}
-
-// RecheckForbidden is ExplainForbidden for a write that can be sent again
-// without effect: recheck sends it again as a server-side dry run. When the
-// review says the caller may make the write, RecheckForbidden calls
-// recheck, which the API server judges after the review, and returns err
-// only if recheck is forbidden too: then admission refused the object,
-// unless the caller's permissions changed between the review and the
-// recheck, or API servers whose authorizers disagree answered the two. If
-// recheck passes, it returns a *PassedOnRecheckError; if it fails
-// otherwise, an *UnexplainedError.
-func RecheckForbidden(ctx context.Context, c client.Client, verb string, obj client.Object, err error, recheck func(context.Context) error) error {
+// RecheckForbidden is ExplainForbidden for a write that may be sent again:
+// again sends the very same request again (a server-side dry run if the
+// first was one). When the review says the caller may make the write,
+// RecheckForbidden calls again, which the API server judges after the
+// review:
+//   - it passes: nil, as the write is made (a permission granted between
+//     the write and the review, or an admission check that changed its
+//     answer, let it through);
+//   - it is forbidden too: err, as admission refused the object (unless
+//     the caller's permissions changed between the review and the
+//     recheck, or API servers whose authorizers disagree answered them);
+//   - it conflicts (the object changed meanwhile, say its status): err,
+//     as ExplainForbidden reads it, since the recheck could not judge;
+//   - it fails otherwise: an *UnexplainedError.
+func RecheckForbidden(ctx context.Context, c client.Client, verb string, obj client.Object, err error, again func(context.Context) error) error {
 	err = ExplainForbidden(ctx, c, verb, obj, err)
 	if !apierrors.IsForbidden(err) || IsCallerDenied(err) {
 		return err
 	}
-	switch again := recheck(ctx); {
-	case again == nil:
-		return &PassedOnRecheckError{Forbidden: err}
-	case apierrors.IsForbidden(again):
+	switch sent := again(ctx); {
+	case sent == nil:
+		return nil
+	case apierrors.IsForbidden(sent), apierrors.IsConflict(sent):
 		return err
 	default:
-		return &UnexplainedError{Forbidden: err, Review: fmt.Errorf("the write sent again after the review: %w", again)}
+		return &UnexplainedError{Forbidden: err, Review: fmt.Errorf("the write sent again after the review: %w", sent)}
 	}
 }
 

@@ -118,6 +118,9 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 			c.written.forget(req.NamespacedName)
 			c.events.forget(req.NamespacedName)
 			c.confirmed.Forget(req.NamespacedName)
+			if f, ok := c.handler.(handler.Forgetter); ok {
+				f.Forget(req.NamespacedName)
+			}
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)

@@ -217,6 +217,29 @@ var _ = Describe("Controller lifecycle (direct reconciles against a real API ser
 		})
 	})
 
+	It("tells a handler that remembers objects to forget one that is gone, though Delete never ran", func(ctx context.Context) {
+		w := newWidget(ns, "forgotten", true, "child")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		f := &forgettingHandler{faultyHandler: h}
+		c := controller.New("widget-forget", cp.Client, f, controller.Options{Config: cfg})
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.forgot).To(BeEmpty(), "forgot an object that is there")
+
+		By("removing the finalizer by hand and deleting the widget")
+		get(ctx, w)
+		w.Finalizers = nil
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		Expect(cp.Client.Delete(ctx, w)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{}))
+		}).Should(BeTrue())
+		_, err = reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.deletes).To(BeZero(), "Delete ran")
+		Expect(f.forgot).To(ConsistOf(client.ObjectKeyFromObject(w)))
+	})
+
 	Describe("failure mode 2: missing environment label", func() {
 		It("blocks with a message naming the label and does not call the handler", func(ctx context.Context) {
 			w := newWidget(ns, "nolabel", false, "child")

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -44,6 +45,25 @@ type faultyHandler struct {
 }
 
 var _ handler.Handler[*widgetv1.Widget] = &faultyHandler{}
+
+// forgettingHandler is a faultyHandler that records the keys it is told
+// to forget, and counts its Delete calls.
+type forgettingHandler struct {
+	*faultyHandler
+	forgot  []types.NamespacedName
+	deletes int
+}
+
+var _ handler.Forgetter = &forgettingHandler{}
+
+// Delete counts the call and deletes as faultyHandler does.
+func (f *forgettingHandler) Delete(ctx context.Context, w *widgetv1.Widget) error {
+	f.deletes++
+	return f.faultyHandler.Delete(ctx, w)
+}
+
+// Forget records key.
+func (f *forgettingHandler) Forget(key types.NamespacedName) { f.forgot = append(f.forgot, key) }
 
 func (h *faultyHandler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error {
 	h.createCalls++

@@ -6,6 +6,8 @@ package handler
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/object"
 )
@@ -34,4 +36,14 @@ type Handler[T object.Object] interface {
 // not write. A handler never calls Cleanup itself.
 type Owner interface {
 	OwnedTypes() []janitor.ChildType
+}
+
+// Forgetter is implemented by a handler that remembers something of an
+// object between its passes (say, what the last pass met). Once the
+// object is gone from the cache the Controller calls Forget with its key,
+// whether or not Delete ran (a finalizer removed by hand skips Delete), so
+// that memory does not outlive the object. A handler that keys its memory
+// by UID should keep the object's key beside it.
+type Forgetter interface {
+	Forget(key types.NamespacedName)
 }

@@ -3,11 +3,14 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,21 +115,25 @@ var _ = Describe("An output the API server refuses", func() {
 	// itself (a webhook that checks less on dry runs; here a policy that
 	// reads request.dryRun). The binding must not write the SpiffeEntry,
 	// be refused the ClusterSPIFFEID and withdraw the SpiffeEntry again on
-	// every pass that the withdrawal's own event starts.
-	It("refused only when it is not a dry run, is not written again on every pass", func(ctx context.Context) {
+	// every pass that the withdrawal's own event starts. Refused as
+	// Forbidden, the review allows the write and the write sent again
+	// after it is refused too; once that refusal has stood, the same holds
+	// (with a dry run as the recheck, it passed, and the SpiffeEntry stayed
+	// beside the refused ClusterSPIFFEID, retried for ever).
+	DescribeTable("refused only when it is not a dry run, is not written again on every pass", func(ctx context.Context, reason string) {
 		ns := newNamespace(ctx)
 		createDeployment(ctx, ns, "web", webSelector("web"), map[string]string{"app": "web"})
 		out := output.Name(ns, "web")
-		refuseClusterSPIFFEIDs(ctx, "refuse-real-"+out, []string{"CREATE", "UPDATE"}, "Invalid",
+		refuseClusterSPIFFEIDs(ctx, "refuse-real-"+strings.ToLower(reason)+"-"+out, []string{"CREATE", "UPDATE"}, reason,
 			fmt.Sprintf("request.dryRun == true || object.metadata.name != '%s'", out))
-		Eventually(func() bool {
+		Eventually(func() metav1.StatusReason {
 			err := k8s.Create(ctx, clusterSPIFFEIDNamed(out))
 			if err == nil { // not refused yet: the probe must not stay in the way
 				Expect(k8s.Delete(ctx, clusterSPIFFEIDNamed(out))).To(Succeed())
 				Eventually(clusterSPIFFEIDExists(ctx, ns, "web")).Should(BeFalse())
 			}
-			return apierrors.IsInvalid(err)
-		}).WithTimeout(time.Minute).Should(BeTrue(), "the policy does not refuse yet")
+			return apierrors.ReasonForError(err)
+		}).WithTimeout(time.Minute).Should(Equal(metav1.StatusReason(reason)), "the policy does not refuse yet")
 
 		b := createBinding(ctx, ns, "web", "serving", "v1")
 		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
@@ -136,14 +143,24 @@ var _ = Describe("An output the API server refuses", func() {
 		Expect(findMessage(getBinding(ctx, ns, b.Name)(Default), v1alpha1.ConditionRenderFailure)).To(
 			ContainSubstring("not written again until the binding's spec changes"))
 
-		By("a change of the spec: judged again, still refused, still no output")
+		By("a change of the spec: judged again, still refused, and once the refusal is recorded again and the output withdrawn, no output written again")
+		var generation int64
 		Eventually(func(g Gomega) {
 			cur := getBinding(ctx, ns, b.Name)(g)
 			cur.Spec.Hint = "again"
 			g.Expect(k8s.Update(ctx, cur)).To(Succeed())
+			generation = cur.Generation
 		}).Should(Succeed())
-		Eventually(readyReason(ctx, ns, b.Name)).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
-		Expect(findMessage(getBinding(ctx, ns, b.Name)(Default), v1alpha1.ConditionRenderFailure)).To(ContainSubstring("refused by the spec"))
+		Eventually(func(g Gomega) string {
+			c := meta.FindStatusCondition(getBinding(ctx, ns, b.Name)(g).Status.Conditions, v1alpha1.ConditionRenderFailure)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.ObservedGeneration).To(Equal(generation))
+			return c.Message
+		}).WithTimeout(30 * time.Second).Should(ContainSubstring("not written again until the binding's spec changes"))
+		Expect(readyReason(ctx, ns, b.Name)(Default)).To(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
+		Eventually(entryExists(ctx, ns, b.Name)).Should(BeFalse())
 		Consistently(entryExists(ctx, ns, b.Name), time.Second, 5*time.Millisecond).Should(BeFalse())
-	}, SpecTimeout(2*time.Minute))
+	},
+		Entry("refused as Invalid", "Invalid", SpecTimeout(2*time.Minute)),
+		Entry("refused as Forbidden, as a webhook denies", "Forbidden", SpecTimeout(2*time.Minute)))
 })

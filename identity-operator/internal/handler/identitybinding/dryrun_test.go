@@ -132,3 +132,38 @@ func (w *webBinding) cached(ctx context.Context, t *testing.T, generation int64)
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 	return cur
 }
+
+// changeHint sets the binding's hint and returns it once c's cache holds
+// the change.
+func (w *webBinding) changeHint(ctx context.Context, t *testing.T, hint string) *v1alpha1.IdentityBinding {
+	t.Helper()
+	b := w.cached(ctx, t, 1)
+	b.Spec.Hint = hint
+	NewWithT(t).Expect(cp.Client.Update(ctx, b)).To(Succeed())
+	return w.cached(ctx, t, b.Generation)
+}
+
+// withDefaultRetry returns a handler as w's, with the withdrawal retry a
+// deployment has (2 s).
+func (w *webBinding) withDefaultRetry(t *testing.T) *identitybinding.Handler {
+	t.Helper()
+	h, err := identitybinding.New(w.c, identitybinding.Options{
+		TrustDomain: td, ParentID: "spiffe://example.org/nodes",
+		APIReader: cp.Client, Outputs: []output.Kind{output.KindSpiffeEntry},
+	})
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return h
+}
+
+// passUntilWithdrawn reconciles b with h until it owns no SpiffeEntry,
+// for up to 10 s, and returns the last pass's error; why says what failed
+// if it never is.
+func passUntilWithdrawn(t *testing.T, h *identitybinding.Handler, c client.Client, b *v1alpha1.IdentityBinding, why func(last error) string) error {
+	t.Helper()
+	var last error
+	NewWithT(t).Eventually(func() int {
+		last = reconcile(t, h, c, b)
+		return entriesOf(t, b)
+	}, 10*time.Second, 50*time.Millisecond).Should(BeZero(), func() string { return why(last) })
+	return last
+}

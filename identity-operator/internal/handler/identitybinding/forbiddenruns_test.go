@@ -21,9 +21,22 @@ import (
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
-	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
 )
+
+// refuse installs r until the test ends (testenv.RefuseWrites) and
+// returns its objects.
+func refuse(ctx context.Context, t *testing.T, r testenv.Refusal) []client.Object {
+	t.Helper()
+	created, err := testenv.RefuseWrites(ctx, cp.Client, r)
+	t.Cleanup(func() {
+		for _, obj := range created {
+			_ = client.IgnoreNotFound(cp.Client.Delete(context.Background(), obj))
+		}
+	})
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return created
+}
 
 // refuseEntryUpdates installs an admission policy that refuses every
 // update of the SpiffeEntry name with reason (Forbidden unless given),
@@ -36,15 +49,9 @@ func refuseEntryUpdates(ctx context.Context, t *testing.T, name, policy string, 
 	if len(reason) > 0 && reason[0] != why {
 		why, is = reason[0], func(err error) bool { return apierrors.ReasonForError(err) == metav1.StatusReason(reason[0]) }
 	}
-	created, err := testenv.RefuseWrites(ctx, cp.Client, testenv.Refusal{Name: policy,
+	created := refuse(ctx, t, testenv.Refusal{Name: policy,
 		Group: spiffev1alpha1.GroupVersion.Group, Resource: "spiffeentries", Operations: []string{"UPDATE"},
 		Expression: fmt.Sprintf("object.metadata.name != %q", name), Reason: why, Message: "no change to this entry"})
-	t.Cleanup(func() {
-		for _, obj := range created {
-			_ = client.IgnoreNotFound(cp.Client.Delete(context.Background(), obj))
-		}
-	})
-	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		probe := &spiffev1alpha1.SpiffeEntry{}
 		g.Expect(cp.Client.Get(ctx, client.ObjectKey{Name: name}, probe)).To(Succeed())
@@ -94,10 +101,7 @@ func TestAReviewFailingEveryOtherPassDoesNotKeepARefusedOutput(t *testing.T) {
 	w, name := readyWebBinding(ctx, t, c, ns)
 	refuseEntryUpdates(ctx, t, name, "flaky-"+ns)
 
-	b := w.cached(ctx, t, 1)
-	b.Spec.Hint = "changed"
-	g.Expect(cp.Client.Update(ctx, b)).To(Succeed())
-	b = w.cached(ctx, t, b.Generation)
+	b := w.changeHint(ctx, t, "changed")
 
 	// Passes alternate: one meets admission's Forbidden with a review that
 	// says the operator's role allows the write, the next a failed review.
@@ -161,17 +165,9 @@ func TestAnImmediatePassDuringAnAuthorizerLagDoesNotWithdraw(t *testing.T) {
 	})
 	_, c := cacheAndClientAs(t, userCfg)
 	w, _ := readyWebBinding(ctx, t, c, ns)
-	// The production retry: two seconds.
-	h, err := identitybinding.New(c, identitybinding.Options{
-		TrustDomain: td, ParentID: "spiffe://example.org/nodes",
-		APIReader: cp.Client, Outputs: []output.Kind{output.KindSpiffeEntry},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	h := w.withDefaultRetry(t)
 
-	b := w.cached(ctx, t, 1)
-	b.Spec.Hint = "changed"
-	g.Expect(cp.Client.Update(ctx, b)).To(Succeed())
-	b = w.cached(ctx, t, b.Generation)
+	b := w.changeHint(ctx, t, "changed")
 
 	start := time.Now()
 	err = reconcile(t, h, c, b)
@@ -283,10 +279,7 @@ func TestARunOfForbiddenAnswersEndsAfterThreeOtherFailuresInARow(t *testing.T) {
 	}
 	refuseWith("Forbidden")
 
-	b := w.cached(ctx, t, 1)
-	b.Spec.Hint = "changed"
-	g.Expect(cp.Client.Update(ctx, b)).To(Succeed())
-	b = w.cached(ctx, t, b.Generation)
+	b := w.changeHint(ctx, t, "changed")
 	keeps := func(pass string) {
 		err := reconcile(t, h, c, b)
 		g.Expect(ctrlerrors.IsBlocked(err)).To(BeFalse(), "%s: the pass gave up on the binding: %v", pass, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -88,7 +89,10 @@ type Handler struct {
 	forbidden forbiddenRuns
 }
 
-var _ handler.Handler[*v1alpha1.IdentityBinding] = &Handler{}
+var (
+	_ handler.Handler[*v1alpha1.IdentityBinding] = &Handler{}
+	_ handler.Forgetter                          = &Handler{}
+)
 
 // New returns a Handler reading through c (cached). The janitor of each pass
 // reads outputs uncached to confirm they are gone (controller.Options.APIReader),
@@ -143,7 +147,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		return errors.New("no janitor client in context")
 	}
 
-	forbidden := h.forbidden.begin(b.UID)
+	forbidden := h.forbidden.begin(client.ObjectKeyFromObject(b), b.UID)
 	defer func() { h.forbidden.end(forbidden, err) }()
 
 	// Status fields are recomputed every pass; the Controller writes them
@@ -235,7 +239,6 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		var (
 			be       *blockedOutputError
 			notOwned *janitor.NotOwnedError
-			passed   *access.PassedOnRecheckError
 		)
 		if access.IsCallerDenied(err) {
 			// The operator's role, not the spec: every binding whose output
@@ -248,10 +251,6 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 			// could not judge the output again.
 			clearFailuresButOutputRefusal(b)
 			return ctrlerrors.WithReason(v1alpha1.ReasonOperatorForbidden, ctrlerrors.RetryableErrorf("%w", err))
-		}
-		if errors.As(err, &passed) {
-			// A refusal that did not stand: the next pass writes.
-			return ctrlerrors.WithReason(v1alpha1.ReasonManagedOutputApplyFailed, ctrlerrors.RetryableErrorf("%w", err))
 		}
 		if errors.As(err, &be) || errors.As(err, &notOwned) || refused(err) {
 			return h.fail(ctx, j, b, v1alpha1.ConditionRenderFailure, reasoned(v1alpha1.ReasonManagedOutputApplyFailed, err))
@@ -268,8 +267,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 // confirmed gone, so a deleting binding keeps counting as a conflict peer
 // until then.
 func (h *Handler) Delete(ctx context.Context, b *v1alpha1.IdentityBinding) error {
-	h.refusals.forget(b.UID)
-	h.forbidden.forget(b.UID)
+	h.Forget(client.ObjectKeyFromObject(b))
 	gone, err := h.withdraw(ctx, janitor.FromContext(ctx), b)
 	if err != nil {
 		return err
@@ -278,6 +276,14 @@ func (h *Handler) Delete(ctx context.Context, b *v1alpha1.IdentityBinding) error
 		return ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry, "waiting for the outputs of %s/%s to be deleted", b.Namespace, b.Name)
 	}
 	return nil
+}
+
+// Forget implements handler.Forgetter: it drops what the handler
+// remembers of the binding key (its refusals), once the binding is gone
+// or being deleted.
+func (h *Handler) Forget(key types.NamespacedName) {
+	h.refusals.forget(key)
+	h.forbidden.forget(key)
 }
 
 // checkTTLs refuses SVID TTLs that are negative or not whole seconds

@@ -76,7 +76,7 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 	// event would start the same pass again.
 	dryRun := len(h.opts.Outputs) > 1
 	if dryRun {
-		if why, ok := h.refusals.holds(b.UID, b.Generation); ok {
+		if why, ok := h.refusals.holds(client.ObjectKeyFromObject(b), b.UID, b.Generation); ok {
 			return nil, &blockedOutputError{msg: fmt.Sprintf("the API server refused an output of this spec although its dry run had passed "+
 				"(an admission check that judges dry runs differently): %s; it is not written again until the binding's spec changes", why)}
 		}
@@ -91,7 +91,7 @@ func (h *Handler) writeOutputs(ctx context.Context, j *janitor.Client, b *v1alph
 		if err := h.ensure(ctx, j, k, name, d, false); err != nil {
 			err = h.confirmForbidden(forbidden, err)
 			if dryRun && refused(err) {
-				h.refusals.add(b.UID, b.Generation, err)
+				h.refusals.add(client.ObjectKeyFromObject(b), b.UID, b.Generation, err)
 			}
 			return nil, err
 		}
@@ -163,9 +163,9 @@ func (h *Handler) ensure(ctx context.Context, j *janitor.Client, k output.Kind, 
 // writeOutput creates (create) or updates obj as an output; with dryRun
 // the API server checks a copy of it, with the marks a write would put on
 // it, and nothing is written or recorded. A Forbidden answer is explained:
-// the operator's own permissions (access.CallerDeniedError), a refusal
-// that did not stand when the write was sent again after the review
-// (access.PassedOnRecheckError), or admission.
+// the operator's own permissions (access.CallerDeniedError), or
+// admission if the write, sent again after the review, is refused too
+// (access.RecheckForbidden; if it passes, the write is made).
 func writeOutput(ctx context.Context, j *janitor.Client, obj client.Object, create, dryRun bool) error {
 	verb := "update"
 	if create {
@@ -173,9 +173,9 @@ func writeOutput(ctx context.Context, j *janitor.Client, obj client.Object, crea
 	}
 	// The review goes through the unscoped client: it is no object of an
 	// environment, and the API server refuses labels on it. When it allows
-	// the write, the write is sent again as a dry run, after the review.
+	// the write, the same write is sent again, after the review.
 	return access.RecheckForbidden(ctx, j.Client.Client, verb, obj, sendOutput(ctx, j, obj, create, dryRun),
-		func(ctx context.Context) error { return sendOutput(ctx, j, obj, create, true) })
+		func(ctx context.Context) error { return sendOutput(ctx, j, obj, create, dryRun) })
 }
 
 // sendOutput is writeOutput's request.

@@ -36,20 +36,23 @@ const forbiddenRunGap = 2
 
 // confirmForbidden returns err, unless it is a Forbidden answer admission
 // gave b's output write (access.RecheckForbidden: the write, sent again
-// after the review, was refused too) and the run of such answers started
-// less than WithdrawalRetry ago: then it returns a retryable error that is
-// no refusal, so the outputs stay until the refusal has stood that long.
-// Within one API server the recheck tells a permission granted between the
-// write and its review from admission; the run's age covers API servers
-// whose authorizers disagree for a moment, however many passes (events)
-// come meanwhile.
+// after the review, was refused too) and the run of such answers, with the
+// same message, started less than WithdrawalRetry ago: then it returns a
+// retryable error that is no refusal, so the outputs stay until the
+// refusal has stood that long. Within one API server the recheck tells a
+// permission granted between the write and its review from admission; the
+// run's age covers API servers whose authorizers disagree for a moment,
+// however many passes (events) come meanwhile; and a refusal worded
+// otherwise (the role's, misread, after admission's) starts a run of its
+// own.
 func (h *Handler) confirmForbidden(pass *forbiddenPass, err error) error {
 	if !forbiddenByAdmission(err) {
 		return err
 	}
 	now := time.Now()
-	if !pass.had {
-		pass.run = forbiddenRun{since: now}
+	message := statusMessage(err)
+	if !pass.had || pass.run.message != message {
+		pass.run = forbiddenRun{uid: pass.run.uid, since: now, message: message}
 	}
 	pass.run.misses = 0
 	age := now.Sub(pass.run.since)
@@ -64,12 +67,23 @@ func (h *Handler) confirmForbidden(pass *forbiddenPass, err error) error {
 		err, h.opts.WithdrawalRetry)
 }
 
+// statusMessage is the message of the API server's answer err wraps.
+func statusMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
 // forbiddenRun is a run of Forbidden answers admission gave one binding's
-// output writes: since when, and how many passes in a row since the last
-// one met neither such an answer nor a written output.
+// output writes: since when, with which message, and how many passes in a
+// row since the last one met neither such an answer nor a written output.
 type forbiddenRun struct {
-	since  time.Time
-	misses int
+	uid     types.UID
+	since   time.Time
+	message string
+	misses  int
 }
 
 // runOutcome is what a pass did to its binding's run.
@@ -86,40 +100,44 @@ const (
 
 // forbiddenPass is one pass's view of its binding's run.
 type forbiddenPass struct {
-	uid     types.UID
+	key     types.NamespacedName
 	run     forbiddenRun
 	had     bool
 	outcome runOutcome
 }
 
 // forbiddenRuns hold each binding's run of Forbidden answers between its
-// passes: a pass takes its binding's run out (begin) and puts it back
+// passes, by the binding's key (a binding of the same name but another UID
+// has none): a pass takes its binding's run out (begin) and puts it back
 // (end) unless the pass ended it.
 type forbiddenRuns struct {
 	mu sync.Mutex
-	of map[types.UID]forbiddenRun
+	of map[types.NamespacedName]forbiddenRun
 }
 
-// begin takes uid's run out for a pass.
-func (r *forbiddenRuns) begin(uid types.UID) *forbiddenPass {
+// begin takes the run of b's key out for a pass, if it is b's.
+func (r *forbiddenRuns) begin(key types.NamespacedName, uid types.UID) *forbiddenPass {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	run, had := r.of[uid]
-	delete(r.of, uid)
-	return &forbiddenPass{uid: uid, run: run, had: had}
+	run, had := r.of[key]
+	delete(r.of, key)
+	if run.uid != uid {
+		run, had = forbiddenRun{}, false
+	}
+	run.uid = uid
+	return &forbiddenPass{key: key, run: run, had: had}
 }
 
 // end puts the pass's run back, unless the pass ended it: it confirmed the
 // refusal, wrote the outputs (err nil), met a refusal by the operator's
-// own role or one that did not stand on its recheck, or was the
-// forbiddenRunGap+1st pass in a row to meet nothing of the kind.
+// own role, or was the forbiddenRunGap+1st pass in a row to meet nothing
+// of the kind.
 func (r *forbiddenRuns) end(pass *forbiddenPass, err error) {
 	switch pass.outcome {
 	case runConfirmed:
 		return
 	case runUnmet:
-		var passed *access.PassedOnRecheckError
-		if !pass.had || err == nil || access.IsCallerDenied(err) || errors.As(err, &passed) {
+		if !pass.had || err == nil || access.IsCallerDenied(err) {
 			return
 		}
 		pass.run.misses++
@@ -130,61 +148,78 @@ func (r *forbiddenRuns) end(pass *forbiddenPass, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.of == nil {
-		r.of = map[types.UID]forbiddenRun{}
+		r.of = map[types.NamespacedName]forbiddenRun{}
 	}
-	r.of[pass.uid] = pass.run
+	r.of[pass.key] = pass.run
 }
 
-// forget drops uid's run.
-func (r *forbiddenRuns) forget(uid types.UID) {
+// forget drops key's run.
+func (r *forbiddenRuns) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.of, uid)
+	delete(r.of, key)
 }
 
-// refusalRecords remember, for each binding, one refusal of its output
-// write at one generation of its spec; a record of another generation is
-// dropped when read.
+// held is how many bindings have a run.
+func (r *forbiddenRuns) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.of)
+}
+
+// refusalRecords remember, for each binding (by key), one refusal of its
+// output write at one generation of its spec; a record of another
+// generation, or of another binding of the same name, is dropped when
+// read.
 type refusalRecords struct {
 	mu sync.Mutex
-	// at holds, for each binding, the generation it was refused at and
-	// the refusal.
-	at map[types.UID]refusal
+	// at holds, for each binding, its UID, the generation it was refused
+	// at, and the refusal.
+	at map[types.NamespacedName]refusal
 }
 
-// refusal is one refused write: at which generation of the binding, and
-// what the API server said.
+// refusal is one refused write: of which binding, at which generation of
+// it, and what the API server said.
 type refusal struct {
+	uid        types.UID
 	generation int64
 	err        string
 }
 
-// add records that uid's write was refused at generation with err.
-func (r *refusalRecords) add(uid types.UID, generation int64, err error) {
+// add records that the write of b (key, uid) was refused at generation
+// with err.
+func (r *refusalRecords) add(key types.NamespacedName, uid types.UID, generation int64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.at == nil {
-		r.at = map[types.UID]refusal{}
+		r.at = map[types.NamespacedName]refusal{}
 	}
-	r.at[uid] = refusal{generation: generation, err: err.Error()}
+	r.at[key] = refusal{uid: uid, generation: generation, err: err.Error()}
 }
 
-// holds returns the refusal of uid's write at generation, if there was
-// one; a record of another generation is dropped.
-func (r *refusalRecords) holds(uid types.UID, generation int64) (string, bool) {
+// holds returns the refusal of the write of b (key, uid) at generation,
+// if there was one; a record of another generation or UID is dropped.
+func (r *refusalRecords) holds(key types.NamespacedName, uid types.UID, generation int64) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	got, ok := r.at[uid]
-	if ok && got.generation != generation {
-		delete(r.at, uid)
+	got, ok := r.at[key]
+	if ok && (got.uid != uid || got.generation != generation) {
+		delete(r.at, key)
 		return "", false
 	}
 	return got.err, ok
 }
 
-// forget drops uid's record.
-func (r *refusalRecords) forget(uid types.UID) {
+// forget drops key's record.
+func (r *refusalRecords) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.at, uid)
+	delete(r.at, key)
+}
+
+// held is how many bindings have a record.
+func (r *refusalRecords) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.at)
 }
