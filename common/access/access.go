@@ -114,6 +114,8 @@ func ExplainForbidden(ctx context.Context, c client.Client, verb string, obj cli
 //     recheck, or API servers whose authorizers disagree answered them);
 //   - it conflicts (the object changed meanwhile, say its status): err,
 //     as ExplainForbidden reads it, since the recheck could not judge;
+//   - it is answered about the object (AlreadyExists, NotFound, Invalid):
+//     that answer, as the write met it now;
 //   - it fails otherwise: an *UnexplainedError.
 func RecheckForbidden(ctx context.Context, c client.Client, verb string, obj client.Object, err error, again func(context.Context) error) error {
 	err = ExplainForbidden(ctx, c, verb, obj, err)
@@ -125,6 +127,8 @@ func RecheckForbidden(ctx context.Context, c client.Client, verb string, obj cli
 		return nil
 	case apierrors.IsForbidden(sent), apierrors.IsConflict(sent):
 		return err
+	case apierrors.IsAlreadyExists(sent), apierrors.IsNotFound(sent), apierrors.IsInvalid(sent):
+		return sent
 	default:
 		return &UnexplainedError{Forbidden: err, Review: fmt.Errorf("the write sent again after the review: %w", sent)}
 	}

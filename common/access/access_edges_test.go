@@ -88,6 +88,17 @@ var _ = Describe("RecheckForbidden", func() {
 			To(BeIdenticalTo(error(forbidden)))
 	})
 
+	It("returns the recheck's answer when it is about the object: the write met that now", func(ctx context.Context) {
+		for _, answer := range []error{
+			apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, "x"),
+			apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "x"),
+			apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "x", nil),
+		} {
+			Expect(access.RecheckForbidden(ctx, cp.Client, "update", cm, forbidden, func(context.Context) error { return answer })).
+				To(BeIdenticalTo(answer))
+		}
+	})
+
 	It("says whose refusal it was is unknown when the recheck fails otherwise", func(ctx context.Context) {
 		unavailable := apierrors.NewServiceUnavailable("shedding load")
 		got := access.RecheckForbidden(ctx, cp.Client, "update", cm, forbidden, func(context.Context) error { return unavailable })

@@ -12,12 +12,15 @@ import (
 // ValidatingAdmissionPolicy and its binding, both named Name. A write of
 // Group/Resource (Group "" is the core group) by one of Operations
 // ("CREATE", "UPDATE") is refused, with Reason ("Invalid", "Forbidden")
-// and Message, unless the CEL Expression holds.
+// and Message, unless the CEL Expression holds. MessageExpression, a CEL
+// string expression, words the message from the request instead (say,
+// quoting the object).
 type Refusal struct {
 	Name, Group, Resource string
 	Operations            []string
 	Expression            string
 	Reason, Message       string
+	MessageExpression     string
 }
 
 // RefuseWrites installs r through c and returns the two objects it
@@ -28,6 +31,10 @@ func RefuseWrites(ctx context.Context, c client.Client, r Refusal) ([]client.Obj
 	for i, op := range r.Operations {
 		ops[i] = op
 	}
+	validation := map[string]any{"expression": r.Expression, "reason": r.Reason, "message": r.Message}
+	if r.MessageExpression != "" {
+		validation["messageExpression"] = r.MessageExpression
+	}
 	policy := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
 		"metadata": map[string]any{"name": r.Name},
@@ -36,7 +43,7 @@ func RefuseWrites(ctx context.Context, c client.Client, r Refusal) ([]client.Obj
 			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
 				"apiGroups": []any{r.Group}, "apiVersions": []any{"*"}, "resources": []any{r.Resource}, "operations": ops,
 			}}},
-			"validations": []any{map[string]any{"expression": r.Expression, "reason": r.Reason, "message": r.Message}},
+			"validations": []any{validation},
 		},
 	}}
 	binding := &unstructured.Unstructured{Object: map[string]any{

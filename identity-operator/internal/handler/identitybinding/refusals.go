@@ -2,6 +2,7 @@ package identitybinding
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,23 +37,23 @@ const forbiddenRunGap = 2
 
 // confirmForbidden returns err, unless it is a Forbidden answer admission
 // gave b's output write (access.RecheckForbidden: the write, sent again
-// after the review, was refused too) and the run of such answers, with the
-// same message, started less than WithdrawalRetry ago: then it returns a
-// retryable error that is no refusal, so the outputs stay until the
-// refusal has stood that long. Within one API server the recheck tells a
-// permission granted between the write and its review from admission; the
-// run's age covers API servers whose authorizers disagree for a moment,
-// however many passes (events) come meanwhile; and a refusal worded
-// otherwise (the role's, misread, after admission's) starts a run of its
-// own.
+// after the review, was refused too) and the run of such answers, worded
+// by the same party, started less than WithdrawalRetry ago: then it
+// returns a retryable error that is no refusal, so the outputs stay until
+// the refusal has stood that long. Within one API server the recheck
+// tells a permission granted between the write and its review from
+// admission; the run's age covers API servers whose authorizers disagree
+// for a moment, however many passes (events) come meanwhile; and a
+// refusal worded by the authorizer (the role's, misread) after one worded
+// by admission, or the reverse, starts a run of its own.
 func (h *Handler) confirmForbidden(pass *forbiddenPass, err error) error {
 	if !forbiddenByAdmission(err) {
 		return err
 	}
 	now := time.Now()
-	message := statusMessage(err)
-	if !pass.had || pass.run.message != message {
-		pass.run = forbiddenRun{uid: pass.run.uid, since: now, message: message}
+	by := refusedBy(err)
+	if !pass.had || pass.run.by != by {
+		pass.run = forbiddenRun{uid: pass.run.uid, since: now, by: by}
 	}
 	pass.run.misses = 0
 	age := now.Sub(pass.run.since)
@@ -67,23 +68,38 @@ func (h *Handler) confirmForbidden(pass *forbiddenPass, err error) error {
 		err, h.opts.WithdrawalRetry)
 }
 
-// statusMessage is the message of the API server's answer err wraps.
-func statusMessage(err error) string {
+// Who worded a Forbidden answer: the API server's authorizer or admission.
+const (
+	byAuthorizer = "authorizer"
+	byAdmission  = "admission"
+)
+
+// refusedBy tells from its wording who refused the write err answers. The
+// API server words the start of the message ("<resource> \"<name>\" is
+// forbidden: " and then, for its authorizer, "User \"<name>\" cannot");
+// what admission says, which may quote the object or the request, only
+// follows, so it cannot pass for the authorizer's.
+func refusedBy(err error) string {
+	msg := err.Error()
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return status.Status().Message
+		msg = status.Status().Message
 	}
-	return err.Error()
+	if _, after, ok := strings.Cut(msg, " is forbidden: "); ok && strings.HasPrefix(after, `User "`) {
+		return byAuthorizer
+	}
+	return byAdmission
 }
 
 // forbiddenRun is a run of Forbidden answers admission gave one binding's
-// output writes: since when, with which message, and how many passes in a
-// row since the last one met neither such an answer nor a written output.
+// output writes: since when, worded by whom (refusedBy), and how many
+// passes in a row since the last one met neither such an answer nor a
+// written output.
 type forbiddenRun struct {
-	uid     types.UID
-	since   time.Time
-	message string
-	misses  int
+	uid    types.UID
+	since  time.Time
+	by     string
+	misses int
 }
 
 // runOutcome is what a pass did to its binding's run.

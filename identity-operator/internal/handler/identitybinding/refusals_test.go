@@ -2,8 +2,12 @@ package identitybinding
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -107,5 +111,27 @@ func TestARunEndsOnlyOnWhatShowsTheRefusalDoesNotStand(t *testing.T) {
 	r.forget(a)
 	if r.begin(a, uid).had || r.held() != 0 {
 		t.Errorf("forget kept the run, or %d runs held", r.held())
+	}
+}
+
+// TestARefusalIsTheAuthorizersOnlyWhenTheAPIServerWordsItSo checks
+// refusedBy against the wording of the API server's answers: its
+// authorizer's refusal, and admission's, whose message (which may quote
+// the object or the request) comes after the API server's own words and
+// cannot pass for the authorizer's.
+func TestARefusalIsTheAuthorizersOnlyWhenTheAPIServerWordsItSo(t *testing.T) {
+	gr := schema.GroupResource{Group: "spiffe.trustplane.dev", Resource: "spiffeentries"}
+	for _, c := range []struct {
+		name, inner, want string
+	}{
+		{"the authorizer", `User "system:serviceaccount:ops:op" cannot update resource "spiffeentries" in API group "spiffe.trustplane.dev" at the cluster scope`, byAuthorizer},
+		{"a policy", `ValidatingAdmissionPolicy 'p' with binding 'p' denied request: no change`, byAdmission},
+		{"a webhook", `admission webhook "deny.example.org" denied the request: no`, byAdmission},
+		{"a policy quoting a hint worded as the authorizer", `ValidatingAdmissionPolicy 'p' with binding 'p' denied request: is forbidden: User "x" cannot update`, byAdmission},
+	} {
+		err := fmt.Errorf("update SpiffeEntry e: %w", apierrors.NewForbidden(gr, "e", errors.New(c.inner)))
+		if got := refusedBy(err); got != c.want {
+			t.Errorf("%s: refusedBy = %s, want %s", c.name, got, c.want)
+		}
 	}
 }
