@@ -234,15 +234,22 @@ func watchPods(mgr ctrl.Manager, s *entrysync.Syncer) error {
 
 // podPlacementChanged passes the pod events that can change which pods of a
 // workload run, on which nodes, and what a policy of pods renders for
-// them: a pod created, bound to a node, relabelled, annotated, finished or
+// them: a pod created, bound to a node, relabelled, annotated, orphaned or
+// adopted by another controller ({ownerKind} and {ownerName}), finished or
 // deleted.
 func podPlacementChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okO := e.ObjectOld.(*pods.Object)
 			n, okN := e.ObjectNew.(*pods.Object)
-			return !okO || !okN || o.NodeName != n.NodeName || !o.LabelSet.Equal(n.LabelSet) ||
-				!maps.Equal(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n)
+			if !okO || !okN {
+				return true
+			}
+			oKind, oName := pods.Owner(o)
+			nKind, nName := pods.Owner(n)
+			return o.NodeName != n.NodeName || !o.LabelSet.Equal(n.LabelSet) ||
+				!maps.Equal(o.Annotations, n.Annotations) || pods.Running(o) != pods.Running(n) ||
+				oKind != nKind || oName != nName
 		},
 	}
 }

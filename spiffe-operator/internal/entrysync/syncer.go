@@ -35,6 +35,12 @@ var ErrTransient = errors.New("SPIRE failed entries for a transient cause")
 // recognise it later.
 const ReasonEntryIDNotKept = "EntryIDNotKept"
 
+// ReasonEntryIDTaken is the Failed.Reason of an entry SPIRE refused to
+// create because another entry, not of the same parent ID, SPIFFE ID and
+// selectors, already has its entry ID. The operator leaves that entry
+// alone: it was not made for this key, whatever its ID says.
+const ReasonEntryIDTaken = "EntryIDTaken"
+
 // Options configure a Syncer.
 type Options struct {
 	// IDs makes and reads the IDs of the operator's entries.
@@ -916,7 +922,14 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 				out.Registered[e.Key()] = r.Entry.GetId()
 			case r.Code == codes.AlreadyExists:
 				if r.Entry == nil {
+					// SPIRE's datastore refused the entry ID itself: an
+					// entry of another parent, SPIFFE ID or selectors
+					// holds it, which no view of this pass need hold.
 					v.invalidate()
+					out.Failed = append(out.Failed, Failed{Entry: *e, Reason: ReasonEntryIDTaken, Message: fmt.Sprintf(
+						"SPIRE already holds an entry with the ID %q this entry needs, for another parent ID, SPIFFE ID or selectors "+
+							"(made by hand, or by another operator with this entry-ID prefix); delete that entry, or give this operator "+
+							"its own entry-ID prefix (SPIRE said: %s)", in[i].Id, r.Message)})
 					continue
 				}
 				v.put(s.opts.IDs, r.Entry)

@@ -166,7 +166,8 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 	}
 	if len(out.Failed) > 0 {
 		f := out.Failed[0]
-		if f.Reason == spifferegistration.ReasonEntryIDNotKept || f.Reason == spifferegistration.ReasonFederatedBundleMissing {
+		switch f.Reason {
+		case spifferegistration.ReasonEntryIDNotKept, spifferegistration.ReasonEntryIDTaken, spifferegistration.ReasonFederatedBundleMissing:
 			return ctrlerrors.WithReason(f.Reason, ctrlerrors.BlockedErrorf("%s", f.Message))
 		}
 		return ctrlerrors.WithReason(spifferegistration.ReasonEntryRejected,

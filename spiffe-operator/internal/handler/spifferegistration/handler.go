@@ -370,7 +370,7 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 		f := failures[0]
 		reason := f.Reason
 		if c.spireFailed > 0 && !strings.HasPrefix(reason, "Invalid") && reason != ReasonUnsafePodSelector && reason != ReasonEntryIDNotKept &&
-			reason != ReasonFederatedBundleMissing {
+			reason != ReasonEntryIDTaken && reason != ReasonFederatedBundleMissing {
 			reason = ReasonEntryRejected
 		}
 		return ctrlerrors.WithReason(reason, ctrlerrors.BlockedErrorf(

@@ -94,8 +94,8 @@ func (r *rendered) wanted() *entries.Entry {
 // newRender records what p renders for w; a failed render keeps the entry
 // prev (the workload's previous render, or nil) wanted when prev is a
 // render of the same workload (its UID), under p's parent (with per-node
-// parents, each node's) and with no grant p no longer makes
-// (entries.Entry.Within).
+// parents, each node's), with no grant p no longer makes
+// (entries.Entry.Within), and with p's lifetimes and hint.
 func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *rendered {
 	e, f := p.render(w)
 	r := &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: pass, uid: w.UID}
@@ -103,6 +103,10 @@ func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *ren
 		if last := prev.wanted(); last != nil {
 			kept := last.Within(p.grants())
 			kept.ParentID = p.parentID
+			// The options that are the policy's alone follow it: a
+			// workload that stops rendering keeps its identity, not a
+			// lifetime or hint the policy has changed since.
+			kept.X509SVIDTTL, kept.JWTSVIDTTL, kept.Hint = p.x509TTL, p.jwtTTL, p.hint
 			kept.Normalize()
 			r.lastGood = &kept
 		}

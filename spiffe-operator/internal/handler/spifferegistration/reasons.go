@@ -61,6 +61,11 @@ const (
 	// one asked for (custom entry IDs need SPIRE 1.8 or later); the operator
 	// deleted it again, since it could not recognise it later. Upgrade SPIRE.
 	ReasonEntryIDNotKept = entrysync.ReasonEntryIDNotKept
+	// ReasonEntryIDTaken: another SPIRE entry (made by hand, or by an
+	// operator sharing this one's entry-ID prefix) holds the ID an entry
+	// needs; the operator leaves it alone. Delete it, or give the operator
+	// its own prefix.
+	ReasonEntryIDTaken = entrysync.ReasonEntryIDTaken
 	// ReasonSpireUnavailable: SPIRE could not be reached; the pass is retried
 	// with backoff and nothing is lost.
 	ReasonSpireUnavailable = "SpireUnavailable"

@@ -114,9 +114,13 @@ func validDNSName(name string, wildcard bool) error {
 }
 
 // merge folds entries with the same key into one: workloads sharing a
-// service account share its entry. DNS names are united; the other options
-// come from the policy and are equal. The inputs are never modified; an
-// input is returned as is unless it had to be merged.
+// service account share its entry. DNS names are united; the lifetimes and
+// hint come from the policy and are equal. The grants (admin, downstream,
+// federation) of a failing workload's last good entry may be narrower than
+// a fresh render's, never broader (entries.Entry.Within), so they are
+// united too: what the entry grants does not depend on which workload
+// comes first. The inputs are never modified; an input is returned as is
+// unless it had to be merged.
 func merge(in []*entries.Entry) []*entries.Entry {
 	idx := make(map[entries.Key]int, len(in))
 	out := make([]*entries.Entry, 0, len(in))
@@ -128,12 +132,17 @@ func merge(in []*entries.Entry) []*entries.Entry {
 			out = append(out, e)
 			continue
 		}
-		if len(e.DNSNames) > 0 {
-			m := *out[i]
-			m.DNSNames = append(slices.Clone(m.DNSNames), e.DNSNames...)
-			m.Normalize()
-			out[i] = &m
+		have := out[i]
+		if len(e.DNSNames) == 0 && (have.Admin || !e.Admin) && (have.Downstream || !e.Downstream) &&
+			!slices.ContainsFunc(e.FederatesWith, func(td string) bool { return !slices.Contains(have.FederatesWith, td) }) {
+			continue
 		}
+		m := *have
+		m.DNSNames = append(slices.Clone(m.DNSNames), e.DNSNames...)
+		m.Admin, m.Downstream = m.Admin || e.Admin, m.Downstream || e.Downstream
+		m.FederatesWith = append(slices.Clone(m.FederatesWith), e.FederatesWith...)
+		m.Normalize()
+		out[i] = &m
 	}
 	return out
 }
