@@ -6,6 +6,7 @@ package condition
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -85,10 +86,49 @@ const MaxMessageLength = 32768
 // MaxMessageLength.
 // LastTransitionTime is kept when the status did not change
 // (meta.SetStatusCondition) and set to now when it did.
+//
+// A reason the API server would refuse (and with it the whole status
+// write: a space, a leading digit, more than MaxReasonLength characters)
+// is replaced by ReasonInvalid, and the message says which reason was
+// given, so the condition still reaches the object and says what to fix.
 func Set(obj object.Object, c metav1.Condition) {
 	c.ObservedGeneration = obj.GetGeneration()
+	if !ValidReason(c.Reason) {
+		c.Message = fmt.Sprintf("%s (the reason given, %q, is no valid condition reason)", c.Message, cutReason(c.Reason))
+		c.Reason = ReasonInvalid
+	}
 	c.Message = cutMessage(validMessage(c.Message))
 	meta.SetStatusCondition(&obj.CommonStatus().Conditions, c)
+}
+
+// ReasonInvalid replaces a reason the API server would refuse (see Set).
+const ReasonInvalid = "InvalidReason"
+
+// MaxReasonLength is the longest reason a condition holds, in characters
+// (metav1.Condition's validation).
+const MaxReasonLength = 1024
+
+// reasonPattern is metav1.Condition's pattern for a reason.
+var reasonPattern = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// ValidReason reports whether the API server accepts reason in a
+// condition: CamelCase-like, at most MaxReasonLength characters.
+func ValidReason(reason string) bool {
+	return len(reason) <= MaxReasonLength && reasonPattern.MatchString(reason)
+}
+
+// cutReason returns at most the first 64 bytes of an invalid reason, for
+// the message that quotes it.
+func cutReason(r string) string {
+	const keep = 64
+	if len(r) <= keep {
+		return r
+	}
+	n := keep
+	for n > 0 && !utf8.RuneStart(r[n]) {
+		n--
+	}
+	return r[:n] + "..."
 }
 
 // validMessage returns m with each byte that is not part of valid UTF-8

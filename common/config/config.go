@@ -8,11 +8,15 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/trustplane/trustplane/common/labels"
 )
 
 // Keys of the framework settings, as flags; the environment variable of each
@@ -75,8 +79,16 @@ func (c Config) Validate() error {
 	positive(KeyRequeueAfterOnError, c.RequeueAfterOnError)
 	positive(KeyMaxBackoff, c.MaxBackoff)
 	positive(KeyStatusMaxWait, c.StatusMaxWait)
-	if c.JitterFactor < 0 || c.JitterFactor > 1 {
+	if !(c.JitterFactor >= 0 && c.JitterFactor <= 1) { // NaN fails both
 		errs = append(errs, fmt.Errorf("%s must be within [0,1], got %v", KeyJitterFactor, c.JitterFactor))
+	} else if float64(c.RequeueAfter)*(1+c.JitterFactor) >= math.MaxInt64 {
+		errs = append(errs, fmt.Errorf("%s (%s) with %s %v must stay under %s", KeyRequeueAfter, c.RequeueAfter, KeyJitterFactor, c.JitterFactor, time.Duration(math.MaxInt64)))
+	}
+	if c.DefaultEnvironment != "" {
+		if msgs := validation.IsValidLabelValue(c.DefaultEnvironment); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s %q is no valid label value (it is written as the %s label): %s",
+				KeyDefaultEnvironment, c.DefaultEnvironment, labels.Environment, strings.Join(msgs, "; ")))
+		}
 	}
 	if c.MaxConcurrentReconciles < 1 {
 		errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", KeyMaxConcurrentReconciles, c.MaxConcurrentReconciles))
@@ -105,6 +117,10 @@ func AddFlags(fs *pflag.FlagSet) {
 func NewViper(fs *pflag.FlagSet) (*viper.Viper, error) {
 	v := viper.New()
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	// A variable set to the empty string is a value, not an unset one: an
+	// empty duration or number is then refused rather than silently
+	// replaced by the default.
+	v.AllowEmptyEnv(true)
 	v.AutomaticEnv()
 	if fs != nil {
 		if err := v.BindPFlags(fs); err != nil {

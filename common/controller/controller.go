@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -184,7 +185,7 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 	if err != nil {
 		return ctrl.Result{}, ResultError, err
 	}
-	hErr := c.handler.CreateOrUpdate(janitor.IntoContext(ctx, j), obj)
+	hErr := callHandler(ctx, "CreateOrUpdate", func() error { return c.handler.CreateOrUpdate(janitor.IntoContext(ctx, j), obj) })
 	if hErr == nil {
 		// The pass succeeded: the children it did not write of the types it
 		// declared are stale.
@@ -215,12 +216,12 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 	if err != nil {
 		return ctrl.Result{}, ResultError, err
 	}
-	if hErr := c.handler.Delete(janitor.IntoContext(ctx, j), obj); hErr != nil {
+	if hErr := callHandler(ctx, "Delete", func() error { return c.handler.Delete(janitor.IntoContext(ctx, j), obj) }); hErr != nil {
 		hErr = fmt.Errorf("delete: %w", hErr)
 		return c.finish(ctx, obj, orig, hErr)
 	}
 	if o, ok := c.handler.(handler.Owner); ok {
-		gone, err := j.Withdraw(ctx, o.OwnedTypes()...)
+		gone, err := j.Withdraw(ctx, inEveryEnvironment(o.OwnedTypes())...)
 		if err == nil && !gone {
 			err = ctrlerrors.RetryableWithDelayErrorf(c.opts.Config.RequeueAfterOnError, "waiting for the children of %s to be deleted", obj.GetName())
 		}
@@ -235,6 +236,37 @@ func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, strin
 		return ctrl.Result{}, ResultError, fmt.Errorf("remove finalizer: %w", err)
 	}
 	return ctrl.Result{}, ResultDeleted, nil
+}
+
+// inEveryEnvironment returns types, each made Live: on deletion the
+// owner's children are looked for in every environment by its UID, so one
+// written while the owner carried an earlier environment label (a label
+// edited just before the deletion) goes too, and each is confirmed gone.
+func inEveryEnvironment(types []janitor.ChildType) []janitor.ChildType {
+	out := make([]janitor.ChildType, len(types))
+	for i, t := range types {
+		t.Live = true
+		out[i] = t
+	}
+	return out
+}
+
+// ReasonHandlerPanicked is the Ready reason of a pass whose handler
+// panicked.
+const ReasonHandlerPanicked = "HandlerPanicked"
+
+// callHandler runs the handler's method what through call, and turns a
+// panic into an error of reason ReasonHandlerPanicked, logged with its
+// stack: the pass fails as with any other error (conditions written,
+// retried with backoff, no cleanup of children), whoever called Reconcile.
+func callHandler(ctx context.Context, what string, call func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = ctrlerrors.WithReason(ReasonHandlerPanicked, fmt.Errorf("the handler's %s panicked: %v", what, p))
+			logf.FromContext(ctx).Error(err, "handler panicked", "stack", string(debug.Stack()))
+		}
+	}()
+	return call()
 }
 
 // janitor returns the janitor of one pass for obj's children.

@@ -307,8 +307,19 @@ func (j *Client) Create(ctx context.Context, obj client.Object, opts ...client.C
 	return nil
 }
 
-// Update updates obj as an owned child and records it.
+// Update updates obj as an owned child and records it. An object of obj's
+// name that the owner does not own is left as it is and a *NotOwnedError
+// returned, as by CreateOrUpdate; when obj carries no resourceVersion, the
+// update is made over the version found owned, so an object put in the
+// child's place meanwhile makes it conflict rather than be taken over.
 func (j *Client) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	rv, err := j.ownedVersion(ctx, obj)
+	if err != nil {
+		return err
+	}
+	if obj.GetResourceVersion() == "" {
+		obj.SetResourceVersion(rv)
+	}
 	if err := j.SetOwnership(obj); err != nil {
 		return err
 	}
@@ -320,8 +331,16 @@ func (j *Client) Update(ctx context.Context, obj client.Object, opts ...client.U
 	return nil
 }
 
-// Patch patches obj as an owned child and records it.
+// Patch patches obj as an owned child and records it. An object of obj's
+// name that the owner does not own is left as it is and a
+// *NotOwnedError returned, as by Update. Limit: a patch carries no
+// precondition of its own, so an object put in the child's place between
+// that read and the patch is patched; use Update, or a patch with an
+// optimistic lock (client.MergeFromWithOptimisticLock), to rule that out.
 func (j *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, err := j.ownedVersion(ctx, obj); err != nil {
+		return err
+	}
 	if err := j.SetOwnership(obj); err != nil {
 		return err
 	}
@@ -331,6 +350,27 @@ func (j *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 	}
 	j.record(obj)
 	return nil
+}
+
+// ownedVersion reads the object of obj's name, in every environment as
+// Claim does, and returns its resourceVersion when the owner owns it; an
+// object the owner does not own is a *NotOwnedError (and a noted child
+// write). None of that name returns "", nil: the write then fails as it
+// would.
+func (j *Client) ownedVersion(ctx context.Context, obj client.Object) (string, error) {
+	cur, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return "", fmt.Errorf("%s %s is no client.Object", j.kindOf(obj), keyString(client.ObjectKeyFromObject(obj)))
+	}
+	found, err := j.Claim(ctx, client.ObjectKeyFromObject(obj), cur)
+	if err != nil {
+		j.noteChild()
+		return "", err
+	}
+	if !found {
+		return "", nil
+	}
+	return cur.GetResourceVersion(), nil
 }
 
 // Keep records obj as touched without writing it: use it for children that

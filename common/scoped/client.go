@@ -190,8 +190,10 @@ func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 }
 
 // Delete deletes obj only if it belongs to this environment; otherwise it
-// returns NotFound. The label is checked on the live object, not on obj, and
-// the delete is preconditioned on the live UID so a replaced object is safe.
+// returns NotFound. The label is checked on the object as the client reads
+// it (a cache may lag), not on obj, and the delete is preconditioned on the
+// UID and resourceVersion read: an object replaced or changed since (moved
+// to another environment, say) makes the delete conflict instead.
 func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	live, ok := obj.DeepCopyObject().(client.Object)
 	if !ok {
@@ -200,8 +202,8 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 		return err
 	}
-	uid := live.GetUID()
-	opts = append(opts, client.Preconditions{UID: &uid})
+	uid, rv := live.GetUID(), live.GetResourceVersion()
+	opts = append(opts, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 	return c.Client.Delete(ctx, live, opts...)
 }
 

@@ -1,0 +1,72 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/trustplane/trustplane/common/config"
+)
+
+// A jitter factor that is not a number is not within [0, 1] and must be
+// refused at startup.
+func TestJitterFactorNaNIsRejected(t *testing.T) {
+	for _, v := range []string{"NaN", "nan"} {
+		t.Run(v, func(t *testing.T) {
+			c, err := load(t, nil, map[string]string{"JITTER_FACTOR": v})
+			if err == nil {
+				t.Fatalf("JITTER_FACTOR=%s accepted: jitter-factor = %v", v, c.JitterFactor)
+			}
+			if !strings.Contains(err.Error(), config.KeyJitterFactor) {
+				t.Fatalf("error %q does not name %s", err, config.KeyJitterFactor)
+			}
+		})
+	}
+}
+
+// The same through the flag.
+func TestJitterFactorNaNFlagIsRejected(t *testing.T) {
+	c, err := load(t, []string{"--jitter-factor=NaN"}, nil)
+	if err == nil {
+		t.Fatalf("--jitter-factor=NaN accepted: jitter-factor = %v", c.JitterFactor)
+	}
+}
+
+// A setting given as an empty environment variable is a bad value, not an
+// unset one: it must not silently turn into the default.
+func TestEmptyEnvironmentVariableIsNotASilentDefault(t *testing.T) {
+	for _, key := range []string{"REQUEUE_AFTER", "JITTER_FACTOR", "MAX_CONCURRENT_RECONCILES"} {
+		t.Run(key, func(t *testing.T) {
+			c, err := load(t, nil, map[string]string{key: ""})
+			if err == nil && c == config.Default() {
+				t.Fatalf("%s= (empty) silently gave the defaults %+v", key, c)
+			}
+		})
+	}
+}
+
+// A default environment that is no valid label value can never be written
+// onto a child: it must be refused at startup, naming the setting.
+func TestDefaultEnvironmentMustBeAValidLabelValue(t *testing.T) {
+	for _, v := range []string{"prod/eu", "prod env", "-prod", strings.Repeat("p", 64)} {
+		t.Run(v, func(t *testing.T) {
+			_, err := load(t, nil, map[string]string{"DEFAULT_ENVIRONMENT": v})
+			if err == nil || !strings.Contains(err.Error(), config.KeyDefaultEnvironment) {
+				t.Fatalf("DEFAULT_ENVIRONMENT=%q: error = %v, want one naming %s", v, err, config.KeyDefaultEnvironment)
+			}
+		})
+	}
+}
+
+// A requeue interval so long that the jitter added to it overflows a
+// time.Duration must be refused (or the jitter bounded): otherwise the
+// resync wraps to a negative delay and never happens.
+func TestRequeueAfterThatOverflowsWithJitterIsRejected(t *testing.T) {
+	c, err := load(t, nil, map[string]string{"REQUEUE_AFTER": "2000000h", "JITTER_FACTOR": "1"})
+	if err != nil {
+		return
+	}
+	upper := float64(c.RequeueAfter) * (1 + c.JitterFactor)
+	if upper > float64(1<<63-1) {
+		t.Fatalf("requeue-after %s with jitter-factor %v accepted; its jittered value %.3g ns overflows a Duration", c.RequeueAfter, c.JitterFactor, upper)
+	}
+}

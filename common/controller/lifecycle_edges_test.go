@@ -1,0 +1,189 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trustplane/trustplane/common/condition"
+	"github.com/trustplane/trustplane/common/config"
+	"github.com/trustplane/trustplane/common/controller"
+	"github.com/trustplane/trustplane/common/ctrlerrors"
+	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+	"github.com/trustplane/trustplane/common/janitor"
+	"github.com/trustplane/trustplane/common/labels"
+)
+
+// remoteChildHandler keeps one ConfigMap per widget in another namespace,
+// where no owner reference is allowed: the owner labels alone make it a
+// child. Its ConfigMaps are an ordinary (not Live) owned type.
+type remoteChildHandler struct{ remote string }
+
+func (h *remoteChildHandler) CreateOrUpdate(ctx context.Context, w *widgetv1.Widget) error {
+	j := janitor.FromContext(ctx)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace + "-" + w.Name, Namespace: h.remote}}
+	if _, err := j.CreateOrUpdate(ctx, cm, func() error { cm.Data = map[string]string{"k": "v"}; return nil }); err != nil {
+		return err
+	}
+	return j.Declare(&corev1.ConfigMapList{})
+}
+
+func (h *remoteChildHandler) Delete(context.Context, *widgetv1.Widget) error { return nil }
+
+func (h *remoteChildHandler) OwnedTypes() []janitor.ChildType {
+	return []janitor.ChildType{{List: &corev1.ConfigMapList{}}}
+}
+
+// scriptedHandler returns what its function says, or panics.
+type scriptedHandler struct {
+	create func(w *widgetv1.Widget) error
+}
+
+func (h *scriptedHandler) CreateOrUpdate(_ context.Context, w *widgetv1.Widget) error {
+	return h.create(w)
+}
+func (h *scriptedHandler) Delete(context.Context, *widgetv1.Widget) error { return nil }
+
+// reconcileRecovering runs one pass and reports a panic that escaped it.
+func reconcileRecovering(ctx context.Context, c *controller.Controller[*widgetv1.Widget], obj client.Object) (res ctrl.Result, err error, panicked any) {
+	defer func() { panicked = recover() }()
+	res, err = reconcileOnce(ctx, c, obj)
+	return res, err, nil
+}
+
+var _ = Describe("Environment label edited on an owner", func() {
+	var ns, remote string
+	BeforeEach(func(ctx context.Context) {
+		ns, remote = newNamespace(ctx), newNamespace(ctx)
+	})
+
+	It("deletes the children written under the earlier environment when the owner goes", func(ctx context.Context) {
+		h := &remoteChildHandler{remote: remote}
+		c := controller.New("widget-env-edit", cp.Client, h, controller.Options{Config: config.Default()})
+		w := newWidget(ns, "moved", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ns + "-moved", Namespace: remote}}
+		get(ctx, child)
+		Expect(child.Labels).To(HaveKeyWithValue(labels.Environment, env))
+
+		By("a tenant moving the owner to another environment, then deleting it")
+		get(ctx, w)
+		w.Labels[labels.Environment] = "elsewhere"
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		Expect(cp.Client.Delete(ctx, w)).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := reconcileOnce(ctx, c, w)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(w), &widgetv1.Widget{}))).To(BeTrue())
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+
+		err = cp.Client.Get(ctx, client.ObjectKeyFromObject(child), &corev1.ConfigMap{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the owner is gone but its child of the earlier environment was left behind")
+	})
+})
+
+var _ = Describe("Handler failures that must surface", func() {
+	var ns string
+	BeforeEach(func(ctx context.Context) { ns = newNamespace(ctx) })
+
+	It("turns a handler panic into an error and keeps the object's state", func(ctx context.Context) {
+		panics := true
+		h := &scriptedHandler{create: func(*widgetv1.Widget) error {
+			if panics {
+				panic("nil map in handler")
+			}
+			return nil
+		}}
+		c := controller.New("widget-panic", cp.Client, h, controller.Options{Config: config.Default()})
+		w := newWidget(ns, "panicky", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		_, err, p := reconcileRecovering(ctx, c, w)
+		Expect(p).To(BeNil(), "the handler's panic escaped the pass: %v", p)
+		Expect(err).To(HaveOccurred())
+
+		panics = false
+		_, err, p = reconcileRecovering(ctx, c, w)
+		Expect(p).To(BeNil())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
+	})
+
+	DescribeTable("surfaces a Blocked error whose reason is no valid condition reason, with what to fix",
+		func(ctx context.Context, reason string) {
+			h := &scriptedHandler{create: func(*widgetv1.Widget) error {
+				return ctrlerrors.WithReason(reason, ctrlerrors.BlockedErrorf("create the Secret tls-ca first"))
+			}}
+			c := controller.New("widget-reason", cp.Client, h, controller.Options{Config: config.Default()})
+			w := newWidget(ns, fmt.Sprintf("r%d", len(reason)), true)
+			Expect(cp.Client.Create(ctx, w)).To(Succeed())
+			_, _ = reconcileOnce(ctx, c, w)
+			get(ctx, w)
+			p := cond(w, condition.TypeProcessing)
+			Expect(p).NotTo(BeNil(), "no condition was written")
+			Expect(p.Reason).To(Equal(condition.ReasonBlocked))
+			Expect(p.Message).To(ContainSubstring("create the Secret tls-ca first"))
+			Expect(cond(w, condition.TypeReady).Status).To(Equal(metav1.ConditionFalse))
+		},
+		Entry("with spaces", "Dependency missing"),
+		Entry("empty", ""),
+		Entry("too long", "Missing"+strings.Repeat("x", 1100)),
+	)
+
+	It("retries a Retryable error with a long delay after its delay, not never", func(ctx context.Context) {
+		const d = 2000000 * time.Hour
+		h := &scriptedHandler{create: func(*widgetv1.Widget) error {
+			return ctrlerrors.RetryableWithDelayErrorf(d, "come back much later")
+		}}
+		cfg := config.Default()
+		cfg.JitterFactor = 1
+		c := controller.New("widget-long-delay", cp.Client, h, controller.Options{Config: cfg, Random: func() float64 { return 0.999 }})
+		w := newWidget(ns, "patient", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		res, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.RequeueAfter).To(BeNumerically(">=", d), "a negative RequeueAfter means no retry at all")
+	})
+})
+
+var _ = Describe("A handler panic in a manager", func() {
+	It("is retried as an error and the object becomes Ready once the handler stops panicking", func(ctx context.Context) {
+		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		Expect(err).NotTo(HaveOccurred())
+		var calls atomic.Int64
+		h := &scriptedHandler{create: func(*widgetv1.Widget) error {
+			if calls.Add(1) <= 2 {
+				panic("nil map in handler")
+			}
+			return nil
+		}}
+		cfg := config.Default()
+		cfg.RequeueAfterOnError = 100 * time.Millisecond
+		c := controller.New("widget-panic-managed", mgr.GetClient(), h, controller.Options{Config: cfg})
+		Expect(controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} }, nil)).To(Succeed())
+		mctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(mctx) }()
+		DeferCleanup(func() { cancel(); <-done })
+
+		w := newWidget(newNamespace(ctx), "panicky", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		Eventually(func() bool {
+			return condition.IsReady(get(ctx, &widgetv1.Widget{ObjectMeta: w.ObjectMeta}).(*widgetv1.Widget))
+		}).WithTimeout(20 * time.Second).Should(BeTrue())
+		Expect(calls.Load()).To(BeNumerically(">=", 3))
+		Consistently(done).ShouldNot(Receive(), "the manager stopped")
+	})
+})
