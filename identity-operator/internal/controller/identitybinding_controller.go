@@ -210,14 +210,27 @@ type mapper struct {
 	td     spiffeid.TrustDomain
 }
 
-// peers returns b's group peers and same-SPIFFE-ID peers, b included.
+// peers returns b's group peers and same-SPIFFE-ID peers, each once, b
+// left out: the binding's own watch queues b for every change peerHandler
+// acts on (see peerHandler), and a second addition from this handler's own
+// event delivery, a moment later, would start a second pass of b once the
+// first had taken it from the queue.
 func (m *mapper) peers(ctx context.Context, b *v1alpha1.IdentityBinding) []reconcile.Request {
-	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}}}
-	reqs = append(reqs, m.byGroup(ctx, b.Namespace, index.GroupKey(b.Namespace, b.Spec.ServiceAccountName, b.Spec.IdentityBoundary.Variant))...)
+	self := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}
+	reqs := m.byGroup(ctx, b.Namespace, index.GroupKey(b.Namespace, b.Spec.ServiceAccountName, b.Spec.IdentityBoundary.Variant))
 	if id, ok := index.SPIFFEID(m.td, b); ok {
 		reqs = append(reqs, m.byField(ctx, index.FieldSPIFFEID, index.IDKey(id))...)
 	}
-	return reqs
+	seen := map[types.NamespacedName]struct{}{self: {}}
+	out := reqs[:0]
+	for _, r := range reqs {
+		if _, dup := seen[r.NamespacedName]; dup {
+			continue
+		}
+		seen[r.NamespacedName] = struct{}{}
+		out = append(out, r)
+	}
+	return out
 }
 
 func (m *mapper) byGroup(ctx context.Context, namespace, key string) []reconcile.Request {
@@ -268,7 +281,10 @@ func (m *mapper) outputBindings(ctx context.Context, o client.Object) []reconcil
 
 // peerHandler requeues the group peers of a binding that was created,
 // deleted, or changed in a way the conflict rules see (spec, deletion,
-// labels), before and after the change.
+// environment label), before and after the change. It leaves the binding
+// itself to its own watch, whose predicate (controller.OwnWritesDropped)
+// passes every one of those events: creations, deletions, and updates that
+// change the generation, the labels or the deletion mark.
 type peerHandler struct{ m *mapper }
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]

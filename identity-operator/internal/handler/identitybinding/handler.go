@@ -148,7 +148,15 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 	}
 
 	forbidden := h.forbidden.begin(client.ObjectKeyFromObject(b), b.UID)
-	defer func() { h.forbidden.end(forbidden, err) }()
+	defer func() {
+		if p := recover(); p != nil {
+			// A pass that panics failed otherwise: it keeps the run as a
+			// failing pass does, then panics on for the Controller.
+			h.forbidden.end(forbidden, errPassPanicked)
+			panic(p)
+		}
+		h.forbidden.end(forbidden, err)
+	}()
 
 	// Status fields are recomputed every pass; the Controller writes them
 	// only if they differ from what is stored. The SPIFFE ID is set only

@@ -102,6 +102,10 @@ type forbiddenRun struct {
 	misses int
 }
 
+// errPassPanicked is what a pass that panicked did, for its binding's
+// run: it failed, and not with a refusal.
+var errPassPanicked = errors.New("the pass panicked")
+
 // runOutcome is what a pass did to its binding's run.
 type runOutcome int
 
