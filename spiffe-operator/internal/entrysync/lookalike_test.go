@@ -6,11 +6,8 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	"google.golang.org/grpc/codes"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
-	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
 
@@ -26,36 +23,6 @@ func holds(api *fake.EntryAPI, e entries.Entry) bool {
 	return false
 }
 
-// uniqueIDs is the fake SPIRE answering as spire-server 1.13.3 with its SQL
-// datastore does a create whose entry ID a dissimilar entry already has:
-// AlreadyExists, without an entry, "UNIQUE constraint failed:
-// registered_entries.entry_id".
-type uniqueIDs struct{ *fake.EntryAPI }
-
-func (u uniqueIDs) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
-	var pass []*types.Entry
-	idx := map[int]int{}
-	out := make([]spire.Result, len(in))
-	for i, e := range in {
-		if have := u.Get(e.Id); have != nil {
-			a, errA := entries.FromProto(have)
-			b, errB := entries.FromProto(e)
-			if errA == nil && errB == nil && a.Key() != b.Key() {
-				out[i] = spire.Result{Code: codes.AlreadyExists,
-					Message: "failed to create entry: datastore-sql: UNIQUE constraint failed: registered_entries.entry_id"}
-				continue
-			}
-		}
-		idx[len(pass)] = i
-		pass = append(pass, e)
-	}
-	res, err := u.EntryAPI.Create(ctx, pass)
-	for j, r := range res {
-		out[idx[j]] = r
-	}
-	return out, err
-}
-
 // An entry made by hand (by any SPIRE admin) with exactly the ID the
 // operator will give a wanted entry, but under another parent ID (which no
 // pass reads) and for another identity. Every pass must end with SPIRE
@@ -65,7 +32,7 @@ func (u uniqueIDs) Create(ctx context.Context, in []*types.Entry) ([]spire.Resul
 func TestAHandMadeEntryHoldingTheWantedIDDoesNotSilentlyKeepTheEntryFromBeingMade(t *testing.T) {
 	base := fake.New()
 	c := &clock{now: t0}
-	s := New(uniqueIDs{base}, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now})
+	s := New(base, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now})
 	ctx := context.Background()
 	o := owner("a", 0)
 	want := entry("/ns/a/sa/x", 3600)

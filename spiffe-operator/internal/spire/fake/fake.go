@@ -176,6 +176,13 @@ func (f *EntryAPI) Create(_ context.Context, in []*types.Entry) ([]spire.Result,
 			continue
 		}
 		existing := f.entries[e.Id]
+		if existing != nil && keyOf(existing) != keyOf(e) {
+			// As spire-server's SQL datastore answers: the ID is taken by
+			// another entry, which it does not return.
+			out[i] = spire.Result{Code: codes.AlreadyExists,
+				Message: "failed to create entry: datastore-sql: UNIQUE constraint failed: registered_entries.entry_id"}
+			continue
+		}
 		if existing == nil {
 			existing = f.similar(keyOf(e))
 		}
