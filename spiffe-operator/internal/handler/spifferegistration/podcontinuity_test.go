@@ -2,6 +2,7 @@ package spifferegistration
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -35,6 +36,36 @@ func annotatedPod(name, node, role string) *corev1.Pod {
 	return pod
 }
 
+// rolePodsPassed starts an environment with namespace a, one running pod
+// web-<n> per role (on node n1 with perNode), and rolePodPolicy, and runs
+// the policy's first pass.
+func rolePodsPassed(ctx context.Context, t *testing.T, perNode bool, roles ...string) (*env, *v1alpha1.SpiffeRegistration, []*corev1.Pod) {
+	t.Helper()
+	nodeName := ""
+	if perNode {
+		nodeName = "n1"
+	}
+	objs := []client.Object{ns("a", map[string]string{"spiffe": "on"})}
+	var pods []*corev1.Pod
+	for i, role := range roles {
+		pod := annotatedPod(fmt.Sprintf("web-%d", i+1), nodeName, role)
+		pods = append(pods, pod)
+		objs = append(objs, pod)
+	}
+	if perNode {
+		objs = append(objs, node("n1"))
+	}
+	e := retainingEnv(t, objs...)
+	if perNode {
+		e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
+	}
+	p := rolePodPolicy(perNode)
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return e, p, pods
+}
+
 // A running pod of a policy of pods keeps its entry when, while no
 // operator runs, its render starts to fail (its annotation removed) or it
 // is relabelled out of the podSelector: the pod runs, the policy exists,
@@ -49,23 +80,8 @@ func TestARunningPodKeepsItsPodPolicyEntryAcrossARestartThatFindsItsRenderFailin
 			}
 			t.Run(name, func(t *testing.T) {
 				ctx := context.Background()
-				nodeName := ""
-				if perNode {
-					nodeName = "n1"
-				}
-				pod := annotatedPod("web-1", nodeName, "reader")
-				objs := []client.Object{ns("a", map[string]string{"spiffe": "on"}), pod}
-				if perNode {
-					objs = append(objs, node("n1"))
-				}
-				e := retainingEnv(t, objs...)
-				if perNode {
-					e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
-				}
-				p := rolePodPolicy(perNode)
-				if err := e.h.CreateOrUpdate(ctx, p); err != nil {
-					t.Fatal(err)
-				}
+				e, p, pods := rolePodsPassed(ctx, t, perNode, "reader")
+				pod := pods[0]
 				before := entriesWithParents(e)
 				if len(before) != 1 {
 					t.Fatalf("setup: entries %v", before)
@@ -102,23 +118,7 @@ func TestARunningPodKeepsItsPodPolicyEntryAcrossARestartThatFindsItsRenderFailin
 func TestARestartWritesNothingForAPolicyOfPods(t *testing.T) {
 	for _, perNode := range []bool{false, true} {
 		ctx := context.Background()
-		nodeName := ""
-		if perNode {
-			nodeName = "n1"
-		}
-		objs := []client.Object{ns("a", map[string]string{"spiffe": "on"}),
-			annotatedPod("web-1", nodeName, "reader"), annotatedPod("web-2", nodeName, "writer")}
-		if perNode {
-			objs = append(objs, node("n1"))
-		}
-		e := retainingEnv(t, objs...)
-		if perNode {
-			e.h.Nodes, e.h.AllNodes, e.h.ClusterName = nodes.CacheGetter(e.c), nodes.CacheLister(e.c), "c1"
-		}
-		p := rolePodPolicy(perNode)
-		if err := e.h.CreateOrUpdate(ctx, p); err != nil {
-			t.Fatal(err)
-		}
+		e, p, _ := rolePodsPassed(ctx, t, perNode, "reader", "writer")
 		writes := len(e.api.Writes())
 		h := restarted(e)
 		if err := h.CreateOrUpdate(ctx, p); err != nil {
