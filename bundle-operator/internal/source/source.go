@@ -146,6 +146,13 @@ func (r *Resolver) Resolve(ctx context.Context, spec *v1alpha1.TrustBundleSpec) 
 			}
 			if local == nil {
 				localDesc = desc
+			} else if local.TrustDomain != own.TrustDomain {
+				// Two reads of the local bundle from servers of two
+				// trust domains (a misconfigured list of servers): one
+				// domain's CAs must never sign for the other's.
+				return nil, fail(&Error{Reason: ReasonTrustDomainMismatch, Err: fmt.Errorf(
+					"the spire sources read the bundles of two trust domains, %q (%s) and %q: the SPIRE servers read must all be of one trust domain",
+					local.TrustDomain, localDesc, own.TrustDomain)})
 			}
 			local = mergeSpire(local, own)
 			for _, b := range fed {
@@ -389,6 +396,10 @@ func (r *Resolver) readSpire(ctx context.Context, s *v1alpha1.SPIRESource, trust
 		}
 		if td == own.TrustDomain {
 			return nil, nil, &Error{Reason: ReasonTrustDomainMismatch, Err: fmt.Errorf("federated trust domain %q is the SPIRE server's own", td)}
+		}
+		if b.TrustDomain != td {
+			return nil, nil, &Error{Reason: ReasonTrustDomainMismatch, Err: fmt.Errorf(
+				"SPIRE answered the bundle of federated trust domain %q with one of %q", td, b.TrustDomain)}
 		}
 		out = append(out, b)
 	}

@@ -154,6 +154,13 @@ func (f *formats) data(keys v1alpha1.Keys) (map[string][]byte, error) {
 	if len(out) != n {
 		return nil, ctrlerrors.WithReason(ReasonKeysCollide, ctrlerrors.BlockedErrorf("target keys %+v name one key twice", keys))
 	}
+	if len(out) == 0 {
+		// Only keys.federatedSpiffe, and no federated trust domain: the
+		// target would hold nothing, and be written empty.
+		return nil, ctrlerrors.WithReason(ReasonNoFederatedTrustDomains, ctrlerrors.BlockedErrorf(
+			"the target's only key is keys.federatedSpiffe (%q) and the spire source lists no federatedTrustDomains, so it would hold no bundle: list the trust domains in federatedTrustDomains, or give the target a key of the local bundle (pem, spiffe, jwks)",
+			keys.FederatedSPIFFE))
+	}
 	return out, nil
 }
 

@@ -35,6 +35,10 @@ const (
 	ReasonClusterTrustBundlesDisabled = "ClusterTrustBundlesDisabled"
 	// ReasonKeysCollide: two formats of a target would write the same key.
 	ReasonKeysCollide = "KeysCollide"
+	// ReasonNoFederatedTrustDomains: a target names only
+	// keys.federatedSpiffe and the spire source lists no federated trust
+	// domain, so it would hold nothing; it keeps what it holds.
+	ReasonNoFederatedTrustDomains = "NoFederatedTrustDomains"
 	// ReasonInvalidSelector: spec.target.namespaceSelector does not parse.
 	ReasonInvalidSelector = "InvalidNamespaceSelector"
 )
