@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -117,17 +118,41 @@ func AddFlags(fs *pflag.FlagSet) {
 func NewViper(fs *pflag.FlagSet) (*viper.Viper, error) {
 	v := viper.New()
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	// A variable set to the empty string is a value, not an unset one: an
-	// empty duration or number is then refused rather than silently
-	// replaced by the default.
-	v.AllowEmptyEnv(true)
 	v.AutomaticEnv()
 	if fs != nil {
+		if err := emptyEnvironment(fs); err != nil {
+			return nil, err
+		}
 		if err := v.BindPFlags(fs); err != nil {
 			return nil, fmt.Errorf("bind flags: %w", err)
 		}
 	}
 	return v, nil
+}
+
+// envName is the environment variable of the setting key.
+func envName(key string) string {
+	return strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
+
+// emptyEnvironment refuses the environment variables of fs's flags that
+// are set to the empty string where the flag's default is not empty and
+// the flag was not given: such a variable (a chart rendering an unset
+// value, say) is neither unset, which would mean the default, nor a
+// value; read as one it would turn a duration into 0 or a switch off
+// without a word.
+func emptyEnvironment(fs *pflag.FlagSet) error {
+	var empty []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		name := envName(f.Name)
+		if val, set := os.LookupEnv(name); set && val == "" && f.DefValue != "" && !f.Changed {
+			empty = append(empty, fmt.Sprintf("%s (of --%s, default %s)", name, f.Name, f.DefValue))
+		}
+	})
+	if len(empty) == 0 {
+		return nil
+	}
+	return fmt.Errorf("environment variables set to the empty string: %s; unset them for the default or give a value", strings.Join(empty, ", "))
 }
 
 // Load reads the framework settings from v, applying defaults for keys v

@@ -3,6 +3,9 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/trustplane/trustplane/common/config"
 )
@@ -31,17 +34,37 @@ func TestJitterFactorNaNFlagIsRejected(t *testing.T) {
 	}
 }
 
-// A setting given as an empty environment variable is a bad value, not an
-// unset one: it must not silently turn into the default.
+// A setting given as an empty environment variable is neither unset nor a
+// value: it is refused at startup, naming the variable, rather than
+// silently becoming the default (or a zero value). A setting whose default
+// is itself empty may be given empty.
 func TestEmptyEnvironmentVariableIsNotASilentDefault(t *testing.T) {
 	for _, key := range []string{"REQUEUE_AFTER", "JITTER_FACTOR", "MAX_CONCURRENT_RECONCILES"} {
 		t.Run(key, func(t *testing.T) {
-			c, err := load(t, nil, map[string]string{key: ""})
-			if err == nil && c == config.Default() {
-				t.Fatalf("%s= (empty) silently gave the defaults %+v", key, c)
+			t.Setenv(key, "")
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			config.AddFlags(fs)
+			if err := fs.Parse(nil); err != nil {
+				t.Fatal(err)
+			}
+			_, err := config.NewViper(fs)
+			if err == nil || !strings.Contains(err.Error(), key) {
+				t.Fatalf("%s= (empty): error %v, want one naming %s", key, err, key)
 			}
 		})
 	}
+	t.Run("a flag given wins", func(t *testing.T) {
+		c, err := load(t, []string{"--requeue-after=1m"}, map[string]string{"REQUEUE_AFTER": ""})
+		if err != nil || c.RequeueAfter != time.Minute {
+			t.Fatalf("--requeue-after=1m with REQUEUE_AFTER empty: %v, %v", c.RequeueAfter, err)
+		}
+	})
+	t.Run("an empty default may be given empty", func(t *testing.T) {
+		c, err := load(t, nil, map[string]string{"DEFAULT_ENVIRONMENT": ""})
+		if err != nil || c.DefaultEnvironment != "" {
+			t.Fatalf("DEFAULT_ENVIRONMENT empty: %q, %v", c.DefaultEnvironment, err)
+		}
+	})
 }
 
 // A default environment that is no valid label value can never be written
