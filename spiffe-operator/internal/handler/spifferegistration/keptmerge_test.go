@@ -93,4 +93,13 @@ func TestMergedGrantsDoNotDependOnTheOrder(t *testing.T) {
 	if fresh.DNSNames[0] != "web.a.svc" || kept.Admin {
 		t.Fatal("merge modified its inputs")
 	}
+
+	// Without DNS names to unite, only the grants differ.
+	fresh.DNSNames, kept.DNSNames = nil, nil
+	for _, order := range [][]*entries.Entry{{&fresh, &kept}, {&kept, &fresh}} {
+		m := merge(order)
+		if len(m) != 1 || !reflect.DeepEqual(m[0].Grants(), fresh.Grants()) {
+			t.Fatalf("merged %+v, want one entry with the fresh render's grants %+v", m, fresh.Grants())
+		}
+	}
 }
