@@ -124,11 +124,16 @@ func cutReason(r string) string {
 	if len(r) <= keep {
 		return r
 	}
-	n := keep
-	for n > 0 && !utf8.RuneStart(r[n]) {
+	return r[:wholeRunes(r, keep)] + "..."
+}
+
+// wholeRunes returns the length of the longest prefix of s that is whole
+// characters and at most n bytes (n < len(s)).
+func wholeRunes(s string, n int) int {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return r[:n] + "..."
+	return n
 }
 
 // validMessage returns m with each byte that is not part of valid UTF-8
@@ -159,18 +164,11 @@ func cutMessage(m string) string {
 		return m
 	}
 	note := func(kept int) string { return fmt.Sprintf(" ... (%d bytes cut)", len(m)-kept) }
-	// fit returns the longest prefix of whole characters, at most n bytes.
-	fit := func(n int) int {
-		for n > 0 && !utf8.RuneStart(m[n]) {
-			n--
-		}
-		return n
-	}
 	// Start with room for the longest note, then grow the prefix while the
 	// note of the bytes it cuts, which gets no longer, leaves room.
-	kept := fit(MaxMessageLength - len(note(0)))
+	kept := wholeRunes(m, MaxMessageLength-len(note(0)))
 	for {
-		more := fit(MaxMessageLength - len(note(kept)))
+		more := wholeRunes(m, MaxMessageLength-len(note(kept)))
 		if more <= kept {
 			return m[:kept] + note(kept)
 		}

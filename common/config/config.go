@@ -117,7 +117,7 @@ func AddFlags(fs *pflag.FlagSet) {
 // when set explicitly. Operators read their own settings from it too.
 func NewViper(fs *pflag.FlagSet) (*viper.Viper, error) {
 	v := viper.New()
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.SetEnvKeyReplacer(envKeyReplacer())
 	v.AutomaticEnv()
 	if fs != nil {
 		if err := emptyEnvironment(fs); err != nil {
@@ -130,9 +130,14 @@ func NewViper(fs *pflag.FlagSet) (*viper.Viper, error) {
 	return v, nil
 }
 
-// envName is the environment variable of the setting key.
+// envKeyReplacer turns a setting's key into its environment variable,
+// which viper then upper-cases (envName).
+func envKeyReplacer() *strings.Replacer { return strings.NewReplacer("-", "_") }
+
+// envName is the environment variable of the setting key, as viper reads
+// it.
 func envName(key string) string {
-	return strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+	return strings.ToUpper(envKeyReplacer().Replace(key))
 }
 
 // emptyEnvironment refuses the environment variables of fs's flags that

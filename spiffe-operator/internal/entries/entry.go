@@ -155,6 +155,12 @@ func (e *Entry) Grants() Grants {
 	return Grants{Admin: e.Admin, Downstream: e.Downstream, FederatesWith: e.FederatesWith}
 }
 
+// Covers reports whether g makes every grant o makes.
+func (g Grants) Covers(o Grants) bool {
+	return (g.Admin || !o.Admin) && (g.Downstream || !o.Downstream) &&
+		!slices.ContainsFunc(o.FederatesWith, func(td string) bool { return !slices.Contains(g.FederatesWith, td) })
+}
+
 // Within returns a copy of e that keeps only the grants g also makes: admin
 // and downstream only if g sets them too, and only the federated trust
 // domains g names. It never adds a grant, and the rest of e stays. An entry

@@ -41,6 +41,18 @@ const ReasonEntryIDNotKept = "EntryIDNotKept"
 // alone: it was not made for this key, whatever its ID says.
 const ReasonEntryIDTaken = "EntryIDTaken"
 
+// OwnReason reports whether reason is one the syncer words itself
+// (ReasonEntryIDNotKept, ReasonEntryIDTaken, ReasonFederatedBundleMissing)
+// rather than a code SPIRE answered: such a reason says what to fix, so a
+// handler reports it as it is.
+func OwnReason(reason string) bool {
+	switch reason {
+	case ReasonEntryIDNotKept, ReasonEntryIDTaken, ReasonFederatedBundleMissing:
+		return true
+	}
+	return false
+}
+
 // Options configure a Syncer.
 type Options struct {
 	// IDs makes and reads the IDs of the operator's entries.

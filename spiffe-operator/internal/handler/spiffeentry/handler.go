@@ -166,8 +166,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeEntry)
 	}
 	if len(out.Failed) > 0 {
 		f := out.Failed[0]
-		switch f.Reason {
-		case spifferegistration.ReasonEntryIDNotKept, spifferegistration.ReasonEntryIDTaken, spifferegistration.ReasonFederatedBundleMissing:
+		if entrysync.OwnReason(f.Reason) {
 			return ctrlerrors.WithReason(f.Reason, ctrlerrors.BlockedErrorf("%s", f.Message))
 		}
 		return ctrlerrors.WithReason(spifferegistration.ReasonEntryRejected,

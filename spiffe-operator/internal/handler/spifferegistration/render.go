@@ -133,8 +133,7 @@ func merge(in []*entries.Entry) []*entries.Entry {
 			continue
 		}
 		have := out[i]
-		if len(e.DNSNames) == 0 && (have.Admin || !e.Admin) && (have.Downstream || !e.Downstream) &&
-			!slices.ContainsFunc(e.FederatesWith, func(td string) bool { return !slices.Contains(have.FederatesWith, td) }) {
+		if len(e.DNSNames) == 0 && have.Grants().Covers(e.Grants()) {
 			continue
 		}
 		m := *have
