@@ -15,6 +15,7 @@ package janitor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -260,16 +261,12 @@ func (j *Client) notOwned(obj client.Object) error {
 // moves it into j's environment) and another environment's object of that
 // name is in the way.
 func (j *Client) Claim(ctx context.Context, key client.ObjectKey, obj client.Object) (found bool, err error) {
-	if err := j.Client.Client.Get(ctx, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("get %s %s: %w", j.kindOf(obj), keyString(key), err)
+	err = j.readOwned(ctx, j.Client.Client, key, obj)
+	if apierrors.IsNotFound(err) {
+		return false, nil
 	}
-	if !j.Owns(obj) {
-		return true, j.notOwned(obj)
-	}
-	return true, nil
+	var notOwned *NotOwnedError
+	return err == nil || errors.As(err, &notOwned), err
 }
 
 // CreateOrUpdate creates or updates obj as an owned child and records it.

@@ -3,7 +3,10 @@
 // every object it writes carries the environment label, and Get, List and
 // Delete see only objects of that environment. Objects of other environments
 // look as if they did not exist, so one environment's reconcile can never
-// read, adopt or delete another's.
+// read or delete another's, and CreateOrUpdate never adopts one. Writes of
+// an object named by key (Update, Patch, Apply, status) are not checked
+// against its environment: handlers write children through the janitor
+// (package janitor), which checks each one first.
 package scoped
 
 import (
@@ -235,7 +238,7 @@ func (c *Client) CreateOrUpdate(ctx context.Context, obj client.Object, mutate c
 // client.ApplyConfigurationFromUnstructured) with the environment label added. Pass
 // client.FieldOwner and, for shared objects, client.ForceOwnership.
 func (c *Client) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	u, err := toUnstructured(ac)
+	u, err := ToUnstructured(ac)
 	if err != nil {
 		return err
 	}
@@ -243,7 +246,9 @@ func (c *Client) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts 
 	return c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
 }
 
-func toUnstructured(ac runtime.ApplyConfiguration) (*unstructured.Unstructured, error) {
+// ToUnstructured returns a copy of ac (a typed apply configuration or
+// client.ApplyConfigurationFromUnstructured) as an unstructured object.
+func ToUnstructured(ac runtime.ApplyConfiguration) (*unstructured.Unstructured, error) {
 	if u, ok := ac.(interface{ UnstructuredContent() map[string]any }); ok {
 		return (&unstructured.Unstructured{Object: u.UnstructuredContent()}).DeepCopy(), nil
 	}

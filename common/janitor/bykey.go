@@ -1,0 +1,191 @@
+package janitor
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/scoped"
+	"github.com/trustplane/trustplane/common/shared"
+)
+
+// The writes of a child named by key that the scoped client offers besides
+// CreateOrUpdate, Create, Update and Patch (janitor.go). Each reads the
+// object of that name first, in every environment as Claim does, and
+// leaves one the owner does not own as it is: a handler is given the
+// janitor as its client, so none of its writes may delete, adopt or write
+// over an object someone else created under a child's name.
+
+// readOwned reads the object key names into obj, in every environment, and
+// returns a *NotOwnedError when the owner does not own it. A failed read
+// returns its error (apierrors.IsNotFound when there is no such object).
+func (j *Client) readOwned(ctx context.Context, r client.Reader, key client.ObjectKey, obj client.Object) error {
+	if err := r.Get(ctx, key, obj); err != nil {
+		return fmt.Errorf("get %s %s: %w", j.kindOf(obj), keyString(key), err)
+	}
+	if !j.Owns(obj) {
+		return j.notOwned(obj)
+	}
+	return nil
+}
+
+// Delete deletes obj, a child of the owner, by its name. An object of that
+// name the owner does not own is left as it is and a *NotOwnedError
+// returned; none returns NotFound. The delete is preconditioned on the UID
+// and resourceVersion read, so an object put in the child's place, or
+// changed, since the read makes it conflict instead.
+func (j *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	cur, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("delete %s: object is not a client.Object", obj.GetName())
+	}
+	if err := j.readOwned(ctx, j.Client.Client, client.ObjectKeyFromObject(obj), cur); err != nil {
+		return err
+	}
+	uid, rv := cur.GetUID(), cur.GetResourceVersion()
+	return j.Client.Client.Delete(ctx, cur, append(opts, client.Preconditions{UID: &uid, ResourceVersion: &rv})...)
+}
+
+// DeleteAllOf deletes, of the objects of this environment that opts
+// select, only the owner's children: those carrying its owner-uid and
+// owner-kind labels, which every write of the janitor puts on a child.
+func (j *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	owned := client.MatchingLabels{labels.OwnerUID: string(j.owner.GetUID()), labels.OwnerKind: j.ownerGVK.Kind}
+	return j.Client.DeleteAllOf(ctx, obj, append(opts, owned)...)
+}
+
+// Apply server-side applies ac as a child of the owner: marked as its
+// child (SetOwnership), with the environment label, and recorded as
+// touched, so Cleanup sweeps it once a pass no longer applies it. An
+// object of ac's name the owner does not own is left as it is and a
+// *NotOwnedError returned. The apply carries the UID of the child read, so
+// an object put in its place since is refused by the API server; where no
+// child was read the apply may only create. When that create meets an
+// object (the read lagged behind, or one was created meanwhile), the
+// object is read again, uncached when the janitor has a live reader, and
+// applied over only when it is the owner's.
+func (j *Client) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	u, err := scoped.ToUnstructured(ac)
+	if err != nil {
+		return err
+	}
+	if err := j.SetOwnership(u); err != nil {
+		return err
+	}
+	err = j.applyOver(ctx, j.Client.Client, u, opts)
+	if apierrors.IsConflict(err) && u.GetResourceVersion() == shared.CreateOnly {
+		u.SetResourceVersion("")
+		err = j.applyOver(ctx, j.liveReader(), u, opts)
+	}
+	j.noteChild()
+	if err != nil {
+		return err
+	}
+	j.record(u)
+	return nil
+}
+
+// applyOver applies u over the owner's child of its name as r reads it:
+// with its UID as a precondition, or create-only where r finds none.
+func (j *Client) applyOver(ctx context.Context, r client.Reader, u *unstructured.Unstructured, opts []client.ApplyOption) error {
+	cur := j.objectOf(u)
+	switch err := j.readOwned(ctx, r, client.ObjectKeyFromObject(u), cur); {
+	case apierrors.IsNotFound(err):
+		if u.GetResourceVersion() == "" {
+			u.SetResourceVersion(shared.CreateOnly)
+		}
+	case err != nil:
+		return err
+	default:
+		u.SetUID(cur.GetUID())
+	}
+	return j.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
+}
+
+// objectOf returns an empty object of u's kind to read it into: typed when
+// the scheme knows the kind (so a cached client reads it from its cache),
+// unstructured otherwise.
+func (j *Client) objectOf(u *unstructured.Unstructured) client.Object {
+	if o, err := j.Scheme().New(u.GroupVersionKind()); err == nil {
+		if obj, ok := o.(client.Object); ok {
+			return obj
+		}
+	}
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(u.GroupVersionKind())
+	return cur
+}
+
+// liveReader reads uncached when the janitor has a live reader.
+func (j *Client) liveReader() client.Reader {
+	if j.live != nil {
+		return j.live
+	}
+	return j.Client.Client
+}
+
+// Status returns the writer of children's status, as SubResource("status").
+func (j *Client) Status() client.SubResourceWriter { return j.SubResource("status") }
+
+// SubResource returns the client of a subresource of children. Its writes
+// first check, as Update does, that the object is the owner's: one the
+// owner does not own is left as it is and a *NotOwnedError returned.
+func (j *Client) SubResource(subResource string) client.SubResourceClient {
+	return &ownedSubResource{SubResourceClient: j.Client.SubResource(subResource), j: j}
+}
+
+// ownedSubResource is a SubResourceClient whose writes go only to the
+// owner's children.
+type ownedSubResource struct {
+	client.SubResourceClient
+	j *Client
+}
+
+// Create creates subResource of obj when obj is the owner's child.
+func (s *ownedSubResource) Create(ctx context.Context, obj client.Object, subResource client.Object, opts ...client.SubResourceCreateOption) error {
+	if _, err := s.j.ownedVersion(ctx, obj); err != nil {
+		return err
+	}
+	return s.SubResourceClient.Create(ctx, obj, subResource, opts...)
+}
+
+// Update updates the subresource of obj when obj is the owner's child,
+// over the version found owned when obj carries no resourceVersion.
+func (s *ownedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	rv, err := s.j.ownedVersion(ctx, obj)
+	if err != nil {
+		return err
+	}
+	if obj.GetResourceVersion() == "" {
+		obj.SetResourceVersion(rv)
+	}
+	return s.SubResourceClient.Update(ctx, obj, opts...)
+}
+
+// Patch patches the subresource of obj when obj is the owner's child.
+func (s *ownedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if _, err := s.j.ownedVersion(ctx, obj); err != nil {
+		return err
+	}
+	return s.SubResourceClient.Patch(ctx, obj, patch, opts...)
+}
+
+// Apply applies the subresource of the object ac names when it is the
+// owner's child, with its UID as a precondition.
+func (s *ownedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	u, err := scoped.ToUnstructured(ac)
+	if err != nil {
+		return err
+	}
+	cur := s.j.objectOf(u)
+	if err := s.j.readOwned(ctx, s.j.Client.Client, client.ObjectKeyFromObject(u), cur); err != nil {
+		return err
+	}
+	u.SetUID(cur.GetUID())
+	return s.SubResourceClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
+}
