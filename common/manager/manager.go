@@ -113,6 +113,18 @@ func (o Options) RestConfig(cfg *rest.Config) *rest.Config {
 	return out
 }
 
+// InstanceName names one of several instances of the operator called name
+// in one cluster (instance is what sets it apart, say its class): name
+// itself for the only one (instance empty), else name-instance. Give it to
+// ManagerOptions, so that each instance elects its leader on a lease of its
+// own.
+func InstanceName(name, instance string) string {
+	if instance == "" {
+		return name
+	}
+	return name + "-" + instance
+}
+
 // ManagerOptions returns controller-runtime manager options for the operator
 // called name (its leader election lease is <name>.trustplane.dev). Set the
 // Scheme, Cache and other fields on the result.

@@ -29,6 +29,11 @@ import (
 type Operator struct {
 	// Name names the flag set, the logger and the leader election lease.
 	Name string
+	// Instance, when set, returns what sets this process's instance apart
+	// from other instances of the operator in the cluster (its class, say),
+	// from the settings; a non-empty answer gives it a leader election lease
+	// of its own (InstanceName). Nil or empty: one lease for the operator.
+	Instance func(v *viper.Viper) string
 	// Defaults are the operator's defaults of the manager flags; nil means
 	// Defaults().
 	Defaults *Options
@@ -140,7 +145,11 @@ func Run(ctx context.Context, op Operator, args []string, out io.Writer) error {
 	}
 	p.RestConfig = p.Options.RestConfig(restCfg)
 
-	mgrOpts := p.Options.ManagerOptions(op.Name)
+	instance := ""
+	if op.Instance != nil {
+		instance = op.Instance(v)
+	}
+	mgrOpts := p.Options.ManagerOptions(InstanceName(op.Name, instance))
 	if mgrOpts.LeaderElection {
 		p.LeaseGuard = NewLeaseGuard(mgrOpts.LeaderElectionID)
 		p.RestConfig.Wrap(p.LeaseGuard.Wrap)

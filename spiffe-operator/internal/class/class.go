@@ -4,6 +4,9 @@
 package class
 
 import (
+	"fmt"
+	"regexp"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -18,6 +21,20 @@ type Filter struct {
 	// Classless makes an instance with a class name also take objects
 	// without one.
 	Classless bool
+}
+
+// namePattern is the pattern of spec.className in the CRDs.
+var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+// ValidName returns an error unless name (not empty) is a class name an
+// object can have: spec.className admits at most 63 lowercase letters,
+// digits, '-' and '.', starting and ending with a letter or digit. An
+// instance of another class would take no object at all.
+func ValidName(name string) error {
+	if len(name) > 63 || !namePattern.MatchString(name) {
+		return fmt.Errorf("%q is no class name an object can have: want at most 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit", name)
+	}
+	return nil
 }
 
 // Takes reports whether the instance takes an object of class className.

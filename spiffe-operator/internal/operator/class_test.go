@@ -1,6 +1,8 @@
 package operator_test
 
 import (
+	"time"
+
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -87,6 +89,42 @@ var _ = Describe("Classes of instances", func() {
 			Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(p), p) }).Should(MatchError(ContainSubstring("not found")))
 			Expect(entryIDsAt(parentOf("class-wc"))()).To(BeEmpty())
 		})
+	})
+})
+
+var _ = Describe("Classes of instances with leader election", func() {
+	It("elect a leader per class, so that instances of two classes in one namespace both run", func() {
+		namespace("class-le", map[string]string{"test": "class-le"})
+		deployment("class-le", "web", "web", nil)
+		byClass := map[string]*v1alpha1.SpiffeRegistration{}
+		for _, c := range []string{"blue", "green"} {
+			p := policyFor("class-le-"+c, func(s *v1alpha1.SpiffeRegistrationSpec) {
+				s.ClassName = c
+				s.NamespaceSelector.MatchLabels["test"] = "class-le"
+			})
+			Expect(k8s.Create(ctx, p)).To(Succeed())
+			byClass[c] = p
+			DeferCleanup(func() {
+				Expect(client.IgnoreNotFound(k8s.Delete(ctx, p))).To(Succeed())
+			})
+		}
+		for _, c := range []string{"blue", "green"} {
+			instance, stop := launch(cp.Config, func(o *operator.Options) {
+				o.ClassName, o.EntryIDPrefix = c, c+"."
+				o.Manager.LeaderElect = true
+				o.Manager.LeaderElectionNamespace = "default"
+			})
+			DeferCleanup(stop)
+			Eventually(instance.Manager.Elected(), 30*time.Second).Should(BeClosed(), "the %s instance never led", c)
+		}
+		for c, p := range byClass {
+			Eventually(policyReady(p)).Should(Equal("True/Ready"), c)
+			Eventually(entryIDsAt(parentOf("class-le-" + c))).Should(ConsistOf(HavePrefix(c + ".")))
+		}
+		for c, p := range byClass {
+			Expect(k8s.Delete(ctx, p)).To(Succeed())
+			Eventually(gone(p)).Should(BeTrue(), c)
+		}
 	})
 })
 

@@ -3,6 +3,7 @@ package operator_test
 import (
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -90,5 +91,43 @@ var _ = Describe("Migration from spire-controller-manager", func() {
 		_, err = spireAPI.Delete(ctx, []string{scmID})
 		Expect(err).NotTo(HaveOccurred())
 		Consistently(entryIDsAt(agentOf(n)), resync).Should(Equal([]string{ours}))
+	})
+})
+
+// SCM's ClusterSPIFFEID selects pods, whatever created them; a
+// SpiffeRegistration selects the workloads of its workloadKinds
+// (Deployments by default) unless it has a podSelector. The migration
+// guide translates one into a policy with a podSelector: this spec shows
+// why, before SCM's entries are deleted.
+var _ = Describe("Translating a ClusterSPIFFEID for the migration", func() {
+	It("covers the pods of every controller only with a podSelector; the default policy registers Deployments' alone", func() {
+		const ns = "migrate-kinds"
+		namespace(ns, map[string]string{"migrate": "kinds"})
+		for _, sa := range []string{"web", "db", "agent", "debug"} {
+			createSA(ns, sa)
+		}
+		deployment(ns, "web", "web", nil)
+		statefulSet(ns, "db", "db")
+		podOn(ns, "db-0", "db", "", map[string]string{"app": "db"}, ownedBy("apps/v1", "StatefulSet", "db"))
+		podOn(ns, "agent-x7", "agent", "", map[string]string{"app": "agent"}, ownedBy("apps/v1", "DaemonSet", "agent"))
+		podOn(ns, "debug", "debug", "", nil, nil)
+		selectNamespace := func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"migrate": "kinds"}}
+		}
+
+		byDefault := policyFor("migrate-default", selectNamespace)
+		Expect(k8s.Create(ctx, byDefault)).To(Succeed())
+		Eventually(policyReady(byDefault)).Should(Equal("True/Ready"))
+		Consistently(paths(parentOf("migrate-default")), resync).Should(Equal([]string{"/ns/" + ns + "/sa/web"}),
+			"the default policy registers the Deployment's workload only")
+
+		everyPod := policyFor("migrate-pods", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			selectNamespace(s)
+			s.PodSelector = &metav1.LabelSelector{}
+		})
+		Expect(k8s.Create(ctx, everyPod)).To(Succeed())
+		Eventually(paths(parentOf("migrate-pods"))).Should(Equal([]string{
+			"/ns/" + ns + "/sa/agent", "/ns/" + ns + "/sa/db", "/ns/" + ns + "/sa/debug"}))
+		Eventually(policyReady(everyPod)).Should(Equal("True/Ready"))
 	})
 })

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/viper"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -65,11 +66,16 @@ type Operator struct {
 	closer io.Closer
 }
 
+// Name is the operator's name: of its process, logger and leader election
+// lease (one per class: manager.InstanceName).
+const Name = "spiffe-operator"
+
 // Process is the spiffe-operator process for manager.Main.
 func Process() manager.Operator {
 	defaults := managerDefaults()
 	return manager.Operator{
-		Name:     "spiffe-operator",
+		Name:     Name,
+		Instance: func(v *viper.Viper) string { return v.GetString(KeyClassName) },
 		Defaults: &defaults,
 		AddFlags: addFlags,
 		Scheme:   Scheme,
@@ -89,7 +95,7 @@ func Process() manager.Operator {
 			if err != nil {
 				return nil, err
 			}
-			ctrl.Log.WithName("spiffe-operator").Info("assembled", "trustDomain", o.TrustDomain, "entryIDPrefix", op.EntryIDPrefix)
+			ctrl.Log.WithName(Name).Info("assembled", "trustDomain", o.TrustDomain, "entryIDPrefix", op.EntryIDPrefix)
 			return func() { _ = op.closer.Close() }, nil
 		},
 	}
@@ -102,7 +108,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options, reg prometheus.Regist
 	if err != nil {
 		return nil, err
 	}
-	mgrOpts := o.Manager.ManagerOptions("spiffe-operator")
+	mgrOpts := o.Manager.ManagerOptions(manager.InstanceName(Name, o.ClassName))
 	mgrOpts.Scheme = scheme
 	mgrOpts.Cache = opcontroller.CacheOptions()
 	mgr, err := ctrl.NewManager(o.Manager.RestConfig(cfg), mgrOpts)

@@ -11,6 +11,7 @@ import (
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/manager"
 	"github.com/trustplane/trustplane/common/spireconn"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 )
 
@@ -142,6 +143,11 @@ func (o Options) Validate() error {
 	}
 	if o.ClusterName != "" && !validClusterName(o.ClusterName) {
 		errs = append(errs, fmt.Errorf("%s %q: want letters, digits, '.', '-' or '_' (it becomes one segment of the agents' SPIFFE IDs)", KeyClusterName, o.ClusterName))
+	}
+	if o.ClassName != "" {
+		if err := class.ValidName(o.ClassName); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", KeyClassName, err))
+		}
 	}
 	if o.PageSize < 1 {
 		errs = append(errs, fmt.Errorf("%s must be positive", KeyPageSize))

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,14 +74,22 @@ var _ = Describe("Options", func() {
 
 		// The last: another cluster's derived prefix, given by hand.
 		for _, prefix := range []string{"trustplane.", "team.0f1e2d3c4b5a.", "trustplane.0badc0de."} {
-			fs := pflag.NewFlagSet("spiffe-operator", pflag.ContinueOnError)
-			operator.AddFlags(fs)
-			Expect(fs.Parse([]string{"--spire-socket=/run/spire/api.sock", "--entry-id-prefix=" + prefix})).To(Succeed())
-			v, err := config.NewViper(fs)
-			Expect(err).NotTo(HaveOccurred())
-			_, err = operator.Load(v)
+			_, err := loadFlags("--entry-id-prefix=" + prefix)
 			Expect(err).To(MatchError(ContainSubstring("entry-id-prefix")), prefix)
 		}
+	})
+
+	It("refuses a class name no object can have, and gives each class a leader election lease of its own", func() {
+		for _, name := range []string{"Blue", "blue_green", "-blue", "blue.", strings.Repeat("b", 64)} {
+			_, err := loadFlags("--class-name=" + name)
+			Expect(err).To(MatchError(ContainSubstring("class-name")), name)
+		}
+		v, err := loadFlags("--class-name=blue.eu-1")
+		Expect(err).NotTo(HaveOccurred())
+		process := operator.Process()
+		Expect(process.Instance(v)).To(Equal("blue.eu-1"))
+		Expect(manager.Options{LeaderElect: true}.ManagerOptions(manager.InstanceName(process.Name, process.Instance(v))).LeaderElectionID).
+			To(Equal("spiffe-operator-blue.eu-1.trustplane.dev"))
 	})
 
 	It("derives the default entry ID prefix from the kube-system namespace's UID", func() {
@@ -103,3 +112,16 @@ var _ = Describe("Options", func() {
 		Expect(other.EntryIDPrefix).To(Equal(want))
 	})
 })
+
+// loadFlags loads the operator's settings from a SPIRE socket and args, and
+// returns them as read (in a viper) with the error of Load.
+func loadFlags(args ...string) (*viper.Viper, error) {
+	GinkgoHelper()
+	fs := pflag.NewFlagSet("spiffe-operator", pflag.ContinueOnError)
+	operator.AddFlags(fs)
+	Expect(fs.Parse(append([]string{"--spire-socket=/run/spire/api.sock"}, args...))).To(Succeed())
+	v, err := config.NewViper(fs)
+	Expect(err).NotTo(HaveOccurred())
+	_, err = operator.Load(v)
+	return v, err
+}
