@@ -91,8 +91,22 @@ const MaxMessageLength = 32768
 // write: a space, a leading digit, more than MaxReasonLength characters)
 // is replaced by ReasonInvalid, and the message says which reason was
 // given, so the condition still reaches the object and says what to fix.
+//
+// Likewise a type the API server would refuse (a space, say) is replaced by
+// TypeInvalid, and a status other than True, False and Unknown by Unknown,
+// the message quoting what was given.
 func Set(obj object.Object, c metav1.Condition) {
 	c.ObservedGeneration = obj.GetGeneration()
+	if !ValidType(c.Type) {
+		c.Message = fmt.Sprintf("%s (the condition type given, %q, is no valid condition type)", c.Message, cutReason(c.Type))
+		c.Type = TypeInvalid
+	}
+	switch c.Status {
+	case metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown:
+	default:
+		c.Message = fmt.Sprintf("%s (the status given, %q, is none of True, False and Unknown)", c.Message, cutReason(string(c.Status)))
+		c.Status = metav1.ConditionUnknown
+	}
 	if !ValidReason(c.Reason) {
 		c.Message = fmt.Sprintf("%s (the reason given, %q, is no valid condition reason)", c.Message, cutReason(c.Reason))
 		c.Reason = ReasonInvalid
@@ -103,6 +117,23 @@ func Set(obj object.Object, c metav1.Condition) {
 
 // ReasonInvalid replaces a reason the API server would refuse (see Set).
 const ReasonInvalid = "InvalidReason"
+
+// TypeInvalid replaces a condition type the API server would refuse (see
+// Set).
+const TypeInvalid = "InvalidConditionType"
+
+// maxTypeLength is the longest condition type, in characters
+// (metav1.Condition's validation).
+const maxTypeLength = 316
+
+// typePattern is metav1.Condition's pattern for a type: a qualified name,
+// with an optional DNS subdomain prefix.
+var typePattern = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$`)
+
+// ValidType reports whether the API server accepts t as a condition type.
+func ValidType(t string) bool {
+	return len(t) <= maxTypeLength && typePattern.MatchString(t)
+}
 
 // MaxReasonLength is the longest reason a condition holds, in characters
 // (metav1.Condition's validation).

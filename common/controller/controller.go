@@ -109,6 +109,9 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	ctx, notes := WithPassNotes(ctx)
 	notes.since, notes.servesEvents = c.events.begin(req.NamespacedName)
 
+	if err := object.StatusInPlace(obj); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			if _, err := c.behind.take(ctx, req.NamespacedName); err != nil {

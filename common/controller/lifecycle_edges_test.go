@@ -20,9 +20,12 @@ import (
 	"github.com/trustplane/trustplane/common/config"
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
+	"github.com/trustplane/trustplane/common/examples/widget"
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/common/object"
+	"github.com/trustplane/trustplane/common/status"
 )
 
 // remoteChildHandler keeps one ConfigMap per widget in another namespace,
@@ -92,6 +95,27 @@ var _ = Describe("Environment label edited on an owner", func() {
 
 		err = cp.Client.Get(ctx, client.ObjectKeyFromObject(child), &corev1.ConfigMap{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the owner is gone but its child of the earlier environment was left behind")
+	})
+})
+
+var _ = Describe("An owner moved to another environment", func() {
+	It("moves its children into the new environment and stays Ready", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		c := controller.New("widget-env-move", cp.Client, &widget.Handler{}, controller.Options{Config: config.Default()})
+		w := newWidget(ns, "moving", true, "moving-a")
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+
+		get(ctx, w)
+		w.Labels[labels.Environment] = "prod"
+		Expect(cp.Client.Update(ctx, w)).To(Succeed())
+		_, err = reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred(), "the pass after the move failed on the child of the earlier environment")
+		Expect(condition.IsReady(get(ctx, w).(*widgetv1.Widget))).To(BeTrue())
+		child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "moving-a", Namespace: ns}}
+		get(ctx, child)
+		Expect(child.Labels).To(HaveKeyWithValue(labels.Environment, "prod"))
 	})
 })
 
@@ -185,5 +209,52 @@ var _ = Describe("A handler panic in a manager", func() {
 		}).WithTimeout(20 * time.Second).Should(BeTrue())
 		Expect(calls.Load()).To(BeNumerically(">=", 3))
 		Consistently(done).ShouldNot(Receive(), "the manager stopped")
+	})
+})
+
+// valueStatusWidget declares CommonStatus on a value receiver: it compiles
+// and satisfies object.Object, but each call returns a copy.
+type valueStatusWidget struct{ widgetv1.Widget }
+
+func (v valueStatusWidget) CommonStatus() *status.Common { return &v.Status.Common }
+
+// valueStatusHandler handles valueStatusWidgets and does nothing.
+type valueStatusHandler struct{}
+
+func (valueStatusHandler) CreateOrUpdate(context.Context, *valueStatusWidget) error { return nil }
+func (valueStatusHandler) Delete(context.Context, *valueStatusWidget) error         { return nil }
+
+var _ = Describe("A kind whose CommonStatus returns a copy", func() {
+	It("is refused when set up and on every pass, naming the method, instead of losing every condition", func(ctx context.Context) {
+		c := controller.New[*valueStatusWidget]("widget-value-status", cp.Client, valueStatusHandler{}, controller.Options{Config: config.Default()})
+		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		Expect(err).NotTo(HaveOccurred())
+		err = controller.SetupWithManager(mgr, c, func() *valueStatusWidget { return &valueStatusWidget{} }, nil)
+		Expect(err).To(MatchError(ContainSubstring("CommonStatus returns a copy")))
+		_, err = c.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "default", Name: "w"}}, &valueStatusWidget{})
+		Expect(err).To(MatchError(ContainSubstring("CommonStatus returns a copy")))
+		Expect(object.StatusInPlace(&widgetv1.Widget{})).To(Succeed(), "a pointer receiver is refused")
+	})
+})
+
+var _ = Describe("A condition the API server would refuse", func() {
+	It("lands as InvalidConditionType, saying what was given, and the rest of the status with it", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		h := &scriptedHandler{create: func(w *widgetv1.Widget) error {
+			condition.Set(w, metav1.Condition{Type: "Greeting Sent", Status: "Yes", Reason: "Written", Message: "sent"})
+			return nil
+		}}
+		c := controller.New("widget-bad-type", cp.Client, h, controller.Options{Config: config.Default()})
+		w := newWidget(ns, "badtype", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		_, err := reconcileOnce(ctx, c, w)
+		Expect(err).NotTo(HaveOccurred())
+		got := get(ctx, w).(*widgetv1.Widget)
+		Expect(condition.IsReady(got)).To(BeTrue(), "the status write was refused")
+		bad := cond(got, condition.TypeInvalid)
+		Expect(bad).NotTo(BeNil())
+		Expect(bad.Status).To(Equal(metav1.ConditionUnknown))
+		Expect(bad.Message).To(ContainSubstring(`"Greeting Sent"`))
+		Expect(bad.Message).To(ContainSubstring(`"Yes"`))
 	})
 })

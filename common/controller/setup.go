@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -69,6 +70,9 @@ func NewBuilder[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject f
 // SetupWithManager registers c with mgr. customize, when not nil, adds Owns
 // and Watches to the builder; forOpts apply to T's watch.
 func SetupWithManager[T object.Object](mgr ctrl.Manager, c *Controller[T], newObject func() T, customize func(*builder.Builder) *builder.Builder, forOpts ...builder.ForOption) error {
+	if err := object.StatusInPlace(newObject()); err != nil {
+		return fmt.Errorf("controller %s: %w", c.name, err)
+	}
 	b := NewBuilder(mgr, c, newObject, forOpts...)
 	if customize != nil {
 		b = customize(b)

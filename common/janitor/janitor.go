@@ -270,25 +270,63 @@ func (j *Client) Claim(ctx context.Context, key client.ObjectKey, obj client.Obj
 }
 
 // CreateOrUpdate creates or updates obj as an owned child and records it.
-// An object of obj's name in j's environment that the owner does not own
-// is left as it is, and a *NotOwnedError returned; one in another
-// environment makes the create fail with AlreadyExists.
+// An object of obj's name that the owner does not own, in any environment,
+// is left as it is, and a *NotOwnedError returned. The owner's own child
+// written while the owner carried another environment label (which j's
+// environment does not see) is updated into j's environment, as Update
+// moves it.
 func (j *Client) CreateOrUpdate(ctx context.Context, obj client.Object, mutate controllerutil.MutateFn) (controllerutil.OperationResult, error) {
-	res, err := j.Client.CreateOrUpdate(ctx, obj, func() error {
-		if obj.GetUID() != "" && !j.Owns(obj) {
-			return j.notOwned(obj)
-		}
-		if err := mutate(); err != nil {
-			return err
-		}
-		return j.SetOwnership(obj)
-	})
+	res, err := j.createOrUpdate(ctx, obj, mutate)
 	if err == nil {
 		j.record(obj)
 	} else {
 		j.noteChild()
 	}
 	return res, err
+}
+
+func (j *Client) createOrUpdate(ctx context.Context, obj client.Object, mutate controllerutil.MutateFn) (controllerutil.OperationResult, error) {
+	key := client.ObjectKeyFromObject(obj)
+	cur, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return controllerutil.OperationResultNone, fmt.Errorf("%s %s is no client.Object", j.kindOf(obj), keyString(key))
+	}
+	found, err := j.Claim(ctx, key, cur)
+	if err != nil {
+		return controllerutil.OperationResultNone, err
+	}
+	owned := func() error {
+		if err := mutate(); err != nil {
+			return err
+		}
+		if client.ObjectKeyFromObject(obj) != key {
+			return fmt.Errorf("the mutate function changed the name of %s %s", j.kindOf(obj), keyString(key))
+		}
+		return j.SetOwnership(obj)
+	}
+	if !found || j.InScope(cur) {
+		return j.Client.CreateOrUpdate(ctx, obj, func() error {
+			if obj.GetUID() != "" && !j.Owns(obj) {
+				return j.notOwned(obj)
+			}
+			return owned()
+		})
+	}
+	// The owner's child in another environment: update it, over the version
+	// read, into this one.
+	if err := j.Client.Client.Get(ctx, key, obj); err != nil {
+		return controllerutil.OperationResultNone, fmt.Errorf("get %s %s: %w", j.kindOf(obj), keyString(key), err)
+	}
+	if !j.Owns(obj) {
+		return controllerutil.OperationResultNone, j.notOwned(obj)
+	}
+	if err := owned(); err != nil {
+		return controllerutil.OperationResultNone, err
+	}
+	if err := j.Client.Update(ctx, obj); err != nil {
+		return controllerutil.OperationResultNone, err
+	}
+	return controllerutil.OperationResultUpdated, nil
 }
 
 // Create creates obj as an owned child and records it.

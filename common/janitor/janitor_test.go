@@ -134,7 +134,11 @@ var _ = Describe("JanitorClient", func() {
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}})).To(Succeed())
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}}
 		_, err := newJanitor(w).CreateOrUpdate(ctx, cm, func() error { return nil })
-		Expect(apierrors.IsAlreadyExists(err)).To(BeTrue(), "got %v", err)
+		var notOwned *janitor.NotOwnedError
+		Expect(errors.As(err, &notOwned)).To(BeTrue(), "got %v", err)
+		got := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, got)).To(Succeed())
+		Expect(got.Labels).To(BeEmpty(), "the object was marked")
 	})
 
 	It("travels in the context", func(ctx context.Context) {

@@ -5,6 +5,8 @@
 package object
 
 import (
+	"fmt"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/status"
@@ -17,6 +19,16 @@ type Object interface {
 	// status, so the Controller and condition.Set can read and write it in
 	// place.
 	CommonStatus() *status.Common
+}
+
+// StatusInPlace returns an error unless o's CommonStatus points into o
+// itself. A CommonStatus on a value receiver compiles, but returns a copy
+// at every call, so conditions written to it never reach the object.
+func StatusInPlace(o Object) error {
+	if o.CommonStatus() != o.CommonStatus() {
+		return fmt.Errorf("%T.CommonStatus returns a copy of the status (a method on a value receiver?): conditions written to it never reach the object; declare it on the pointer", o)
+	}
+	return nil
 }
 
 // List is a list kind that exposes its items.
