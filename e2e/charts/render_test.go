@@ -24,7 +24,13 @@ type rendering struct {
 // or relative to the chart) and --set values, for a release tp in namespace.
 func template(t *testing.T, namespace string, files []string, sets ...string) (rendering, error) {
 	t.Helper()
-	args := []string{"template", "tp", chartDir(), "--namespace", namespace}
+	return templateAs(t, "tp", namespace, files, sets...)
+}
+
+// templateAs is template for a release of another name.
+func templateAs(t *testing.T, release, namespace string, files []string, sets ...string) (rendering, error) {
+	t.Helper()
+	args := []string{"template", release, chartDir(), "--namespace", namespace}
 	for _, f := range files {
 		if !filepath.IsAbs(f) {
 			f = filepath.Join(chartDir(), f)

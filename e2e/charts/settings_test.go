@@ -1,0 +1,168 @@
+package charts_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/trustplane/trustplane/e2e/operatorimage"
+)
+
+// managerEnv returns the environment of op's manager container in its
+// config/manager/manager.yaml (the Deployment among its documents).
+func managerEnv(t *testing.T, op string) map[string]string {
+	t.Helper()
+	path := filepath.Join(env.root, op, "config", "manager", "manager.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		var d appsv1.Deployment
+		if err := dec.Decode(&d); err != nil {
+			t.Fatalf("%s: no Deployment: %v", path, err)
+		}
+		if d.Kind != "Deployment" {
+			continue
+		}
+		out := map[string]string{}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			out[e.Name] = e.Value
+		}
+		return out
+	}
+}
+
+// argsWithPrefix returns the arguments of op's manager that start with prefix.
+func (r rendering) argsWithPrefix(t *testing.T, op, prefix string) []string {
+	t.Helper()
+	var got []string
+	for _, a := range r.args(t, op) {
+		if strings.HasPrefix(a, prefix) {
+			got = append(got, a)
+		}
+	}
+	return got
+}
+
+// TestDefaultEnvironmentIsConfigDefaults proves the chart gives every
+// operator the default environment config/default gives it, so that an
+// unlabelled object is reconciled after helm install as after make deploy,
+// and that it can be emptied (strict) or set per operator.
+func TestDefaultEnvironmentIsConfigDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sets []string
+		want map[string][]string
+	}{
+		{"default", nil, map[string][]string{
+			"spiffe-operator": {"--default-environment=default"}, "identity-operator": {"--default-environment=default"},
+			"bundle-operator": {"--default-environment=default"}}},
+		{"strict", []string{"defaultEnvironment="}, map[string][]string{}},
+		{"per operator", []string{"defaultEnvironment=prod", "identityOperator.flags.defaultEnvironment=staging"}, map[string][]string{
+			"spiffe-operator": {"--default-environment=prod"}, "identity-operator": {"--default-environment=staging"},
+			"bundle-operator": {"--default-environment=prod"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustTemplate(t, "chart-default", nil, tc.sets...)
+			for _, op := range operatorimage.Operators() {
+				if got := r.argsWithPrefix(t, op.Name, "--default-environment"); !slices.Equal(got, tc.want[op.Name]) {
+					t.Errorf("%s: %q, want %q", op.Name, got, tc.want[op.Name])
+				}
+			}
+		})
+	}
+	_, err := template(t, "chart-default", nil, "defaultEnvironment=prod/eu")
+	if err == nil || !strings.Contains(err.Error(), "at '/defaultEnvironment'") {
+		t.Errorf("a default environment that is no label value: %v", err)
+	}
+}
+
+// TestConfigDefaultSetsTheChartsDefaultEnvironment ties the chart's
+// default to config/default's, so the two install paths cannot drift.
+func TestConfigDefaultSetsTheChartsDefaultEnvironment(t *testing.T) {
+	for _, op := range operatorimage.Operators() {
+		env := managerEnv(t, op.Name)
+		if env["DEFAULT_ENVIRONMENT"] != "default" {
+			t.Errorf("%s: config/manager sets DEFAULT_ENVIRONMENT=%q, the chart's default is %q", op.Name, env["DEFAULT_ENVIRONMENT"], "default")
+		}
+	}
+}
+
+// TestCRDsCanBeLeftToAnotherRelease proves a second release (another class
+// of spiffe-operator) can leave out the CRDs the first release installed,
+// which helm would otherwise refuse to take over.
+func TestCRDsCanBeLeftToAnotherRelease(t *testing.T) {
+	if crds := mustTemplate(t, "chart-default", nil).find("CustomResourceDefinition"); len(crds) == 0 {
+		t.Fatal("the default release installs no CRDs")
+	}
+	second, err := templateAs(t, "green", "chart-green", nil, "crds.install=false", "identityOperator.enabled=false",
+		"bundleOperator.enabled=false", "spiffeOperator.flags.className=green")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crds := second.find("CustomResourceDefinition"); len(crds) != 0 {
+		t.Errorf("crds.install=false still renders %d CRDs", len(crds))
+	}
+	if d := second.deployment(t, "spiffe-operator"); d == nil {
+		t.Error("no spiffe-operator Deployment in the second release")
+	}
+	// Nothing cluster-scoped of the second release has a name of the
+	// first's: helm would refuse to take it over.
+	first := mustTemplate(t, "chart-default", nil)
+	taken := map[string]bool{}
+	for _, o := range first.objects {
+		if o.GetNamespace() == "" {
+			taken[o.GetKind()+"/"+o.GetName()] = true
+		}
+	}
+	for _, o := range second.objects {
+		if o.GetNamespace() == "" && taken[o.GetKind()+"/"+o.GetName()] {
+			t.Errorf("the second release renders %s %s, which the first holds", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// TestSettingsTheChartPassesCannotBeShadowed proves a value that would be
+// silently overridden fails the install instead, naming it: a variable in
+// extraEnv for a flag the chart passes (the flag wins over the variable),
+// and the metrics and probe servers on one port.
+func TestSettingsTheChartPassesCannotBeShadowed(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"spiffeOperator.extraEnv[0].name=CLUSTER_NAME", "spiffeOperator.extraEnv[0].value=prod"},
+			"spiffeOperator.extraEnv sets CLUSTER_NAME, but the chart passes --cluster-name"},
+		{[]string{"identityOperator.extraEnv[0].name=TRUST_DOMAIN", "identityOperator.extraEnv[0].value=other.org"},
+			"identityOperator.extraEnv sets TRUST_DOMAIN, but the chart passes --trust-domain"},
+		{[]string{"bundleOperator.extraEnv[0].name=SPIRE_ADDRESS", "bundleOperator.extraEnv[0].value=spire:8081"},
+			"bundleOperator.extraEnv sets SPIRE_ADDRESS, but the chart passes --spire-address"},
+		{[]string{"spiffeOperator.flags.requeueAfter=5m", "spiffeOperator.extraEnv[0].name=REQUEUE_AFTER", "spiffeOperator.extraEnv[0].value=1m"},
+			"spiffeOperator.extraEnv sets REQUEUE_AFTER, but the chart passes --requeue-after"},
+		{[]string{"spiffeOperator.extraEnv[0].name=DEFAULT_ENVIRONMENT", "spiffeOperator.extraEnv[0].value=prod"},
+			"spiffeOperator.extraEnv sets DEFAULT_ENVIRONMENT, but the chart passes --default-environment"},
+		{[]string{"spiffeOperator.metrics.port=8081"}, "spiffeOperator.metrics.port and spiffeOperator.probePort are both 8081"},
+	} {
+		t.Run(strings.Join(tc.sets, ","), func(t *testing.T) {
+			_, err := template(t, "chart-default", nil, tc.sets...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("want an error saying %q, got %v", tc.want, err)
+			}
+		})
+	}
+	// A variable for a flag the chart does not pass still works.
+	r := mustTemplate(t, "chart-default", nil, "spiffeOperator.extraEnv[0].name=REQUEUE_AFTER", "spiffeOperator.extraEnv[0].value=1m")
+	env := r.deployment(t, "spiffe-operator").Spec.Template.Spec.Containers[0].Env
+	if !slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == "REQUEUE_AFTER" && e.Value == "1m" }) {
+		t.Errorf("REQUEUE_AFTER, a flag the chart does not pass, is not in the environment: %v", env)
+	}
+}
