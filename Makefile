@@ -137,14 +137,15 @@ docker-images: ## the same images built with the operators' Dockerfiles into the
 installers: ## dist/<operator>.yaml: each operator's config/default in one file for kubectl apply, images trustplane/<operator>:IMAGE_TAG
 	IMAGE_TAG='$(IMAGE_TAG)' hack/installers.sh dist
 
-# make deploy-<operator> applies <operator>/config/default, or, with
-# DEPLOY_OVERLAYS=<dir>, the kustomization <dir>/<operator>: an overlay of
-# config/default for one cluster (image, SPIRE address, agent socket).
+# make deploy-<operator> applies <operator>/config/default with the image
+# make images builds (trustplane/<operator>:IMAGE_TAG, as make installers), or,
+# with DEPLOY_OVERLAYS=<dir>, the kustomization <dir>/<operator>: an overlay
+# of config/default for one cluster (image, SPIRE address, agent socket).
 DEPLOY_OVERLAYS ?=
 
 define deploy_rules
-deploy-$(1): ## apply $(1)'s config/default (CRDs, RBAC, manager), or its overlay in DEPLOY_OVERLAYS/$(1), to the cluster of $$KUBECONFIG
-	$(KUBECTL) kustomize $$(if $$(DEPLOY_OVERLAYS),$$(DEPLOY_OVERLAYS)/$(1),$(1)/config/default) | $(KUBECTL) apply --server-side --field-manager=trustplane-deploy -f -
+deploy-$(1): ## apply $(1)'s config/default (CRDs, RBAC, manager; image trustplane/$(1):IMAGE_TAG), or its overlay in DEPLOY_OVERLAYS/$(1), to the cluster of $$KUBECONFIG
+	$$(if $$(DEPLOY_OVERLAYS),$(KUBECTL) kustomize $$(DEPLOY_OVERLAYS)/$(1),IMAGE_TAG='$$(IMAGE_TAG)' hack/installers.sh - $(1)) | $(KUBECTL) apply --server-side --field-manager=trustplane-deploy -f -
 
 undeploy-$(1): ## remove $(1)'s config/default from the cluster
 	$(KUBECTL) kustomize $(1)/config/default | $(KUBECTL) delete --ignore-not-found -f -

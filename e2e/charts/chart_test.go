@@ -738,6 +738,7 @@ func TestInstallersApplyCleanly(t *testing.T) {
 			if img := d.Spec.Template.Spec.Containers[0].Image; img != o.Ref("dev") {
 				t.Errorf("installer image %q, want %q", img, o.Ref("dev"))
 			}
+			expectLockedDown(t, d.Spec.Template.Spec)
 			again := string(mustRun(t, nil, env.kubectl, "apply", "--server-side", "--field-manager=installer", "-f", file))
 			if strings.Contains(again, "configured") || strings.Contains(again, "created") {
 				t.Errorf("a second apply changed objects:\n%s", again)
@@ -751,6 +752,35 @@ func TestInstallersApplyCleanly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// expectLockedDown checks what the chart's Deployments also hold: the
+// restricted Pod Security Standard's settings (non-root, seccomp
+// RuntimeDefault, no privilege escalation, every capability dropped; its
+// volume rule aside, which a hostPath agent socket breaks on both paths)
+// and a read-only root filesystem.
+func expectLockedDown(t *testing.T, spec corev1.PodSpec) {
+	t.Helper()
+	pod := spec.SecurityContext
+	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot {
+		t.Error("the pod may run as root")
+	}
+	if pod == nil || pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Error("the pod has no seccomp profile RuntimeDefault")
+	}
+	for _, c := range spec.Containers {
+		sc := c.SecurityContext
+		switch {
+		case sc == nil:
+			t.Errorf("container %s has no security context", c.Name)
+		case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+			t.Errorf("container %s may escalate privileges", c.Name)
+		case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL"):
+			t.Errorf("container %s keeps capabilities", c.Name)
+		case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+			t.Errorf("container %s may write its root filesystem", c.Name)
+		}
 	}
 }
 

@@ -166,3 +166,30 @@ func TestSettingsTheChartPassesCannotBeShadowed(t *testing.T) {
 		t.Errorf("REQUEUE_AFTER, a flag the chart does not pass, is not in the environment: %v", env)
 	}
 }
+
+// TestMakeDeployUsesTheImagesMakeImagesBuilds proves what make
+// deploy-<operator> applies without an overlay (hack/installers.sh -
+// <operator>) names the image make images builds, not config/manager's
+// placeholder, which no build produces.
+func TestMakeDeployUsesTheImagesMakeImagesBuilds(t *testing.T) {
+	for _, o := range operatorimage.Operators() {
+		objs, err := decode(mustRun(t, nil, filepath.Join(env.root, "hack", "installers.sh"), "-", o.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var images []string
+		for _, obj := range objs {
+			if obj.GetKind() != "Deployment" {
+				continue
+			}
+			var d appsv1.Deployment
+			fromUnstructured(t, obj.Object, &d)
+			for _, c := range d.Spec.Template.Spec.Containers {
+				images = append(images, c.Image)
+			}
+		}
+		if !slices.Equal(images, []string{o.Ref("dev")}) {
+			t.Errorf("%s: images %q, want %q", o.Name, images, o.Ref("dev"))
+		}
+	}
+}
