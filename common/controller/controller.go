@@ -579,7 +579,7 @@ func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T, changed bo
 		return nil
 	}
 	if err := c.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
+		return c.explainStatusNotFound(ctx, obj, err)
 	}
 	if obj.GetResourceVersion() != rv {
 		// A patch the server found nothing to change in (a field the schema
@@ -587,6 +587,22 @@ func (c *Controller[T]) writeStatus(ctx context.Context, obj, orig T, changed bo
 		c.written.record(key, rv, obj.DeepCopyObject().(client.Object))
 	}
 	return nil
+}
+
+// explainStatusNotFound returns err, the error of a status write of obj,
+// saying what to fix when it is NotFound while obj itself is there: the
+// kind serves no status subresource (its CRD lacks
+// +kubebuilder:subresource:status), which the API server answers with the
+// same NotFound as an object deleted meanwhile.
+func (c *Controller[T]) explainStatusNotFound(ctx context.Context, obj T, err error) error {
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	there, ok := obj.DeepCopyObject().(T)
+	if !ok || c.client.Get(ctx, client.ObjectKeyFromObject(obj), there) != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s exists, so its kind serves no status subresource; declare +kubebuilder:subresource:status on the type and regenerate its CRD", err, client.ObjectKeyFromObject(obj))
 }
 
 // statusOf returns obj's status as unstructured data, as the API server

@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/common/condition"
@@ -256,5 +258,27 @@ var _ = Describe("A condition the API server would refuse", func() {
 		Expect(bad.Status).To(Equal(metav1.ConditionUnknown))
 		Expect(bad.Message).To(ContainSubstring(`"Greeting Sent"`))
 		Expect(bad.Message).To(ContainSubstring(`"Yes"`))
+	})
+})
+
+var _ = Describe("A kind that serves no status subresource", func() {
+	// The API server answers a status write of such a kind NotFound, as
+	// for an object deleted meanwhile. The suite's CRD serves the
+	// subresource, so the answer is injected on the status writes alone.
+	It("says so on a failed status write, naming what to declare", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		direct, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		noStatus := interceptor.NewClient(direct, interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				return apierrors.NewNotFound(schema.GroupResource{Group: "test.trustplane.dev", Resource: "widgets"}, obj.GetName())
+			},
+		})
+		h := &scriptedHandler{create: func(*widgetv1.Widget) error { return nil }}
+		c := controller.New("widget-no-status", noStatus, h, controller.Options{Config: config.Default()})
+		w := newWidget(ns, "nostatus", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		_, err = reconcileOnce(ctx, c, w)
+		Expect(err).To(MatchError(ContainSubstring("serves no status subresource")))
 	})
 })
