@@ -13,7 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -280,5 +282,35 @@ var _ = Describe("A kind that serves no status subresource", func() {
 		Expect(cp.Client.Create(ctx, w)).To(Succeed())
 		_, err = reconcileOnce(ctx, c, w)
 		Expect(err).To(MatchError(ContainSubstring("serves no status subresource")))
+	})
+})
+
+var _ = Describe("Children in another namespace than their owner's", func() {
+	It("are repaired at once when watched with EnqueueOwnerByLabels, which no owner reference can reach", func(ctx context.Context) {
+		ns, remote := newNamespace(ctx), newNamespace(ctx)
+		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: cp.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		Expect(err).NotTo(HaveOccurred())
+		cfg := config.Default() // requeue-after 30 minutes: only an event repairs the child in time
+		c := controller.New("widget-remote-watch", mgr.GetClient(), &remoteChildHandler{remote: remote}, controller.Options{Config: cfg})
+		Expect(controller.SetupWithManager(mgr, c, func() *widgetv1.Widget { return &widgetv1.Widget{} },
+			func(b *builder.Builder) *builder.Builder {
+				return b.Watches(&corev1.ConfigMap{}, controller.EnqueueOwnerByLabels("Widget"))
+			})).To(Succeed())
+		mctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(mctx) }()
+		DeferCleanup(func() { cancel(); <-done })
+
+		w := newWidget(ns, "far", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		child := client.ObjectKey{Namespace: remote, Name: ns + "-far"}
+		first := &corev1.ConfigMap{}
+		Eventually(func() error { return cp.Client.Get(ctx, child, first) }).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(cp.Client.Delete(ctx, first)).To(Succeed())
+		Eventually(func() (types.UID, error) {
+			again := &corev1.ConfigMap{}
+			err := cp.Client.Get(ctx, child, again)
+			return again.UID, err
+		}).WithTimeout(20*time.Second).Should(And(Not(BeEmpty()), Not(Equal(first.UID))), "the child deleted by hand was not written again")
 	})
 })

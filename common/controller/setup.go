@@ -13,6 +13,7 @@ import (
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	crhandler "sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -78,6 +79,23 @@ func SetupWithManager[T object.Object](mgr ctrl.Manager, c *Controller[T], newOb
 		b = customize(b)
 	}
 	return b.Complete(&Reconciler[T]{Controller: c, NewObject: newObject})
+}
+
+// EnqueueOwnerByLabels maps the events of a child to its owner of kind by
+// the owner labels the janitor writes on every child (labels.OwnerOfObject).
+// builder.Owns follows owner references, which Kubernetes allows only in a
+// namespaced owner's own namespace; watch the children an owner keeps in
+// other namespaces with it, so that one deleted or edited by hand is
+// repaired at once rather than at the next requeue:
+// b.Watches(&corev1.ConfigMap{}, controller.EnqueueOwnerByLabels("Widget")).
+func EnqueueOwnerByLabels(kind string) crhandler.EventHandler {
+	return crhandler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		key, _, ok := labels.OwnerOfObject(obj, kind)
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: key}}
+	})
 }
 
 // LabelsOrDeletionChanged passes creations, deletions, and the updates that
