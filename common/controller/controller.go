@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -66,10 +67,12 @@ func (o Options) statusWriteTimeout() time.Duration {
 
 // Controller runs the reconcile lifecycle of kind T around a Handler.
 type Controller[T object.Object] struct {
-	name    string
-	client  client.Client
-	handler handler.Handler[T]
-	opts    Options
+	// unreachable holds the kinds of children warnUnreachable warned of.
+	unreachable sync.Map
+	name        string
+	client      client.Client
+	handler     handler.Handler[T]
+	opts        Options
 	// emitted remembers the state each object's events last announced, so a
 	// reconcile that reads a stale cached copy does not announce it again.
 	emitted *transitions
@@ -195,8 +198,25 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 		if _, err := j.Cleanup(ctx); err != nil {
 			hErr = fmt.Errorf("clean up children: %w", err)
 		}
+		c.warnUnreachable(ctx, j)
 	}
 	return c.finish(ctx, obj, orig, hErr)
+}
+
+// warnUnreachable logs, once per kind, the children a pass wrote where no
+// owner reference reaches them and that the handler's OwnedTypes do not
+// list: they would outlive their owner.
+func (c *Controller[T]) warnUnreachable(ctx context.Context, j *janitor.Client) {
+	var owned []janitor.ChildType
+	if o, ok := c.handler.(handler.Owner); ok {
+		owned = o.OwnedTypes()
+	}
+	for _, gvk := range j.Unreachable(owned) {
+		if _, warned := c.unreachable.LoadOrStore(gvk, true); !warned {
+			logf.FromContext(ctx).Error(fmt.Errorf("children of kind %s are written where no owner reference reaches them (another namespace) and OwnedTypes does not list their type", gvk.Kind),
+				"they will outlive their owners: list their type in the handler's OwnedTypes")
+		}
+	}
 }
 
 // finalize runs Handler.Delete and removes the finalizer once it succeeded.

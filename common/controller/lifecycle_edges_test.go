@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/common/condition"
@@ -312,5 +314,39 @@ var _ = Describe("Children in another namespace than their owner's", func() {
 			err := cp.Client.Get(ctx, child, again)
 			return again.UID, err
 		}).WithTimeout(20*time.Second).Should(And(Not(BeEmpty()), Not(Equal(first.UID))), "the child deleted by hand was not written again")
+	})
+})
+
+// unlistedRemoteHandler writes remoteChildHandler's child in another
+// namespace but leaves its type out of OwnedTypes (it lists none).
+type unlistedRemoteHandler struct{ remoteChildHandler }
+
+func (h *unlistedRemoteHandler) OwnedTypes() []janitor.ChildType { return nil }
+
+var _ = Describe("Children no owner reference reaches and OwnedTypes leaves out", func() {
+	// passLog runs one pass of c on w and returns what it logged.
+	passLog := func(ctx context.Context, c *controller.Controller[*widgetv1.Widget], w *widgetv1.Widget) string {
+		var lines []string
+		log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+		_, err := reconcileOnce(logf.IntoContext(ctx, log), c, w)
+		Expect(err).NotTo(HaveOccurred())
+		return strings.Join(lines, "\n")
+	}
+
+	It("are named in the log once, since they would outlive their owner", func(ctx context.Context) {
+		ns, remote := newNamespace(ctx), newNamespace(ctx)
+		c := controller.New("widget-unlisted", cp.Client, &unlistedRemoteHandler{remoteChildHandler{remote: remote}}, controller.Options{Config: config.Default()})
+		w := newWidget(ns, "unlisted", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		Expect(passLog(ctx, c, w)).To(And(ContainSubstring("children of kind ConfigMap"), ContainSubstring("OwnedTypes")))
+		Expect(passLog(ctx, c, w)).NotTo(ContainSubstring("children of kind ConfigMap"), "warned again")
+	})
+
+	It("are not named when OwnedTypes lists their type", func(ctx context.Context) {
+		ns, remote := newNamespace(ctx), newNamespace(ctx)
+		c := controller.New("widget-listed", cp.Client, &remoteChildHandler{remote: remote}, controller.Options{Config: config.Default()})
+		w := newWidget(ns, "listed", true)
+		Expect(cp.Client.Create(ctx, w)).To(Succeed())
+		Expect(passLog(ctx, c, w)).NotTo(ContainSubstring("children of kind"))
 	})
 })

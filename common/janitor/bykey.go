@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/labels"
@@ -38,7 +39,8 @@ func (j *Client) readOwned(ctx context.Context, r client.Reader, key client.Obje
 // name the owner does not own is left as it is and a *NotOwnedError
 // returned; none returns NotFound. The delete is preconditioned on the UID
 // and resourceVersion read, so an object put in the child's place, or
-// changed, since the read makes it conflict instead.
+// changed, since the read makes it conflict instead; preconditions the
+// caller gives are kept in their place.
 func (j *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	cur, ok := obj.DeepCopyObject().(client.Object)
 	if !ok {
@@ -47,8 +49,11 @@ func (j *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 	if err := j.readOwned(ctx, j.Client.Client, client.ObjectKeyFromObject(obj), cur); err != nil {
 		return err
 	}
-	uid, rv := cur.GetUID(), cur.GetResourceVersion()
-	return j.Client.Client.Delete(ctx, cur, append(opts, client.Preconditions{UID: &uid, ResourceVersion: &rv})...)
+	if given := (&client.DeleteOptions{}).ApplyOptions(opts); given.Preconditions == nil {
+		uid, rv := cur.GetUID(), cur.GetResourceVersion()
+		opts = append(opts, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	}
+	return j.Client.Client.Delete(ctx, cur, opts...)
 }
 
 // DeleteAllOf deletes, of the objects of this environment that opts
@@ -188,4 +193,33 @@ func (s *ownedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfigurat
 	}
 	u.SetUID(cur.GetUID())
 	return s.SubResourceClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
+}
+
+// Unreachable returns the kinds of the children this reconcile wrote or
+// kept that no owner reference reaches (in another namespace than a
+// namespaced owner's, or cluster-scoped) and that types do not list. Only
+// a Withdraw of their type (the Controller withdraws the handler's
+// OwnedTypes) removes them with the owner: garbage collection cannot follow
+// owner labels, so they would outlive it.
+func (j *Client) Unreachable(types []ChildType) []schema.GroupVersionKind {
+	if j.owner.GetNamespace() == "" {
+		return nil
+	}
+	listed := map[schema.GroupVersionKind]bool{}
+	for _, t := range types {
+		if gvk, err := j.childKind(t); err == nil {
+			listed[gvk] = true
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	seen := map[schema.GroupVersionKind]bool{}
+	var out []schema.GroupVersionKind
+	for k := range j.touched {
+		if k.namespace != j.owner.GetNamespace() && !listed[k.gvk] && !seen[k.gvk] {
+			seen[k.gvk] = true
+			out = append(out, k.gvk)
+		}
+	}
+	return out
 }

@@ -291,7 +291,7 @@ func TestHighAvailability(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bundleOperator.podDisruptionBudget.minAvailable (3) must be below replicas (3)") {
 		t.Errorf("a budget no drain could meet: %v", err)
 	}
-	single := mustTemplate(t, "chart-default", nil, "spiffeOperator.replicas=1")
+	single := mustTemplate(t, "chart-default", nil, "spiffeOperator.replicas=1", "bundleOperator.replicas=1")
 	if pdbs := single.find("PodDisruptionBudget"); len(pdbs) != 0 {
 		t.Errorf("one replica each, yet %d PodDisruptionBudgets", len(pdbs))
 	}
