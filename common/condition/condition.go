@@ -7,6 +7,7 @@ package condition
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -97,6 +98,30 @@ const MaxMessageLength = 32768
 // the message quoting what was given.
 func Set(obj object.Object, c metav1.Condition) {
 	c.ObservedGeneration = obj.GetGeneration()
+	meta.SetStatusCondition(&obj.CommonStatus().Conditions, repaired(c))
+}
+
+// Repair makes every condition of obj one the API server accepts, as Set
+// does for the condition it sets: for conditions set another way
+// (status.Common.SetCondition, an append). Of two conditions that end up of
+// one type, the later stays. The Controller repairs every object before it
+// writes its status, so that no condition can make the whole write fail.
+func Repair(obj object.Object) {
+	conds := obj.CommonStatus().Conditions
+	out := conds[:0]
+	for _, c := range conds {
+		c = repaired(c)
+		if i := slices.IndexFunc(out, func(o metav1.Condition) bool { return o.Type == c.Type }); i >= 0 {
+			out = slices.Delete(out, i, i+1)
+		}
+		out = append(out, c)
+	}
+	obj.CommonStatus().Conditions = out
+}
+
+// repaired returns c with a type, status, reason and message the API server
+// accepts (see Set).
+func repaired(c metav1.Condition) metav1.Condition {
 	if !ValidType(c.Type) {
 		c.Message = fmt.Sprintf("%s (the condition type given, %q, is no valid condition type)", c.Message, cutReason(c.Type))
 		c.Type = TypeInvalid
@@ -112,7 +137,7 @@ func Set(obj object.Object, c metav1.Condition) {
 		c.Reason = ReasonInvalid
 	}
 	c.Message = cutMessage(validMessage(c.Message))
-	meta.SetStatusCondition(&obj.CommonStatus().Conditions, c)
+	return c
 }
 
 // ReasonInvalid replaces a reason the API server would refuse (see Set).
@@ -126,11 +151,13 @@ const TypeInvalid = "InvalidConditionType"
 // (metav1.Condition's validation).
 const maxTypeLength = 316
 
-// typePattern is metav1.Condition's pattern for a type: a qualified name,
-// with an optional DNS subdomain prefix.
+// typePattern is the pattern of a condition type in the schema of a CRD's
+// metav1.Condition (what the API server checks of a custom resource):
+// a name with an optional DNS subdomain prefix.
 var typePattern = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$`)
 
-// ValidType reports whether the API server accepts t as a condition type.
+// ValidType reports whether the API server accepts t as the condition type
+// of a custom resource: typePattern, at most maxTypeLength characters.
 func ValidType(t string) bool {
 	return len(t) <= maxTypeLength && typePattern.MatchString(t)
 }

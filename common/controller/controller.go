@@ -344,6 +344,7 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 		condition.Set(obj, condition.NewProcessing(hErr.Error()))
 		condition.Set(obj, condition.NewNotReady(ctrlerrors.Reason(hErr, condition.ReasonError), hErr.Error()))
 	}
+	condition.Repair(obj)
 	stampGeneration(obj)
 	if rebased {
 		keepTransitionTimes(obj, orig, metav1.Now())

@@ -38,11 +38,10 @@ import (
 type ChildType struct {
 	// List is an empty list of the type, e.g. &corev1.ConfigMapList{}.
 	List client.ObjectList
-	// Live children are looked for in every environment, by the owner's
-	// UID, which alone identifies its children, so one written while the
-	// owner carried another environment label is found too; Withdraw reads
-	// them uncached (WithLiveReader), so one the cache has not seen yet is
-	// found as well, and confirms their absence (or, WithConfirmedGone,
+	// Live children (like every child, found in every environment by the
+	// owner's UID and kind, which alone identify its children) are read
+	// uncached by Withdraw (WithLiveReader), so one the cache has not seen
+	// yet is found as well, and Withdraw confirms their absence (or, WithConfirmedGone,
 	// trusts an earlier such confirmation that no write of a child has
 	// overtaken while the cache shows none either).
 	Live bool
@@ -555,18 +554,16 @@ func (j *Client) cleanup(ctx context.Context, confirm bool) (deleted, seen int, 
 	owned := client.MatchingLabels{labels.OwnerUID: string(j.owner.GetUID())}
 	for gvk, t := range declared {
 		list := t.List.DeepCopyObject().(client.ObjectList)
-		// A Live type is read in every environment, uncached, and deleted
-		// through the unscoped client; the owner's UID and the UID
-		// precondition keep the delete to this owner's children.
-		var (
-			reader client.Reader = j
-			writer client.Writer = j
-		)
-		if t.Live {
-			reader, writer = j.Client.Client, j.Client.Client
-			if confirm && j.live != nil {
-				reader = j.live
-			}
+		// Children are read in every environment (a child written while
+		// the owner carried another environment label is stale once this
+		// pass did not write it) and deleted through the unscoped client;
+		// the owner's UID and kind (Owns) and the UID precondition keep the
+		// delete to this owner's children. A Live type is read uncached
+		// when its absence is to be confirmed.
+		var reader client.Reader = j.Client.Client
+		writer := j.Client.Client
+		if t.Live && confirm && j.live != nil {
+			reader = j.live
 		}
 		if err := reader.List(ctx, list, owned); err != nil {
 			return deleted, seen, fmt.Errorf("list %s owned by %s: %w", gvk.Kind, j.owner.GetName(), err)

@@ -253,14 +253,16 @@ var _ = Describe("Live child types", func() {
 		Expect(exists(ctx, ns, "copied")).To(BeTrue())
 	})
 
-	It("keeps a scoped type to the owner's environment", func(ctx context.Context) {
+	It("withdraws the children of a type that is not Live in every environment too, without confirming", func(ctx context.Context) {
 		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		child(ctx, w, "earlier", "prod")
+		foreign(ctx, ns, "theirs", "prod")
 		gone, err := newJanitor(w).Withdraw(ctx, janitor.ChildType{List: &corev1.ConfigMapList{}})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(gone).To(BeTrue(), "only Live types wait for confirmation")
-		Expect(exists(ctx, ns, "earlier")).To(BeTrue())
+		Eventually(func() bool { return exists(ctx, ns, "earlier") }).Should(BeFalse())
+		Expect(exists(ctx, ns, "theirs")).To(BeTrue())
 	})
 
 	It("WithdrawAll withdraws the children this pass wrote or kept too", func(ctx context.Context) {
