@@ -557,9 +557,9 @@ func (j *Client) cleanup(ctx context.Context, confirm bool) (deleted, seen int, 
 		// Children are read in every environment (a child written while
 		// the owner carried another environment label is stale once this
 		// pass did not write it) and deleted through the unscoped client;
-		// the owner's UID and kind (Owns) and the UID precondition keep the
-		// delete to this owner's children. A Live type is read uncached
-		// when its absence is to be confirmed.
+		// the owner's UID and kind (Owns) and the preconditions keep the
+		// delete to this owner's children (below). A Live type is read
+		// uncached when its absence is to be confirmed.
 		var reader client.Reader = j.Client.Client
 		writer := j.Client.Client
 		if t.Live && confirm && j.live != nil {
@@ -583,8 +583,12 @@ func (j *Client) cleanup(ctx context.Context, confirm bool) (deleted, seen int, 
 			if child.GetDeletionTimestamp() != nil {
 				continue
 			}
-			uid := child.GetUID()
-			if err := writer.Delete(ctx, child, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			// Preconditioned on the version listed: a child changed since
+			// (a tenant who stripped its owner labels and made it theirs,
+			// say, while the cache still shows it owned) conflicts, and the
+			// next pass judges it again.
+			uid, rv := child.GetUID(), child.GetResourceVersion()
+			if err := writer.Delete(ctx, child, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
 				return deleted, seen, fmt.Errorf("delete stale %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(child), err)
 			}
 			deleted++
