@@ -104,20 +104,26 @@ func Set(obj object.Object, c metav1.Condition) {
 // Repair makes every condition of obj one the API server accepts, as Set
 // does for the condition it sets: for conditions set another way
 // (status.Common.SetCondition, an append), with a transition time where it
-// has none. Of two conditions that end up of one type, the later stays. The Controller repairs every object before it
-// writes its status, so that no condition can make the whole write fail.
+// has none. Of two conditions that end up of one type, one stays, in the
+// place of the first: the first for Processing and Ready (the Controller's
+// own, which Set updates in place), the later for any other type. The
+// Controller repairs every object before it writes its status, so that no
+// condition can make the whole write fail.
 func Repair(obj object.Object) {
 	conds := obj.CommonStatus().Conditions
-	out := conds[:0]
+	out := make([]metav1.Condition, 0, len(conds))
 	for _, c := range conds {
 		c = repaired(c)
 		if c.LastTransitionTime.IsZero() {
 			c.LastTransitionTime = metav1.Now()
 		}
-		if i := slices.IndexFunc(out, func(o metav1.Condition) bool { return o.Type == c.Type }); i >= 0 {
-			out = slices.Delete(out, i, i+1)
+		i := slices.IndexFunc(out, func(o metav1.Condition) bool { return o.Type == c.Type })
+		switch {
+		case i < 0:
+			out = append(out, c)
+		case c.Type != TypeProcessing && c.Type != TypeReady:
+			out[i] = c
 		}
-		out = append(out, c)
 	}
 	obj.CommonStatus().Conditions = out
 }

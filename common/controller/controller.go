@@ -311,7 +311,6 @@ func (c *Controller[T]) environment(obj T) (string, bool) {
 // finish maps the handler's error to conditions and a requeue, writes the
 // status if it changed and emits transition events.
 func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ctrl.Result, string, error) {
-	rebased := false
 	w, err := c.behind.take(ctx, client.ObjectKeyFromObject(obj))
 	if err != nil {
 		return c.passEnded(ctx, err), ResultRetryable, nil
@@ -329,7 +328,7 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 			// again on a fresh read.
 			logf.FromContext(ctx).Error(err, "reading the status a write off the worker left")
 		} else {
-			obj, orig, rebased = over, written.DeepCopyObject().(T), true
+			obj, orig = over, written.DeepCopyObject().(T)
 		}
 	}
 	res, result, retErr := c.classify(hErr)
@@ -346,9 +345,9 @@ func (c *Controller[T]) finish(ctx context.Context, obj, orig T, hErr error) (ct
 	}
 	condition.Repair(obj)
 	stampGeneration(obj)
-	if rebased {
-		keepTransitionTimes(obj, orig, metav1.Now())
-	}
+	// A condition whose status is the one read keeps the time read: also
+	// one a handler sets by hand, or Repair rewrites, on every pass.
+	keepTransitionTimes(obj, orig, metav1.Now())
 
 	changed := statusChanged(orig, obj)
 	if changed {

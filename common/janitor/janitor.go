@@ -587,14 +587,46 @@ func (j *Client) cleanup(ctx context.Context, confirm bool) (deleted, seen int, 
 			// (a tenant who stripped its owner labels and made it theirs,
 			// say, while the cache still shows it owned) conflicts, and the
 			// next pass judges it again.
-			uid, rv := child.GetUID(), child.GetResourceVersion()
-			if err := writer.Delete(ctx, child, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
+			swept, err := j.sweep(ctx, gvk, writer, child)
+			if err != nil {
 				return deleted, seen, fmt.Errorf("delete stale %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(child), err)
 			}
-			deleted++
+			if swept {
+				deleted++
+			}
 		}
 	}
 	return deleted, seen, nil
+}
+
+// sweep deletes child, a stale child as listed, preconditioned on the UID
+// and resourceVersion listed. When it changed since (the list came from a
+// cache that lags behind a write, the operator's own included), it is read
+// again, uncached where the janitor has a live reader, judged again (still
+// the owner's, still not written by this pass) and deleted over the version
+// read. It reports whether a delete was sent.
+func (j *Client) sweep(ctx context.Context, gvk schema.GroupVersionKind, writer client.Writer, child client.Object) (bool, error) {
+	uid, rv := child.GetUID(), child.GetResourceVersion()
+	err := writer.Delete(ctx, child, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if !apierrors.IsConflict(err) {
+		return err == nil, client.IgnoreNotFound(err)
+	}
+	fresh, ok := child.DeepCopyObject().(client.Object)
+	if !ok {
+		return false, err
+	}
+	switch rerr := j.liveReader().Get(ctx, client.ObjectKeyFromObject(child), fresh); {
+	case apierrors.IsNotFound(rerr):
+		return false, nil
+	case rerr != nil:
+		return false, rerr
+	}
+	if fresh.GetUID() != uid || !j.Owns(fresh) || j.wasTouched(gvk, fresh) || fresh.GetDeletionTimestamp() != nil {
+		return false, nil
+	}
+	rv = fresh.GetResourceVersion()
+	err = writer.Delete(ctx, fresh, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	return err == nil, client.IgnoreNotFound(err)
 }
 
 func (j *Client) wasTouched(gvk schema.GroupVersionKind, obj client.Object) bool {

@@ -8,6 +8,8 @@
 package manager
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -115,15 +118,24 @@ func (o Options) RestConfig(cfg *rest.Config) *rest.Config {
 
 // InstanceName names one of several instances of the operator called name
 // in one cluster (instance is what sets it apart, say its class): name
-// itself for the only one (instance empty), else name-instance. Give it to
-// ManagerOptions, so that each instance elects its leader on a lease of its
-// own.
+// itself for the only one (instance empty), else name-instance, or, where
+// that would make no valid object name of the lease (name-instance
+// .trustplane.dev must be a DNS subdomain: "a..b" makes none), name- and
+// the first 16 hex digits of instance's SHA-256. Give it to ManagerOptions,
+// so that each instance elects its leader on a lease of its own.
 func InstanceName(name, instance string) string {
 	if instance == "" {
 		return name
 	}
-	return name + "-" + instance
+	if n := name + "-" + instance; len(validation.IsDNS1123Subdomain(n+leaseSuffix)) == 0 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(instance))
+	return name + "-" + hex.EncodeToString(sum[:])[:16]
 }
+
+// leaseSuffix ends the name of every operator's leader election lease.
+const leaseSuffix = ".trustplane.dev"
 
 // ManagerOptions returns controller-runtime manager options for the operator
 // called name (its leader election lease is <name>.trustplane.dev). Set the
@@ -134,7 +146,7 @@ func (o Options) ManagerOptions(name string) ctrl.Options {
 		HealthProbeBindAddress:  o.ProbeAddr,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        name + ".trustplane.dev",
+		LeaderElectionID:        name + leaseSuffix,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		RenewDeadline:           ptrTo(RenewDeadline),
 		Controller:              crconfig.Controller{SkipNameValidation: &o.Reentrant},

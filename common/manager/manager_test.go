@@ -12,6 +12,7 @@ import (
 
 	"github.com/onsi/gomega"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -130,5 +131,25 @@ func TestHealthChecksServeProbes(t *testing.T) {
 			defer resp.Body.Close()
 			return resp.StatusCode, nil
 		}, 10*time.Second).Should(gomega.Equal(http.StatusOK), path)
+	}
+}
+
+// TestEveryInstanceGetsALeaseOfItsOwnWithAValidName proves the lease name
+// of every instance is a valid object name, distinct per instance, and the
+// readable name-instance where that is valid.
+func TestEveryInstanceGetsALeaseOfItsOwnWithAValidName(t *testing.T) {
+	seen := map[string]string{}
+	for _, instance := range []string{"", "blue", "blue.eu-1", "a..b", "a.-b", "a-.b", "blue..eu", strings.Repeat("b", 63)} {
+		lease := manager.Options{LeaderElect: true}.ManagerOptions(manager.InstanceName("spiffe-operator", instance)).LeaderElectionID
+		if errs := validation.IsDNS1123Subdomain(lease); len(errs) > 0 {
+			t.Errorf("instance %q: lease %q is no valid name: %v", instance, lease, errs)
+		}
+		if other, taken := seen[lease]; taken {
+			t.Errorf("instances %q and %q share the lease %q", other, instance, lease)
+		}
+		seen[lease] = instance
+	}
+	if got := manager.InstanceName("spiffe-operator", "blue.eu-1"); got != "spiffe-operator-blue.eu-1" {
+		t.Errorf("InstanceName of blue.eu-1 = %q, want the readable spiffe-operator-blue.eu-1", got)
 	}
 }

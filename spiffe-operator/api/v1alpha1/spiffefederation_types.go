@@ -32,7 +32,7 @@ type SpiffeFederationSpec struct {
 	// share a cluster. Unset: the instance without a class name, and those
 	// started with --watch-classless. It cannot be changed.
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +optional
 	ClassName string `json:"className,omitempty"`
 

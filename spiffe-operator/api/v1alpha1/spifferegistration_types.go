@@ -56,7 +56,7 @@ type SpiffeRegistrationSpec struct {
 	// started with --watch-classless. It cannot be changed: create a new
 	// object to move entries to another instance.
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +optional
 	ClassName string `json:"className,omitempty"`
 

@@ -23,19 +23,16 @@ type Filter struct {
 	Classless bool
 }
 
-// namePattern is the pattern of spec.className in the CRDs: dot-separated
-// DNS labels, so that the instance's lease name (manager.InstanceName) is a
-// valid object name too.
-var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+// namePattern is the pattern of spec.className in the CRDs.
+var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
 // ValidName returns an error unless name (not empty) is a class name an
-// object can have: spec.className admits at most 63 characters, lowercase
-// DNS labels (letters, digits and '-', starting and ending with a letter or
-// digit) joined by '.'. An instance of another class would take no object
-// at all.
+// object can have: spec.className admits at most 63 lowercase letters,
+// digits, '-' and '.', starting and ending with a letter or digit. An
+// instance of another class would take no object at all.
 func ValidName(name string) error {
 	if len(name) > 63 || !namePattern.MatchString(name) {
-		return fmt.Errorf("%q is no class name an object can have: want at most 63 characters, lowercase DNS labels (letters, digits, '-') joined by '.'", name)
+		return fmt.Errorf("%q is no class name an object can have: want at most 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit", name)
 	}
 	return nil
 }
