@@ -3,6 +3,8 @@ package janitor
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -205,21 +207,21 @@ func (j *Client) Unreachable(types []ChildType) []schema.GroupVersionKind {
 	if j.owner.GetNamespace() == "" {
 		return nil
 	}
-	listed := map[schema.GroupVersionKind]bool{}
+	j.mu.Lock()
+	elsewhere := map[schema.GroupVersionKind]bool{}
+	for k := range j.touched {
+		if k.namespace != j.owner.GetNamespace() {
+			elsewhere[k.gvk] = true
+		}
+	}
+	j.mu.Unlock()
+	if len(elsewhere) == 0 {
+		return nil
+	}
 	for _, t := range types {
 		if gvk, err := j.childKind(t); err == nil {
-			listed[gvk] = true
+			delete(elsewhere, gvk)
 		}
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	seen := map[schema.GroupVersionKind]bool{}
-	var out []schema.GroupVersionKind
-	for k := range j.touched {
-		if k.namespace != j.owner.GetNamespace() && !listed[k.gvk] && !seen[k.gvk] {
-			seen[k.gvk] = true
-			out = append(out, k.gvk)
-		}
-	}
-	return out
+	return slices.Collect(maps.Keys(elsewhere))
 }

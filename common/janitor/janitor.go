@@ -18,9 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -284,6 +286,10 @@ func (j *Client) CreateOrUpdate(ctx context.Context, obj client.Object, mutate c
 	return res, err
 }
 
+// createOrUpdate reads the object of obj's name once, in every environment
+// (Claim), and creates obj or updates the owner's child over the version
+// read, with the environment label; an update moves a child written under
+// another environment into j's.
 func (j *Client) createOrUpdate(ctx context.Context, obj client.Object, mutate controllerutil.MutateFn) (controllerutil.OperationResult, error) {
 	key := client.ObjectKeyFromObject(obj)
 	cur, ok := obj.DeepCopyObject().(client.Object)
@@ -294,38 +300,29 @@ func (j *Client) createOrUpdate(ctx context.Context, obj client.Object, mutate c
 	if err != nil {
 		return controllerutil.OperationResultNone, err
 	}
-	owned := func() error {
-		if err := mutate(); err != nil {
-			return err
-		}
-		if client.ObjectKeyFromObject(obj) != key {
-			return fmt.Errorf("the mutate function changed the name of %s %s", j.kindOf(obj), keyString(key))
-		}
-		return j.SetOwnership(obj)
+	if found {
+		// The owner's child, as read: mutate it (a read that found nothing
+		// leaves obj as the caller built it).
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(cur).Elem())
 	}
-	if !found || j.InScope(cur) {
-		return j.Client.CreateOrUpdate(ctx, obj, func() error {
-			if obj.GetUID() != "" && !j.Owns(obj) {
-				return j.notOwned(obj)
-			}
-			return owned()
-		})
-	}
-	// The owner's child in another environment: update it, over the version
-	// read, into this one.
-	if err := j.Client.Client.Get(ctx, key, obj); err != nil {
-		return controllerutil.OperationResultNone, fmt.Errorf("get %s %s: %w", j.kindOf(obj), keyString(key), err)
-	}
-	if !j.Owns(obj) {
-		return controllerutil.OperationResultNone, j.notOwned(obj)
-	}
-	if err := owned(); err != nil {
+	before := obj.DeepCopyObject()
+	if err := mutate(); err != nil {
 		return controllerutil.OperationResultNone, err
 	}
-	if err := j.Client.Update(ctx, obj); err != nil {
+	if client.ObjectKeyFromObject(obj) != key {
+		return controllerutil.OperationResultNone, fmt.Errorf("the mutate function changed the name of %s %s", j.kindOf(obj), keyString(key))
+	}
+	if err := j.SetOwnership(obj); err != nil {
 		return controllerutil.OperationResultNone, err
 	}
-	return controllerutil.OperationResultUpdated, nil
+	if !found {
+		return controllerutil.OperationResultCreated, j.Client.Create(ctx, obj)
+	}
+	j.Label(obj)
+	if equality.Semantic.DeepEqual(before, obj) {
+		return controllerutil.OperationResultNone, nil
+	}
+	return controllerutil.OperationResultUpdated, j.Client.Update(ctx, obj)
 }
 
 // Create creates obj as an owned child and records it.
