@@ -51,13 +51,13 @@ type Writer struct {
 // edit. Without, an object whose writers own one of obj's fields is left
 // untouched and the API server's conflict is returned
 // (apierrors.IsConflict); so it is for a CreateOnly write that meets an
-// existing object.
-func (w Writer) Apply(ctx context.Context, obj *unstructured.Unstructured, force bool) error {
+// existing object. More options (client.DryRunAll, say) are passed on.
+func (w Writer) Apply(ctx context.Context, obj *unstructured.Unstructured, force bool, more ...client.ApplyOption) error {
 	opts := []client.ApplyOption{client.FieldOwner(w.FieldManager)}
 	if force {
 		opts = append(opts, client.ForceOwnership)
 	}
-	return w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...)
+	return w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), append(opts, more...)...)
 }
 
 // Shared reports whether a writer other than ours manages a field of the
@@ -114,7 +114,7 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 		empty.SetName(m.Name)
 		err := w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(w.FieldManager), client.ForceOwnership)
 		switch {
-		case refusedWithoutOurFields(err):
+		case RefusedByFieldValidation(err):
 			return "", fmt.Errorf("%w: the API server refuses it without our fields (it is immutable, or needs a field only we own) and another writer manages a field of it: %w", ErrLeftInPlace, err)
 		case err != nil:
 			return "", fmt.Errorf("drop our fields: %w", err)
@@ -133,13 +133,13 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 	return nextRV(rv), nil
 }
 
-// refusedWithoutOurFields reports whether err is the API server's
-// validation of the object's fields refusing it without ours: a field that
-// is immutable (a ConfigMap or Secret with immutable set), one that is
+// RefusedByFieldValidation reports whether err is the API server's
+// validation of the object's fields refusing a write: a field that is
+// immutable (a ConfigMap or Secret with immutable set), one that is
 // required, one whose value is not valid without ours. A refusal by an
 // admission policy or webhook, which names no field and may be lifted,
-// stays a failure to retry.
-func refusedWithoutOurFields(err error) bool {
+// is not one: it stays a failure to retry.
+func RefusedByFieldValidation(err error) bool {
 	var se apierrors.APIStatus
 	if !apierrors.IsInvalid(err) || !errors.As(err, &se) || se.Status().Details == nil {
 		return false

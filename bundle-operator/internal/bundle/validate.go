@@ -3,6 +3,7 @@ package bundle
 import (
 	"bytes"
 	"crypto/x509"
+	"encoding/asn1"
 	"time"
 )
 
@@ -12,13 +13,31 @@ func ValidNow(cert *x509.Certificate, now time.Time) bool {
 }
 
 // isCA reports whether cert may sign certificates: basic constraints with
-// CA:TRUE and, when it has a key usage extension, keyCertSign in it (RFC
-// 5280 4.2.1.3; OpenSSL refuses such a certificate as an issuer).
+// CA:TRUE; when it has a key usage extension, keyCertSign in it (RFC 5280
+// 4.2.1.3; OpenSSL refuses such a certificate as an issuer); and no
+// critical extension that Go's parser does not know (Go's verifier and
+// OpenSSL refuse every chain through such a certificate). The key usage
+// extension's presence is read from the certificate's extensions, not from
+// its parsed KeyUsage, which is 0 both without the extension and with one
+// that sets no bit.
 func isCA(cert *x509.Certificate) bool {
-	if cert.KeyUsage != 0 && cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+	if hasKeyUsage(cert) && cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return false
+	}
+	if len(cert.UnhandledCriticalExtensions) > 0 {
 		return false
 	}
 	return cert.BasicConstraintsValid && cert.IsCA
+}
+
+// hasKeyUsage reports whether cert carries a key usage extension.
+func hasKeyUsage(cert *x509.Certificate) bool {
+	for _, e := range cert.Extensions {
+		if e.Id.Equal(asn1.ObjectIdentifier{2, 5, 29, 15}) { // key usage, RFC 5280 4.2.1.3
+			return true
+		}
+	}
+	return false
 }
 
 // RequireValidCA returns an error unless at least one certificate is a CA
@@ -43,7 +62,7 @@ func RequireValidCA(certs []*x509.Certificate, now time.Time) error {
 func RequireCAs(certs []*x509.Certificate) error {
 	for i, c := range certs {
 		if !isCA(c) {
-			return reject(ReasonNotCA, "certificate %d (%s) is not a CA: basic constraints are absent or CA:FALSE, or its key usage leaves out keyCertSign", i+1, c.Subject)
+			return reject(ReasonNotCA, "certificate %d (%s) is not a CA: basic constraints are absent or CA:FALSE, its key usage leaves out keyCertSign, or it carries a critical extension verifiers do not know", i+1, c.Subject)
 		}
 	}
 	return nil

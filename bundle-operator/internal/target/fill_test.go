@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -27,7 +28,10 @@ import (
 // create-only: the server refuses it with a conflict where an object of
 // that name exists, modelled here), and it creates
 // nothing when the existing targets do not carry the hash of what it was
-// given, since that would not be what they hold.
+// given, since that would not be what they hold, unless each of them is
+// frozen (immutable: a dry-run write of the bundle is refused by the API
+// server's validation of its fields, modelled here), since a frozen target
+// holds what it held when someone froze it.
 func TestFillCreatesOnlyWhereNoObjectExists(t *testing.T) {
 	d := Desired{Bundle: "b", Kind: KindConfigMap, Name: "ca", Namespaces: []string{"ours", "foreign", "new"},
 		Data: map[string][]byte{"ca.crt": []byte("pem")}, Labels: map[string]string{LabelTrustBundle: "b"}}
@@ -37,27 +41,40 @@ func TestFillCreatesOnlyWhereNoObjectExists(t *testing.T) {
 	}
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "foreign", Name: "ca"}}
 
+	immutable := apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("ConfigMap").GroupKind(), "ca", field.ErrorList{
+		field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set")})
+	webhook := apierrors.NewForbidden(corev1.Resource("configmaps"), "ca", errors.New("admission webhook denied the request"))
 	for _, tc := range []struct {
 		name        string
 		existing    string
+		probe       error
 		wantApplied []string
+		wantProbed  []string
 		wantErr     string
 	}{
-		{"existing targets hold the same bundle", Hash(d.Data), []string{"new"}, ""},
-		{"existing targets hold another bundle", "other", nil, "hold a bundle other than"},
+		{"existing targets hold the same bundle", Hash(d.Data), nil, []string{"new"}, nil, ""},
+		{"existing targets hold another bundle", "other", nil, nil, []string{"ours"}, "hold a bundle other than"},
+		{"the targets holding another bundle are frozen", "other", immutable, []string{"new"}, []string{"ours"}, ""},
+		{"a probe refused by a webhook", "other", webhook, nil, []string{"ours"}, "admission webhook denied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ours := target(tc.existing)
 			var (
-				mu      sync.Mutex
-				applied []string
+				mu              sync.Mutex
+				applied, probed []string
 			)
 			writer := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
-				Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+				Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 					u := obj.(interface {
 						GetNamespace() string
 						GetResourceVersion() string
 					})
+					if (&client.ApplyOptions{}).ApplyOptions(opts).DryRun != nil {
+						mu.Lock()
+						defer mu.Unlock()
+						probed = append(probed, u.GetNamespace())
+						return tc.probe
+					}
 					if u.GetResourceVersion() == shared.CreateOnly && (u.GetNamespace() == ours.Namespace || u.GetNamespace() == foreign.Namespace) {
 						return apierrors.NewConflict(corev1.Resource("configmaps"), "ca", errors.New("the object has been modified"))
 					}
@@ -77,6 +94,9 @@ func TestFillCreatesOnlyWhereNoObjectExists(t *testing.T) {
 			}
 			if !slices.Equal(applied, tc.wantApplied) || rep.Written != len(tc.wantApplied) || rep.FailedCount != 0 {
 				t.Errorf("applied in %v (report %+v), want %v", applied, rep, tc.wantApplied)
+			}
+			if !slices.Equal(probed, tc.wantProbed) {
+				t.Errorf("dry-run writes in %v, want %v", probed, tc.wantProbed)
 			}
 		})
 	}

@@ -215,23 +215,26 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 	// labels as the bundle's in a namespace it does not select is no
 	// target, and must not stop the selected ones from getting the bundle.
 	selected := d.selected()
-	existing, matching, other := 0, 0, ""
-	for _, m := range owned {
+	matching := 0
+	var others []*metav1.PartialObjectMetadata
+	for i := range owned {
+		m := &owned[i]
 		if m.Name != d.Name || !selected[m.Namespace] || !ownsHashAnnotation(m.ManagedFields) {
 			// Nor does a target whose hash annotation someone else wrote
 			// last: whoever may edit one namespace's target must not
 			// decide what another namespace gets.
 			continue
 		}
-		existing++
-		if h := m.Annotations[AnnotationHash]; h == hash {
+		if m.Annotations[AnnotationHash] == hash {
 			matching++
 		} else {
-			other = h
+			others = append(others, m)
 		}
 	}
-	if existing > 0 && matching == 0 {
-		return rep, fmt.Errorf("the %d existing targets hold a bundle other than the last published one (hash %q, not %q)", existing, other, hash)
+	if matching == 0 && len(others) > 0 {
+		if err := o.anyWritableOther(ctx, d, hash, others); err != nil {
+			return rep, err
+		}
 	}
 	var mu sync.Mutex
 	o.parallel(ctx, len(d.Namespaces), func(i int) {
@@ -241,6 +244,32 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 		mu.Unlock()
 	})
 	return rep, nil
+}
+
+// anyWritableOther returns an error unless every target of others (which
+// hold a bundle other than d, under our hash annotation) is frozen: a
+// ConfigMap or Secret made immutable since we wrote it, which the API
+// server refuses to change. A frozen target holds whatever it held when its
+// writer froze it, so it says nothing about the bundle we published last:
+// whoever may edit one selected namespace's target could otherwise freeze
+// it before a bundle change and so stop every other selected namespace from
+// getting the last good bundle during a later failure. Each target is
+// probed with a dry-run write of d, which reads none of its data; the
+// probes stop at the first target that would take it.
+func (o *Objects) anyWritableOther(ctx context.Context, d Desired, hash string, others []*metav1.PartialObjectMetadata) error {
+	for _, m := range others {
+		err := writer(o.Client).Apply(ctx, applyObject(d, m.Namespace, hash), true, client.DryRunAll)
+		if shared.RefusedByFieldValidation(err) {
+			continue
+		}
+		why := "it would take the last good bundle"
+		if err != nil {
+			why = fmt.Sprintf("a dry-run write of the last good bundle to it failed: %v", err)
+		}
+		return fmt.Errorf("the %d existing targets hold a bundle other than the last published one (%s/%s has hash %q, not %q; %s)",
+			len(others), m.Namespace, m.Name, m.Annotations[AnnotationHash], hash, why)
+	}
+	return nil
 }
 
 // createOne creates the target of d in ns unless an object of its name

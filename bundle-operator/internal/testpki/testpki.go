@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -38,6 +39,36 @@ func (c CA) KeyPEM() string {
 // NewCA returns a CA named cn valid from notBefore to notAfter. It panics on
 // failure: it is for tests only.
 func NewCA(cn string, notBefore, notAfter time.Time) CA {
+	return newCA(cn, notBefore, notAfter, func(*x509.Certificate) {})
+}
+
+// EmptyKeyUsageCA returns a CA named cn, valid from an hour ago for a day,
+// whose key usage extension is present but sets no bit (so keyCertSign is
+// absent): CA:TRUE, yet no certificate it signs verifies with OpenSSL.
+func EmptyKeyUsageCA(cn string) CA {
+	noBit, err := asn1.Marshal(asn1.BitString{Bytes: []byte{0}, BitLength: 8})
+	if err != nil {
+		panic(fmt.Sprintf("key usage: %v", err))
+	}
+	now := time.Now()
+	return newCA(cn, now.Add(-time.Hour), now.Add(24*time.Hour), func(t *x509.Certificate) {
+		t.KeyUsage = 0
+		t.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{2, 5, 29, 15}, Critical: true, Value: noBit}}
+	})
+}
+
+// UnknownCriticalExtensionCA returns a CA named cn, valid from an hour ago
+// for a day, that carries a critical extension (OID 1.3.6.1.4.1.99999.1)
+// no verifier knows: Go and OpenSSL refuse every chain through it.
+func UnknownCriticalExtensionCA(cn string) CA {
+	now := time.Now()
+	return newCA(cn, now.Add(-time.Hour), now.Add(24*time.Hour), func(t *x509.Certificate) {
+		t.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 99999, 1}, Critical: true, Value: []byte{5, 0}}}
+	})
+}
+
+// newCA is NewCA with tweak applied to the certificate's template.
+func newCA(cn string, notBefore, notAfter time.Time, tweak func(*x509.Certificate)) CA {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		panic(fmt.Sprintf("generate key: %v", err))
@@ -55,6 +86,7 @@ func NewCA(cn string, notBefore, notAfter time.Time) CA {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	}
+	tweak(tmpl)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		panic(fmt.Sprintf("create certificate: %v", err))
