@@ -274,15 +274,27 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		return err
 	}
 	s.mu.Lock()
-	notify := s.claims.release(owner)
-	s.forgetRetained(owner)
+	notify := s.dropClaims(owner)
 	next := s.handOver(held)
 	s.mu.Unlock()
 	s.createFor(ctx, next)
+	s.notifyAll(notify)
+	return nil
+}
+
+// dropClaims drops every claim of owner and what is retained for it, and
+// returns the owners whose winner changed. Call it with s.mu held.
+func (s *Syncer) dropClaims(owner Owner) []Owner {
+	notify := s.claims.release(owner)
+	s.forgetRetained(owner)
+	return notify
+}
+
+// notifyAll asks for a pass of each owner of notify.
+func (s *Syncer) notifyAll(notify []Owner) {
 	for _, o := range notify {
 		s.opts.Notify(o)
 	}
-	return nil
 }
 
 // readHeld reads SPIRE under parents and under every other parent where
@@ -330,6 +342,10 @@ func (s *Syncer) handOver(held []entries.Entry) []handover {
 			continue
 		}
 		v := s.views[e.ParentID.String()]
+		if v == nil {
+			// Not read in this process: the next holder's pass reads it.
+			continue
+		}
 		if _, taken := v.byKey[e.Key()]; taken {
 			continue
 		}
@@ -595,11 +611,15 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 	if err != nil {
 		return fmt.Errorf("list owners for garbage collection: %w", err)
 	}
-	var del []deletion
+	var (
+		del  []deletion
+		held = map[string]entries.Entry{}
+	)
 	s.mu.Lock()
 	for id, o := range s.views[parent].ours {
 		if !alive[o.owner] {
 			del = append(del, deletion{parent: parent, id: id})
+			held[id] = o.entry
 		}
 	}
 	s.mu.Unlock()
@@ -609,7 +629,65 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist", "parentID", parent, "entries", len(del))
 	}
-	return s.deleteAll(ctx, del)
+	return s.deleteOrphans(ctx, del, held)
+}
+
+// deleteOrphans deletes del, entries of owners confirmed gone (held gives
+// the entry of each ID, where known), and then does what a release of those
+// owners does: drops their claims, hands each deleted entry over to the
+// live owner that wins its key now, in the same call, and asks for a pass
+// of the owners whose winner changed. An owner gone without its release (a
+// finalizer removed by hand) would otherwise keep masking the next
+// claimant of its keys after its entries went, and that claimant's pods
+// would have no entry until the operator restarted.
+func (s *Syncer) deleteOrphans(ctx context.Context, del []deletion, held map[string]entries.Entry) error {
+	if len(del) == 0 {
+		return nil
+	}
+	gone, err := s.deleteEach(ctx, del)
+	dead := map[string]bool{}
+	var next []entries.Entry
+	for i, d := range del {
+		tag, _ := s.opts.IDs.Owner(d.id)
+		dead[tag] = true
+		if e, ok := held[d.id]; ok && gone[i] {
+			next = append(next, e)
+		}
+	}
+	s.mu.Lock()
+	var notify []Owner
+	for tag := range dead {
+		if o, ok := s.claims.byTag[tag]; ok && s.releasing[tag] == 0 {
+			notify = append(notify, s.dropClaims(o)...)
+		}
+	}
+	handovers := s.handOver(next)
+	s.mu.Unlock()
+	s.createFor(ctx, handovers)
+	s.notifyAll(notify)
+	return err
+}
+
+// Forget drops the claims of the owners of kind and name, which are gone
+// from the cache whether or not their release ran (a finalizer removed by
+// hand skips it), asks for a pass of the owners that win their keys now,
+// and returns the owners it dropped. Their entries stay until orphan
+// collection confirms the owner gone and hands them over (see
+// deleteOrphans); until then they serve the pods they served, and the
+// next claimant reports its entry masked.
+func (s *Syncer) Forget(kind, name string) []Owner {
+	s.mu.Lock()
+	var dropped, notify []Owner
+	for tag, o := range s.claims.byTag {
+		if o.Kind != kind || o.Name != name || s.releasing[tag] > 0 {
+			continue
+		}
+		dropped = append(dropped, o)
+		notify = append(notify, s.dropClaims(o)...)
+	}
+	s.mu.Unlock()
+	s.notifyAll(notify)
+	return dropped
 }
 
 // noteFound records, of the parents under which a full listing found
@@ -681,6 +759,7 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list owners for garbage collection: %w", err)
 	}
 	var del []deletion
+	held := map[string]entries.Entry{}
 	live := map[string]map[string]spiffeid.ID{}
 	for _, e := range list {
 		tag, ours := s.opts.IDs.Owner(e.GetId())
@@ -695,6 +774,9 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 			}
 		default:
 			del = append(del, deletion{parent: parentOf(e), id: e.GetId()})
+			if en, err := entries.FromProto(e); err == nil {
+				held[e.GetId()] = en
+			}
 		}
 	}
 	for _, o := range s.noteFound(live) {
@@ -706,7 +788,7 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist, under every parent", "entries", len(del))
 	}
-	return len(del), s.deleteAll(ctx, del)
+	return len(del), s.deleteOrphans(ctx, del, held)
 }
 
 // confirmOrphans returns the entries of del whose owner AliveNow does not

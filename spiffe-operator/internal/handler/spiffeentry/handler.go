@@ -6,6 +6,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
@@ -54,7 +55,10 @@ type Handler struct {
 	Metrics *entrysync.Metrics
 }
 
-var _ handler.Handler[*v1alpha1.SpiffeEntry] = &Handler{}
+var (
+	_ handler.Handler[*v1alpha1.SpiffeEntry] = &Handler{}
+	_ handler.Forgetter                      = &Handler{}
+)
 
 // OwnerOf returns the entry owner that obj stands for.
 func OwnerOf(obj *v1alpha1.SpiffeEntry) entrysync.Owner {
@@ -185,4 +189,14 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeEntry) error {
 	}
 	h.Metrics.Forget(owner)
 	return nil
+}
+
+// Forget implements handler.Forgetter: an object gone from the cache
+// without its Delete pass (its finalizer removed by hand) gives up its
+// claim on its entry, so that the next claimant is no longer masked by it
+// (see entrysync.Syncer.Forget).
+func (h *Handler) Forget(key k8stypes.NamespacedName) {
+	for _, o := range h.Syncer.Forget(Kind, key.Name) {
+		h.Metrics.Forget(o)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -82,7 +83,10 @@ type Handler struct {
 	parents renderedParents
 }
 
-var _ handler.Handler[*v1alpha1.SpiffeRegistration] = &Handler{}
+var (
+	_ handler.Handler[*v1alpha1.SpiffeRegistration] = &Handler{}
+	_ handler.Forgetter                             = &Handler{}
+)
 
 // OwnerOf returns the entry owner that obj stands for.
 func OwnerOf(obj *v1alpha1.SpiffeRegistration) entrysync.Owner {
@@ -390,6 +394,19 @@ func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeRegistration) 
 	h.memo.forget(obj.UID)
 	h.Dirty.forget(obj.Name)
 	return nil
+}
+
+// Forget implements handler.Forgetter: a policy gone from the cache
+// without its Delete pass (its finalizer removed by hand) gives up its
+// claims on entries, so that the next claimant of each is no longer masked
+// by it (see entrysync.Syncer.Forget), and what the handler remembers of it.
+func (h *Handler) Forget(key k8stypes.NamespacedName) {
+	for _, o := range h.Syncer.Forget(Kind, key.Name) {
+		h.Metrics.Forget(o)
+		h.memo.forget(o.UID)
+	}
+	h.Passes.forget(key.Name)
+	h.Dirty.forget(key.Name)
 }
 
 // withServiceNames returns e with the DNS names of the Services of namespace

@@ -1,0 +1,104 @@
+package entrysync
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
+)
+
+// TestAnOwnerGoneWithoutItsReleaseHandsItsEntryOverWhenCollected: two
+// owners render one entry; the older holds it, the younger is masked. The
+// older object goes without its Delete pass (its finalizer removed by hand
+// while the operator runs), so no Release runs. Orphan collection, at the
+// next read of the parent, deletes the holder's entry and must hand it to
+// the younger owner in the same call. Before, the gone owner's claim kept
+// masking the younger one, whose pods had no entry until a restart.
+func TestAnOwnerGoneWithoutItsReleaseHandsItsEntryOverWhenCollected(t *testing.T) {
+	api := fake.New()
+	ctx := context.Background()
+	old, young := owner("old", time.Hour), owner("young", 0)
+	var mu sync.Mutex
+	alive := map[string]bool{old.Tag(): true, young.Tag(): true}
+	aliveFn := func(context.Context) (map[string]bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]bool{}
+		for k, v := range alive {
+			out[k] = v
+		}
+		return out, nil
+	}
+	c := &clock{now: t0}
+	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now,
+		Alive: aliveFn, AliveNow: aliveFn})
+	e := entry("/ns/a/sa/x", 0)
+	if _, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 {
+		t.Fatalf("setup: young must be masked by old: %v %+v", err, out)
+	}
+	// old vanishes without a Release (finalizer removed by hand).
+	mu.Lock()
+	delete(alive, old.Tag())
+	mu.Unlock()
+
+	// young keeps passing (events, resyncs); the view grows due and is read
+	// again, which collects old's entry as an orphan.
+	for i := 0; i < 5; i++ {
+		c.Add(2 * time.Minute)
+		if _, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	youngID := s.opts.IDs.EntryID(young.Tag(), e.Key())
+	if api.Get(youngID) == nil {
+		t.Errorf("the live owner %s wants %s, its holder %s no longer exists and its entry was collected, "+
+			"yet after five passes SPIRE holds no entry for it (the vanished owner's claim still masks it): %v",
+			young.Name, e.SpiffeID, old.Name, api.All())
+	}
+}
+
+// TestAnOwnerGoneWithoutItsReleaseMasksNobody: the older of two owners
+// wins their key but has no entry (SPIRE failed its create), so the younger
+// is masked. The older goes without its Delete pass; it has no entry for
+// orphan collection to find. When the controller tells the Syncer it is gone
+// (Forget), the younger owner must be asked for a pass, and that pass must
+// create its entry. Before, the younger stayed masked for good.
+func TestAnOwnerGoneWithoutItsReleaseMasksNobody(t *testing.T) {
+	api := fake.New()
+	ctx := context.Background()
+	s, _, n := newSyncer(api)
+	old, young := owner("old", time.Hour), owner("young", 0)
+	e := entry("/ns/a/sa/x", 0)
+	api.FailOnce[e.SpiffeID.String()] = codes.Unavailable
+	if _, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err == nil {
+		t.Fatalf("setup: the older owner's create must fail")
+	}
+	if out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 {
+		t.Fatalf("setup: the younger owner must be masked by the older: %v %+v", err, out)
+	}
+	if got := s.Forget(old.Kind, "another"); len(got) != 0 {
+		t.Fatalf("Forget(another name) dropped %v", got)
+	}
+	if got := s.Forget(old.Kind, old.Name); len(got) != 1 || got[0].UID != old.UID {
+		t.Fatalf("Forget(%s) dropped %v, want the older owner", old.Name, got)
+	}
+	if !slices.Contains(n.uids, young.UID) {
+		t.Errorf("the younger owner was not asked for a pass (notified %v)", n.uids)
+	}
+	out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)
+	if err != nil || len(out.Masked) != 0 {
+		t.Fatalf("the younger owner's pass after Forget: %v %+v, want its entry registered", err, out)
+	}
+	if api.Get(s.opts.IDs.EntryID(young.Tag(), e.Key())) == nil {
+		t.Errorf("SPIRE holds no entry of the younger owner: %v", api.All())
+	}
+}
