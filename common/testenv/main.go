@@ -9,10 +9,18 @@ import (
 )
 
 // Main is a TestMain for test binaries that start a control plane but log
-// nothing of controller-runtime's: it gives controller-runtime a logger that
-// discards, without which controller-runtime prints a warning with a stack
-// trace, then runs m's tests and exits with their result.
+// nothing of controller-runtime's: it discards controller-runtime's logs
+// (see DiscardControllerRuntimeLogs), then runs m's tests and exits with
+// their result. A test binary with a TestMain of its own (to start a shared
+// control plane, say) calls DiscardControllerRuntimeLogs instead.
 func Main(m *testing.M) {
-	log.SetLogger(logr.Discard())
+	DiscardControllerRuntimeLogs()
 	os.Exit(m.Run())
+}
+
+// DiscardControllerRuntimeLogs gives controller-runtime a logger that
+// discards. Without any logger, controller-runtime prints a warning with a
+// stack trace the first time it logs.
+func DiscardControllerRuntimeLogs() {
+	log.SetLogger(logr.Discard())
 }

@@ -55,6 +55,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	testenv.DiscardControllerRuntimeLogs()
 	s, err := setup.NewScheme()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
