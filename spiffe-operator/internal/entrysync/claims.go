@@ -68,10 +68,23 @@ type claims struct {
 	byOwner map[k8stypes.UID]map[entries.Key]struct{}
 	// byTag holds every owner that has claims, by the tag of its entry IDs.
 	byTag map[string]Owner
+	// byName holds the owner that last had claims of each kind and name.
+	byName map[string]Owner
 }
 
 func newClaims() *claims {
-	return &claims{byKey: map[entries.Key][]Owner{}, byOwner: map[k8stypes.UID]map[entries.Key]struct{}{}, byTag: map[string]Owner{}}
+	return &claims{byKey: map[entries.Key][]Owner{}, byOwner: map[k8stypes.UID]map[entries.Key]struct{}{}, byTag: map[string]Owner{},
+		byName: map[string]Owner{}}
+}
+
+// nameOf is the key of o in claims.byName.
+func nameOf(o Owner) string { return o.Kind + "/" + o.Name }
+
+// predecessor returns the owner that had claims under o's kind and name
+// and another UID.
+func (c *claims) predecessor(o Owner) (Owner, bool) {
+	p, ok := c.byName[nameOf(o)]
+	return p, ok && p.UID != o.UID
 }
 
 // known returns the owner with the given tag when it has had a pass in this
@@ -133,6 +146,7 @@ func (c *claims) set(o Owner, keys []entries.Key) []Owner {
 	}
 	c.byOwner[o.UID] = want
 	c.byTag[o.Tag()] = o
+	c.byName[nameOf(o)] = o
 	return flatten(notify, o)
 }
 
@@ -147,6 +161,7 @@ func (c *claims) change(o Owner, add, drop []entries.Key) []Owner {
 		c.byOwner[o.UID] = mine
 	}
 	c.byTag[o.Tag()] = o
+	c.byName[nameOf(o)] = o
 	notify := map[k8stypes.UID]Owner{}
 	for _, k := range drop {
 		if _, ok := mine[k]; ok {
@@ -180,6 +195,9 @@ func (c *claims) release(o Owner) []Owner {
 	}
 	delete(c.byOwner, o.UID)
 	delete(c.byTag, o.Tag())
+	if c.byName[nameOf(o)].UID == o.UID {
+		delete(c.byName, nameOf(o))
+	}
 	return flatten(notify, o)
 }
 

@@ -51,7 +51,7 @@ func (s *Syncer) SyncDelta(ctx context.Context, owner Owner, want, gone []*entri
 	for i, e := range gone {
 		dropKeys[i] = e.Key()
 	}
-	notify := s.claims.change(owner, addKeys, dropKeys)
+	notify := append(s.dropPredecessor(owner), s.claims.change(owner, addKeys, dropKeys)...)
 
 	p := &plan{}
 	s.plans++

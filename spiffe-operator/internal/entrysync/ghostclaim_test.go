@@ -102,3 +102,52 @@ func TestAnOwnerGoneWithoutItsReleaseMasksNobody(t *testing.T) {
 		t.Errorf("SPIRE holds no entry of the younger owner: %v", api.All())
 	}
 }
+
+// TestAnOwnerReCreatedUnderItsNameReplacesTheGoneOnesClaims: as in
+// TestAnOwnerGoneWithoutItsReleaseMasksNobody, the older of two owners wins
+// their key without an entry, and goes without its Delete pass; but an
+// object of its kind is created under its name before the controller sees
+// it gone, so no Forget comes. The new object's first pass stands for the
+// name now: the gone owner's claims must go with it, and the younger owner
+// must be asked for a pass that creates its entry.
+func TestAnOwnerReCreatedUnderItsNameReplacesTheGoneOnesClaims(t *testing.T) {
+	api := fake.New()
+	ctx := context.Background()
+	s, _, n := newSyncer(api)
+	old, young := owner("old", time.Hour), owner("young", 0)
+	e := entry("/ns/a/sa/x", 0)
+	api.FailOnce[e.SpiffeID.String()] = codes.Unavailable
+	if _, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err == nil {
+		t.Fatalf("setup: the older owner's create must fail")
+	}
+	if out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 {
+		t.Fatalf("setup: the younger owner must be masked by the older: %v %+v", err, out)
+	}
+	again := Owner{Kind: old.Kind, Name: old.Name, UID: "again-0000-0000-0000-000000000000", Created: t0}
+	other := entry("/ns/a/sa/other", 0)
+	if _, err := s.Sync(ctx, again, ptrs([]entries.Entry{other}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(n.uids, young.UID) {
+		t.Errorf("the younger owner was not asked for a pass (notified %v)", n.uids)
+	}
+	out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)
+	if err != nil || len(out.Masked) != 0 {
+		t.Fatalf("the younger owner's pass: %v %+v, want its entry registered (the gone owner's claim still masks it)", err, out)
+	}
+	if api.Get(s.opts.IDs.EntryID(young.Tag(), e.Key())) == nil {
+		t.Errorf("SPIRE holds no entry of the younger owner: %v", api.All())
+	}
+	// An owner of another kind under the same name replaces nothing.
+	s2, _, _ := newSyncer(fake.New())
+	if _, err := s2.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err != nil {
+		t.Fatal(err)
+	}
+	entryKind := Owner{Kind: "SpiffeEntry", Name: old.Name, UID: "entry-0000-0000-0000-000000000000", Created: t0}
+	if _, err := s2.Sync(ctx, entryKind, ptrs([]entries.Entry{e}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s2.claims.known(old.Tag(), e.Key()); !ok {
+		t.Errorf("a SpiffeEntry named like a SpiffeRegistration dropped the registration's claims")
+	}
+}

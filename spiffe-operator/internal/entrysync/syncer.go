@@ -216,7 +216,7 @@ func (s *Syncer) Sync(ctx context.Context, owner Owner, want []*entries.Entry, a
 		keys[i] = want[i].Key()
 	}
 	s.mu.Lock()
-	notify := s.claims.set(owner, keys)
+	notify := append(s.dropPredecessor(owner), s.claims.set(owner, keys)...)
 	p := s.plan(ctx, owner, want, keys, &out)
 	s.mu.Unlock()
 	return s.finish(ctx, owner, notify, p, out)
@@ -288,6 +288,20 @@ func (s *Syncer) dropClaims(owner Owner) []Owner {
 	notify := s.claims.release(owner)
 	s.forgetRetained(owner)
 	return notify
+}
+
+// dropPredecessor drops the claims of the owner that had owner's kind and
+// name under another UID, and returns the owners whose winner changed.
+// That object is gone: both kinds are cluster-scoped, so a name stands for
+// one object at a time, and owner's pass read owner from the cache. Its
+// Forget may never come (the name was taken again before the controller
+// saw it gone). Call it with s.mu held.
+func (s *Syncer) dropPredecessor(owner Owner) []Owner {
+	prev, ok := s.claims.predecessor(owner)
+	if !ok || s.releasing[prev.Tag()] > 0 {
+		return nil
+	}
+	return s.dropClaims(prev)
 }
 
 // notifyAll asks for a pass of each owner of notify.
