@@ -1,8 +1,6 @@
 package bundle_test
 
 import (
-	"crypto/x509"
-	"errors"
 	"testing"
 	"time"
 
@@ -30,36 +28,5 @@ func TestAnEmptyKeyUsageExtensionIsNotACA(t *testing.T) {
 	}
 	if got := bundle.OnlyCAs(certs); len(got) != 0 {
 		t.Errorf("OnlyCAs() kept %d certificates, want 0 (dropNonCA must drop it)", len(got))
-	}
-}
-
-// TestACAWithAnUnknownCriticalExtensionIsNotACA: a CA carrying a critical
-// extension no verifier knows is refused as an issuer by Go's verifier (as
-// checked here) and by OpenSSL, so it is no CA for a bundle either.
-func TestACAWithAnUnknownCriticalExtensionIsNotACA(t *testing.T) {
-	ca := testpki.UnknownCriticalExtensionCA("unknown critical extension")
-	leaf := ca.Leaf("spiffe://example.org/w")
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
-	if !errors.As(err, &x509.UnhandledCriticalExtension{}) {
-		t.Fatalf("Go's verifier on a chain through a CA with an unknown critical extension: %v, want UnhandledCriticalExtension", err)
-	}
-	certs, err := bundle.ParsePEM([]byte(ca.PEM()))
-	if err != nil {
-		t.Fatalf("ParsePEM() = %v", err)
-	}
-	if err := bundle.RequireCAs(certs); !hasReason(err, bundle.ReasonNotCA) {
-		t.Errorf("RequireCAs() = %v, want %s", err, bundle.ReasonNotCA)
-	}
-	if err := bundle.RequireValidCA(certs, time.Now()); !hasReason(err, bundle.ReasonNoValidCA) {
-		t.Errorf("RequireValidCA(only such a CA) = %v, want %s", err, bundle.ReasonNoValidCA)
-	}
-	if got := bundle.OnlyCAs(certs); len(got) != 0 {
-		t.Errorf("OnlyCAs() kept %d certificates, want 0", len(got))
-	}
-	// The same CA without the extension is one.
-	if err := bundle.RequireCAs([]*x509.Certificate{testpki.ValidCA("plain").Cert}); err != nil {
-		t.Errorf("RequireCAs(a plain CA) = %v", err)
 	}
 }

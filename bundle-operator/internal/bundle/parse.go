@@ -26,8 +26,7 @@ const (
 	// ReasonNoValidCA: no CA in the input is valid now.
 	ReasonNoValidCA = "NoValidCA"
 	// ReasonNotCA: a certificate is not a CA (basic constraints absent or
-	// CA:FALSE, a key usage without keyCertSign, or a critical extension
-	// verifiers do not know).
+	// CA:FALSE, or a key usage without keyCertSign).
 	ReasonNotCA = "NotACA"
 	// ReasonKeyIDConflict: two different JWT authorities share a key ID.
 	ReasonKeyIDConflict = "JWTKeyIDConflict"

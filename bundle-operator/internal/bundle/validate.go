@@ -13,18 +13,15 @@ func ValidNow(cert *x509.Certificate, now time.Time) bool {
 }
 
 // isCA reports whether cert may sign certificates: basic constraints with
-// CA:TRUE; when it has a key usage extension, keyCertSign in it (RFC 5280
-// 4.2.1.3; OpenSSL refuses such a certificate as an issuer); and no
-// critical extension that Go's parser does not know (Go's verifier and
-// OpenSSL refuse every chain through such a certificate). The key usage
+// CA:TRUE and, when it has a key usage extension, keyCertSign in it (RFC
+// 5280 4.2.1.3; OpenSSL refuses such a certificate as an issuer). The
 // extension's presence is read from the certificate's extensions, not from
 // its parsed KeyUsage, which is 0 both without the extension and with one
-// that sets no bit.
+// that sets no bit. A critical extension Go's parser does not handle does
+// not count against a CA: OpenSSL verifies chains through CAs with some of
+// them (name constraints on directory names, say).
 func isCA(cert *x509.Certificate) bool {
 	if hasKeyUsage(cert) && cert.KeyUsage&x509.KeyUsageCertSign == 0 {
-		return false
-	}
-	if len(cert.UnhandledCriticalExtensions) > 0 {
 		return false
 	}
 	return cert.BasicConstraintsValid && cert.IsCA
@@ -62,7 +59,7 @@ func RequireValidCA(certs []*x509.Certificate, now time.Time) error {
 func RequireCAs(certs []*x509.Certificate) error {
 	for i, c := range certs {
 		if !isCA(c) {
-			return reject(ReasonNotCA, "certificate %d (%s) is not a CA: basic constraints are absent or CA:FALSE, its key usage leaves out keyCertSign, or it carries a critical extension verifiers do not know", i+1, c.Subject)
+			return reject(ReasonNotCA, "certificate %d (%s) is not a CA: basic constraints are absent or CA:FALSE, or its key usage leaves out keyCertSign", i+1, c.Subject)
 		}
 	}
 	return nil

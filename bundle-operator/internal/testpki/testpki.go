@@ -57,16 +57,6 @@ func EmptyKeyUsageCA(cn string) CA {
 	})
 }
 
-// UnknownCriticalExtensionCA returns a CA named cn, valid from an hour ago
-// for a day, that carries a critical extension (OID 1.3.6.1.4.1.99999.1)
-// no verifier knows: Go and OpenSSL refuse every chain through it.
-func UnknownCriticalExtensionCA(cn string) CA {
-	now := time.Now()
-	return newCA(cn, now.Add(-time.Hour), now.Add(24*time.Hour), func(t *x509.Certificate) {
-		t.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 99999, 1}, Critical: true, Value: []byte{5, 0}}}
-	})
-}
-
 // newCA is NewCA with tweak applied to the certificate's template.
 func newCA(cn string, notBefore, notAfter time.Time, tweak func(*x509.Certificate)) CA {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -2,6 +2,7 @@ package entrysync
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
 
@@ -24,20 +26,8 @@ func TestAnOwnerGoneWithoutItsReleaseHandsItsEntryOverWhenCollected(t *testing.T
 	api := fake.New()
 	ctx := context.Background()
 	old, young := owner("old", time.Hour), owner("young", 0)
-	var mu sync.Mutex
-	alive := map[string]bool{old.Tag(): true, young.Tag(): true}
-	aliveFn := func(context.Context) (map[string]bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		out := map[string]bool{}
-		for k, v := range alive {
-			out[k] = v
-		}
-		return out, nil
-	}
-	c := &clock{now: t0}
-	s := New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now,
-		Alive: aliveFn, AliveNow: aliveFn})
+	live := newLiveOwners(old, young)
+	s, c := newCollectingSyncer(api, live)
 	e := entry("/ns/a/sa/x", 0)
 	if _, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err != nil {
 		t.Fatal(err)
@@ -46,9 +36,7 @@ func TestAnOwnerGoneWithoutItsReleaseHandsItsEntryOverWhenCollected(t *testing.T
 		t.Fatalf("setup: young must be masked by old: %v %+v", err, out)
 	}
 	// old vanishes without a Release (finalizer removed by hand).
-	mu.Lock()
-	delete(alive, old.Tag())
-	mu.Unlock()
+	live.gone(old)
 
 	// young keeps passing (events, resyncs); the view grows due and is read
 	// again, which collects old's entry as an orphan.
@@ -150,4 +138,77 @@ func TestAnOwnerReCreatedUnderItsNameReplacesTheGoneOnesClaims(t *testing.T) {
 	if _, ok, _ := s2.claims.known(old.Tag(), e.Key()); !ok {
 		t.Errorf("a SpiffeEntry named like a SpiffeRegistration dropped the registration's claims")
 	}
+}
+
+// TestAForgottenHoldersEntryStaysUntilCollected: Forget drops the claims of
+// a holder gone without its Delete pass but writes nothing: its entry stays
+// in SPIRE, serving the pods it serves, while the next claimant reports it
+// masked, until orphan collection confirms the holder gone and hands the
+// entry over in the same call.
+func TestAForgottenHoldersEntryStaysUntilCollected(t *testing.T) {
+	api := fake.New()
+	ctx := context.Background()
+	old, young := owner("old", time.Hour), owner("young", 0)
+	live := newLiveOwners(old, young)
+	s, c := newCollectingSyncer(api, live)
+	e := entry("/ns/a/sa/x", 0)
+	for _, o := range []Owner{old, young} {
+		if _, err := s.Sync(ctx, o, ptrs([]entries.Entry{e}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldID, youngID := s.opts.IDs.EntryID(old.Tag(), e.Key()), s.opts.IDs.EntryID(young.Tag(), e.Key())
+	live.gone(old)
+	writes := len(api.Writes())
+	s.Forget(old.Kind, old.Name)
+	out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)
+	if err != nil || len(out.Masked) != 1 {
+		t.Fatalf("the next claimant's pass before collection: %v %+v, want the entry masked", err, out)
+	}
+	if api.Get(oldID) == nil || len(api.Writes()) != writes {
+		t.Fatalf("Forget or the pass before collection wrote to SPIRE (%v): the gone holder's entry must stay until collected", api.Writes()[writes:])
+	}
+	c.Add(2 * time.Minute)
+	if _, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if api.Get(oldID) != nil || api.Get(youngID) == nil {
+		t.Errorf("after collection SPIRE holds %v, want only %s", api.All(), youngID)
+	}
+}
+
+// liveOwners is the set of owners a collecting Syncer finds alive (its
+// Alive and AliveNow), which a test changes as objects go.
+type liveOwners struct {
+	mu   sync.Mutex
+	tags map[string]bool
+}
+
+func newLiveOwners(owners ...Owner) *liveOwners {
+	l := &liveOwners{tags: map[string]bool{}}
+	for _, o := range owners {
+		l.tags[o.Tag()] = true
+	}
+	return l
+}
+
+// gone takes o out of the live owners.
+func (l *liveOwners) gone(o Owner) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.tags, o.Tag())
+}
+
+func (l *liveOwners) read(context.Context) (map[string]bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.tags), nil
+}
+
+// newCollectingSyncer returns a Syncer writing through api that collects
+// the entries of owners live does not hold, and its clock.
+func newCollectingSyncer(api spire.EntryAPI, live *liveOwners) (*Syncer, *clock) {
+	c := &clock{now: t0}
+	return New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now,
+		Alive: live.read, AliveNow: live.read}), c
 }

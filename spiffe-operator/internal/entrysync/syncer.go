@@ -352,7 +352,9 @@ func (s *Syncer) handOver(held []entries.Entry) []handover {
 	for i := range held {
 		e := &held[i]
 		w, ok := s.claims.winnerOf(e.Key())
-		if !ok {
+		if !ok || s.releasing[w.Tag()] > 0 {
+			// None, or one whose release under way hands its keys over
+			// itself: an entry created for it would be deleted again.
 			continue
 		}
 		v := s.views[e.ParentID.String()]
@@ -637,41 +639,41 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 		}
 	}
 	s.mu.Unlock()
-	if del, err = s.confirmOrphans(ctx, del); err != nil {
+	if del, alive, err = s.confirmOrphans(ctx, del, alive); err != nil {
 		return err
 	}
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist", "parentID", parent, "entries", len(del))
 	}
-	return s.deleteOrphans(ctx, del, held)
+	return s.deleteOrphans(ctx, del, held, alive)
 }
 
 // deleteOrphans deletes del, entries of owners confirmed gone (held gives
-// the entry of each ID, where known), and then does what a release of those
-// owners does: drops their claims, hands each deleted entry over to the
-// live owner that wins its key now, in the same call, and asks for a pass
-// of the owners whose winner changed. An owner gone without its release (a
-// finalizer removed by hand) would otherwise keep masking the next
-// claimant of its keys after its entries went, and that claimant's pods
-// would have no entry until the operator restarted.
-func (s *Syncer) deleteOrphans(ctx context.Context, del []deletion, held map[string]entries.Entry) error {
+// the entry of each ID, where known; alive is the set of live owners the
+// confirmation read), and then does what a release of those owners does:
+// drops the claims of every owner with claims that alive lacks, hands each
+// deleted entry over to the live owner that wins its key now, in the same
+// call, and asks for a pass of the owners whose winner changed. An owner
+// gone without its release (a finalizer removed by hand) would otherwise
+// keep masking the next claimant of its keys after its entries went, and
+// that claimant's pods would have no entry until the operator restarted;
+// and an owner gone the same way that had not held the entry would be
+// handed it.
+func (s *Syncer) deleteOrphans(ctx context.Context, del []deletion, held map[string]entries.Entry, alive map[string]bool) error {
 	if len(del) == 0 {
 		return nil
 	}
 	gone, err := s.deleteEach(ctx, del)
-	dead := map[string]bool{}
 	var next []entries.Entry
 	for i, d := range del {
-		tag, _ := s.opts.IDs.Owner(d.id)
-		dead[tag] = true
 		if e, ok := held[d.id]; ok && gone[i] {
 			next = append(next, e)
 		}
 	}
 	s.mu.Lock()
 	var notify []Owner
-	for tag := range dead {
-		if o, ok := s.claims.byTag[tag]; ok && s.releasing[tag] == 0 {
+	for tag, o := range s.claims.byTag {
+		if !alive[tag] && s.releasing[tag] == 0 {
 			notify = append(notify, s.dropClaims(o)...)
 		}
 	}
@@ -796,26 +798,28 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 	for _, o := range s.noteFound(live) {
 		s.opts.Notify(o)
 	}
-	if del, err = s.confirmOrphans(ctx, del); err != nil {
+	if del, alive, err = s.confirmOrphans(ctx, del, alive); err != nil {
 		return 0, err
 	}
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist, under every parent", "entries", len(del))
 	}
-	return len(del), s.deleteOrphans(ctx, del, held)
+	return len(del), s.deleteOrphans(ctx, del, held, alive)
 }
 
 // confirmOrphans returns the entries of del whose owner AliveNow does not
-// find either: a cache may not have caught up with an object whose entries
-// another process (the previous leader) already created, and SPIRE was read
-// before this lookup, so every owner of a listed entry exists in it.
-func (s *Syncer) confirmOrphans(ctx context.Context, del []deletion) ([]deletion, error) {
+// find either, and the live owners as AliveNow read them (cached, as given,
+// when it reads nothing): a cache may not have caught up with an object
+// whose entries another process (the previous leader) already created, and
+// SPIRE was read before this lookup, so every owner of a listed entry
+// exists in it.
+func (s *Syncer) confirmOrphans(ctx context.Context, del []deletion, cached map[string]bool) ([]deletion, map[string]bool, error) {
 	if len(del) == 0 || s.opts.AliveNow == nil {
-		return del, nil
+		return del, cached, nil
 	}
 	alive, err := s.opts.AliveNow(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("confirm orphans: %w", err)
+		return nil, nil, fmt.Errorf("confirm orphans: %w", err)
 	}
 	out := del[:0]
 	for _, d := range del {
@@ -823,7 +827,7 @@ func (s *Syncer) confirmOrphans(ctx context.Context, del []deletion) ([]deletion
 			out = append(out, d)
 		}
 	}
-	return out, nil
+	return out, alive, nil
 }
 
 type deletion struct {
