@@ -31,6 +31,13 @@ func newNamespace(ctx context.Context) string {
 }
 
 func createDeployment(ctx context.Context, ns, name string, sel *metav1.LabelSelector, podLabels map[string]string) {
+	createDeploymentAs(ctx, k8s, ns, name, sel, podLabels)
+}
+
+// createDeploymentAs is createDeployment written by c (a platform client
+// for a pod template that carries the boundary label, which the admission
+// policy, once another spec installed it, allows only to its setters).
+func createDeploymentAs(ctx context.Context, c client.Client, ns, name string, sel *metav1.LabelSelector, podLabels map[string]string) {
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: appsv1.DeploymentSpec{
@@ -41,7 +48,7 @@ func createDeployment(ctx context.Context, ns, name string, sel *metav1.LabelSel
 			},
 		},
 	}
-	Expect(k8s.Create(ctx, d)).To(Succeed())
+	Expect(c.Create(ctx, d)).To(Succeed())
 }
 
 func inferencePool(ns, name string, matchLabels map[string]any) *unstructured.Unstructured {

@@ -119,7 +119,8 @@ var _ = Describe("A tenant with rights in one namespace", func() {
 
 	It("a pool selecting by the boundary label of another variant, or by expressions, is UnsafeSelector and writes nothing", func(ctx context.Context) {
 		ns := newNamespace(ctx)
-		createDeployment(ctx, ns, "other-variant", &metav1.LabelSelector{MatchLabels: map[string]string{
+		platform := impersonating("platform", setterGroup, "system:masters")
+		createDeploymentAs(ctx, platform, ns, "other-variant", &metav1.LabelSelector{MatchLabels: map[string]string{
 			"app": "web", v1alpha1.BoundaryLabel: "stable",
 		}}, map[string]string{"app": "web", v1alpha1.BoundaryLabel: "stable"})
 		createDeployment(ctx, ns, "exprs", &metav1.LabelSelector{
