@@ -70,11 +70,51 @@ type claims struct {
 	byTag map[string]Owner
 	// byName holds the owner that last had claims of each kind and name.
 	byName map[string]Owner
+	// since holds, by tag, the value of gen when the owner got its claims;
+	// gen counts the owners that got claims.
+	since map[string]uint64
+	gen   uint64
 }
 
 func newClaims() *claims {
 	return &claims{byKey: map[entries.Key][]Owner{}, byOwner: map[k8stypes.UID]map[entries.Key]struct{}{}, byTag: map[string]Owner{},
-		byName: map[string]Owner{}}
+		byName: map[string]Owner{}, since: map[string]uint64{}}
+}
+
+// remember records o as an owner with claims.
+func (c *claims) remember(o Owner) {
+	tag := o.Tag()
+	if _, ok := c.byTag[tag]; !ok {
+		c.gen++
+		c.since[tag] = c.gen
+	}
+	c.byTag[tag] = o
+	c.byName[nameOf(o)] = o
+}
+
+// mark returns a mark of the owners with claims now: knownAt tells, of an
+// owner, whether it had them at a mark.
+func (c *claims) mark() uint64 { return c.gen }
+
+// knownAt reports whether the owner tagged tag had claims at mark m (and
+// still has).
+func (c *claims) knownAt(tag string, m uint64) bool {
+	g, ok := c.since[tag]
+	return ok && g <= m
+}
+
+// nextHolder returns the oldest claimant of k for which skip is false.
+func (c *claims) nextHolder(k entries.Key, skip func(Owner) bool) (Owner, bool) {
+	var (
+		w     Owner
+		found bool
+	)
+	for _, o := range c.byKey[k] {
+		if !skip(o) && (!found || o.olderThan(w)) {
+			w, found = o, true
+		}
+	}
+	return w, found
 }
 
 // nameOf is the key of o in claims.byName.
@@ -115,7 +155,7 @@ func (c *claims) set(o Owner, keys []entries.Key) []Owner {
 	o = o.bare()
 	old, had := c.byOwner[o.UID]
 	if had {
-		c.byTag[o.Tag()] = o
+		c.remember(o)
 	}
 	if had && len(old) == len(keys) {
 		same := true
@@ -145,8 +185,7 @@ func (c *claims) set(o Owner, keys []entries.Key) []Owner {
 		}
 	}
 	c.byOwner[o.UID] = want
-	c.byTag[o.Tag()] = o
-	c.byName[nameOf(o)] = o
+	c.remember(o)
 	return flatten(notify, o)
 }
 
@@ -160,8 +199,7 @@ func (c *claims) change(o Owner, add, drop []entries.Key) []Owner {
 		mine = map[entries.Key]struct{}{}
 		c.byOwner[o.UID] = mine
 	}
-	c.byTag[o.Tag()] = o
-	c.byName[nameOf(o)] = o
+	c.remember(o)
 	notify := map[k8stypes.UID]Owner{}
 	for _, k := range drop {
 		if _, ok := mine[k]; ok {
@@ -195,6 +233,7 @@ func (c *claims) release(o Owner) []Owner {
 	}
 	delete(c.byOwner, o.UID)
 	delete(c.byTag, o.Tag())
+	delete(c.since, o.Tag())
 	if c.byName[nameOf(o)].UID == o.UID {
 		delete(c.byName, nameOf(o))
 	}

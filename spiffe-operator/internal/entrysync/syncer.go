@@ -270,7 +270,19 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		}
 	}
 	s.mu.Unlock()
-	if err := s.deleteAll(ctx, del); err != nil {
+	if gone, err := s.deleteEach(ctx, del); err != nil {
+		// The owner keeps its claims until a release succeeds, but what
+		// did go is handed over now, past the owner (it is releasing).
+		var deleted []entries.Entry
+		for i := range del {
+			if gone[i] {
+				deleted = append(deleted, held[i])
+			}
+		}
+		s.mu.Lock()
+		next := s.handOver(deleted)
+		s.mu.Unlock()
+		s.createFor(ctx, next)
 		return err
 	}
 	s.mu.Lock()
@@ -351,10 +363,10 @@ func (s *Syncer) handOver(held []entries.Entry) []handover {
 	var out []handover
 	for i := range held {
 		e := &held[i]
-		w, ok := s.claims.winnerOf(e.Key())
-		if !ok || s.releasing[w.Tag()] > 0 {
-			// None, or one whose release under way hands its keys over
-			// itself: an entry created for it would be deleted again.
+		// An owner whose release is under way is passed over: an entry
+		// created for it would be deleted again.
+		w, ok := s.claims.nextHolder(e.Key(), func(o Owner) bool { return s.releasing[o.Tag()] > 0 })
+		if !ok {
 			continue
 		}
 		v := s.views[e.ParentID.String()]
@@ -613,8 +625,9 @@ func (s *Syncer) ensureListed(ctx context.Context, parent spiffeid.ID, force boo
 		}
 	}
 	s.views[key] = nv
+	ours := len(nv.ours) // read under the lock: writes of other passes update the view
 	s.mu.Unlock()
-	logf.FromContext(ctx).V(1).Info("read SPIRE entries", "parentID", key, "entries", len(list), "ours", len(nv.ours))
+	logf.FromContext(ctx).V(1).Info("read SPIRE entries", "parentID", key, "entries", len(list), "ours", ours)
 	return true, s.collect(ctx, key)
 }
 
@@ -623,6 +636,7 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 	if s.opts.Alive == nil {
 		return nil
 	}
+	mark := s.claimsMark()
 	alive, err := s.opts.Alive(ctx)
 	if err != nil {
 		return fmt.Errorf("list owners for garbage collection: %w", err)
@@ -645,13 +659,24 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist", "parentID", parent, "entries", len(del))
 	}
-	return s.deleteOrphans(ctx, del, held, alive)
+	return s.deleteOrphans(ctx, del, held, alive, mark)
+}
+
+// claimsMark returns the mark of the owners with claims now: an owner that
+// had them at a mark taken before a read of the live owners, and that the
+// read lacks, is gone.
+func (s *Syncer) claimsMark() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claims.mark()
 }
 
 // deleteOrphans deletes del, entries of owners confirmed gone (held gives
 // the entry of each ID, where known; alive is the set of live owners the
-// confirmation read), and then does what a release of those owners does:
-// drops the claims of every owner with claims that alive lacks, hands each
+// confirmation read, after mark was taken), and then does what a release
+// of those owners does: drops the claims of every owner that had claims at
+// mark and that alive lacks (one that got them since may have been created
+// after that read), hands each
 // deleted entry over to the live owner that wins its key now, in the same
 // call, and asks for a pass of the owners whose winner changed. An owner
 // gone without its release (a finalizer removed by hand) would otherwise
@@ -659,7 +684,7 @@ func (s *Syncer) collect(ctx context.Context, parent string) error {
 // that claimant's pods would have no entry until the operator restarted;
 // and an owner gone the same way that had not held the entry would be
 // handed it.
-func (s *Syncer) deleteOrphans(ctx context.Context, del []deletion, held map[string]entries.Entry, alive map[string]bool) error {
+func (s *Syncer) deleteOrphans(ctx context.Context, del []deletion, held map[string]entries.Entry, alive map[string]bool, mark uint64) error {
 	if len(del) == 0 {
 		return nil
 	}
@@ -673,7 +698,7 @@ func (s *Syncer) deleteOrphans(ctx context.Context, del []deletion, held map[str
 	s.mu.Lock()
 	var notify []Owner
 	for tag, o := range s.claims.byTag {
-		if !alive[tag] && s.releasing[tag] == 0 {
+		if !alive[tag] && s.claims.knownAt(tag, mark) && s.releasing[tag] == 0 {
 			notify = append(notify, s.dropClaims(o)...)
 		}
 	}
@@ -766,6 +791,7 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 	if s.opts.Alive == nil {
 		return 0, nil
 	}
+	mark := s.claimsMark()
 	list, err := s.api.ListAll(ctx)
 	if err != nil {
 		return 0, err
@@ -804,7 +830,7 @@ func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 	if len(del) > 0 {
 		logf.FromContext(ctx).Info("deleting entries of owners that no longer exist, under every parent", "entries", len(del))
 	}
-	return len(del), s.deleteOrphans(ctx, del, held, alive)
+	return len(del), s.deleteOrphans(ctx, del, held, alive, mark)
 }
 
 // confirmOrphans returns the entries of del whose owner AliveNow does not
