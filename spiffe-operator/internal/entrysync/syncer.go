@@ -676,14 +676,13 @@ func (s *Syncer) claimsMark() uint64 {
 // confirmation read, after mark was taken), and then does what a release
 // of those owners does: drops the claims of every owner that had claims at
 // mark and that alive lacks (one that got them since may have been created
-// after that read), hands each
-// deleted entry over to the live owner that wins its key now, in the same
-// call, and asks for a pass of the owners whose winner changed. An owner
-// gone without its release (a finalizer removed by hand) would otherwise
-// keep masking the next claimant of its keys after its entries went, and
-// that claimant's pods would have no entry until the operator restarted;
-// and an owner gone the same way that had not held the entry would be
-// handed it.
+// after that read), hands each deleted entry over to the live owner that
+// wins its key now, in the same call, and asks for a pass of the owners
+// whose winner changed. An owner gone without its release (a finalizer
+// removed by hand) would otherwise keep masking the next claimant of its
+// keys after its entries went, and that claimant's pods would have no
+// entry until the operator restarted; and an owner gone the same way that
+// had not held the entry would be handed it.
 func (s *Syncer) deleteOrphans(ctx context.Context, del []deletion, held map[string]entries.Entry, alive map[string]bool, mark uint64) error {
 	if len(del) == 0 {
 		return nil
