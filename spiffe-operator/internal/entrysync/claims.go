@@ -105,16 +105,7 @@ func (c *claims) knownAt(tag string, m uint64) bool {
 
 // nextHolder returns the oldest claimant of k for which skip is false.
 func (c *claims) nextHolder(k entries.Key, skip func(Owner) bool) (Owner, bool) {
-	var (
-		w     Owner
-		found bool
-	)
-	for _, o := range c.byKey[k] {
-		if !skip(o) && (!found || o.olderThan(w)) {
-			w, found = o, true
-		}
-	}
-	return w, found
+	return oldest(c.byKey[k], skip)
 }
 
 // nameOf is the key of o in claims.byName.
@@ -138,14 +129,25 @@ func (c *claims) known(tag string, k entries.Key) (o Owner, ok, claimsK bool) {
 	return o, true, claimsK
 }
 
+// winner returns the oldest of cs, which must not be empty.
 func winner(cs []Owner) Owner {
-	w := cs[0]
-	for _, c := range cs[1:] {
-		if c.olderThan(w) {
-			w = c
+	w, _ := oldest(cs, nil)
+	return w
+}
+
+// oldest returns the oldest of cs for which skip (when set) is false, and
+// false when there is none.
+func oldest(cs []Owner, skip func(Owner) bool) (Owner, bool) {
+	var (
+		w     Owner
+		found bool
+	)
+	for _, o := range cs {
+		if (skip == nil || !skip(o)) && (!found || o.olderThan(w)) {
+			w, found = o, true
 		}
 	}
-	return w
+	return w, found
 }
 
 // set replaces the keys o claims and returns the other owners whose winner
@@ -218,11 +220,7 @@ func (c *claims) change(o Owner, add, drop []entries.Key) []Owner {
 
 // winnerOf returns the oldest claimant of k.
 func (c *claims) winnerOf(k entries.Key) (Owner, bool) {
-	cs := c.byKey[k]
-	if len(cs) == 0 {
-		return Owner{}, false
-	}
-	return winner(cs), true
+	return oldest(c.byKey[k], nil)
 }
 
 // release drops every claim of o and returns the owners whose winner changed.

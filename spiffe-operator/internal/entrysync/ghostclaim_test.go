@@ -64,15 +64,7 @@ func TestAnOwnerGoneWithoutItsReleaseMasksNobody(t *testing.T) {
 	api := fake.New()
 	ctx := context.Background()
 	s, _, n := newSyncer(api)
-	old, young := owner("old", time.Hour), owner("young", 0)
-	e := entry("/ns/a/sa/x", 0)
-	api.FailOnce[e.SpiffeID.String()] = codes.Unavailable
-	if _, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err == nil {
-		t.Fatalf("setup: the older owner's create must fail")
-	}
-	if out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 {
-		t.Fatalf("setup: the younger owner must be masked by the older: %v %+v", err, out)
-	}
+	old, young, e := maskedByAWinnerWithoutAnEntry(t, api, s)
 	if got := s.Forget(old.Kind, "another"); len(got) != 0 {
 		t.Fatalf("Forget(another name) dropped %v", got)
 	}
@@ -102,15 +94,7 @@ func TestAnOwnerReCreatedUnderItsNameReplacesTheGoneOnesClaims(t *testing.T) {
 	api := fake.New()
 	ctx := context.Background()
 	s, _, n := newSyncer(api)
-	old, young := owner("old", time.Hour), owner("young", 0)
-	e := entry("/ns/a/sa/x", 0)
-	api.FailOnce[e.SpiffeID.String()] = codes.Unavailable
-	if _, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err == nil {
-		t.Fatalf("setup: the older owner's create must fail")
-	}
-	if out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 {
-		t.Fatalf("setup: the younger owner must be masked by the older: %v %+v", err, out)
-	}
+	old, young, e := maskedByAWinnerWithoutAnEntry(t, api, s)
 	again := Owner{Kind: old.Kind, Name: old.Name, UID: "again-0000-0000-0000-000000000000", Created: t0}
 	other := entry("/ns/a/sa/other", 0)
 	if _, err := s.Sync(ctx, again, ptrs([]entries.Entry{other}), nil); err != nil {
@@ -211,4 +195,22 @@ func newCollectingSyncer(api spire.EntryAPI, live *liveOwners) (*Syncer, *clock)
 	c := &clock{now: t0}
 	return New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Now: c.Now,
 		Alive: live.read, AliveNow: live.read}), c
+}
+
+// maskedByAWinnerWithoutAnEntry has two owners of s claim one entry: the
+// older wins it, but SPIRE (api) fails its create, so it holds none, and
+// the younger is masked.
+func maskedByAWinnerWithoutAnEntry(t *testing.T, api *fake.EntryAPI, s *Syncer) (old, young Owner, e entries.Entry) {
+	t.Helper()
+	ctx := context.Background()
+	old, young = owner("old", time.Hour), owner("young", 0)
+	e = entry("/ns/a/sa/x", 0)
+	api.FailOnce[e.SpiffeID.String()] = codes.Unavailable
+	if _, err := s.Sync(ctx, old, ptrs([]entries.Entry{e}), nil); err == nil {
+		t.Fatalf("setup: the older owner's create must fail")
+	}
+	if out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil); err != nil || len(out.Masked) != 1 {
+		t.Fatalf("setup: the younger owner must be masked by the older: %v %+v", err, out)
+	}
+	return old, young, e
 }

@@ -131,19 +131,8 @@ func TestACollectionKeepsTheClaimsOfAnOwnerCreatedDuringIt(t *testing.T) {
 func TestAHandOverPassesOverAReleasingClaimantWhoseReleaseFails(t *testing.T) {
 	api := newHookAPI()
 	ctx := context.Background()
-	a, b, cc := owner("a-holder", 2*time.Hour), owner("b-middle", time.Hour), owner("c-young", 0)
-	s, _, note := newSyncerOn(api)
-	k := entry("/ns/a/sa/x", 0)
-	k2 := entry("/ns/b/sa/y", 0)
-	if _, err := s.Sync(ctx, a, ptrs([]entries.Entry{k}), nil); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := s.Sync(ctx, b, ptrs([]entries.Entry{k, k2}), nil); err != nil || len(out.Masked) != 1 {
-		t.Fatalf("setup b: %v %+v", err, out)
-	}
-	if out, err := s.Sync(ctx, cc, ptrs([]entries.Entry{k}), nil); err != nil || len(out.Masked) != 1 {
-		t.Fatalf("setup c: %v %+v", err, out)
-	}
+	s, _, note := newSyncer(api)
+	a, b, cc, k, k2 := threeClaimantsOfOneKey(t, s)
 	aID, cID := s.opts.IDs.EntryID(a.Tag(), k.Key()), s.opts.IDs.EntryID(cc.Tag(), k.Key())
 	bk2 := s.opts.IDs.EntryID(b.Tag(), k2.Key())
 	note.mu.Lock()
@@ -202,7 +191,7 @@ func TestAPartlyFailedReleaseHandsOverWhatItDeleted(t *testing.T) {
 	api := newHookAPI()
 	ctx := context.Background()
 	a, b := owner("a-holder", time.Hour), owner("b-young", 0)
-	s, _, _ := newSyncerOn(api)
+	s, _, _ := newSyncer(api)
 	k, k2 := entry("/ns/a/sa/x", 0), entry("/ns/b/sa/y", 0)
 	if _, err := s.Sync(ctx, a, ptrs([]entries.Entry{k, k2}), nil); err != nil {
 		t.Fatal(err)
@@ -230,18 +219,8 @@ func TestAPartlyFailedReleaseHandsOverWhatItDeleted(t *testing.T) {
 func TestAHandOverPassesOverAReleasingClaimantThatNeverHeldTheKey(t *testing.T) {
 	api := newHookAPI()
 	ctx := context.Background()
-	a, b, cc := owner("a-holder", 2*time.Hour), owner("b-middle", time.Hour), owner("c-young", 0)
-	s, _, _ := newSyncerOn(api)
-	k := entry("/ns/a/sa/x", 0)
-	k2 := entry("/ns/b/sa/y", 0)
-	for _, st := range []struct {
-		o Owner
-		w []entries.Entry
-	}{{a, []entries.Entry{k}}, {b, []entries.Entry{k, k2}}, {cc, []entries.Entry{k}}} {
-		if _, err := s.Sync(ctx, st.o, ptrs(st.w), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, _, _ := newSyncer(api)
+	a, b, cc, k, k2 := threeClaimantsOfOneKey(t, s)
 	bk2 := s.opts.IDs.EntryID(b.Tag(), k2.Key())
 	api.onDelete[bk2] = func() {
 		if err := s.Release(ctx, a, nil); err != nil {
@@ -257,8 +236,20 @@ func TestAHandOverPassesOverAReleasingClaimantThatNeverHeldTheKey(t *testing.T) 
 	}
 }
 
-func newSyncerOn(api spire.EntryAPI) (*Syncer, *clock, *notified) {
-	c := &clock{now: t0}
-	n := &notified{}
-	return New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Notify: n.add, Now: c.Now}), c, n
+// threeClaimantsOfOneKey has three owners of s claim key k: a (oldest)
+// holds it, b and c are masked; b also holds k2 of its own.
+func threeClaimantsOfOneKey(t *testing.T, s *Syncer) (a, b, c Owner, k, k2 entries.Entry) {
+	t.Helper()
+	a, b, c = owner("a-holder", 2*time.Hour), owner("b-middle", time.Hour), owner("c-young", 0)
+	k, k2 = entry("/ns/a/sa/x", 0), entry("/ns/b/sa/y", 0)
+	for _, st := range []struct {
+		o      Owner
+		want   []entries.Entry
+		masked int
+	}{{a, []entries.Entry{k}, 0}, {b, []entries.Entry{k, k2}, 1}, {c, []entries.Entry{k}, 1}} {
+		if out, err := s.Sync(context.Background(), st.o, ptrs(st.want), nil); err != nil || len(out.Masked) != st.masked {
+			t.Fatalf("setup %s: %v %+v", st.o.Name, err, out)
+		}
+	}
+	return a, b, c, k, k2
 }

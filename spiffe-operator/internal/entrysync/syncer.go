@@ -270,28 +270,26 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		}
 	}
 	s.mu.Unlock()
-	if gone, err := s.deleteEach(ctx, del); err != nil {
-		// The owner keeps its claims until a release succeeds, but what
-		// did go is handed over now, past the owner (it is releasing).
-		var deleted []entries.Entry
-		for i := range del {
-			if gone[i] {
-				deleted = append(deleted, held[i])
-			}
+	gone, err := s.deleteEach(ctx, del)
+	var deleted []entries.Entry
+	for i := range del {
+		if gone[i] {
+			deleted = append(deleted, held[i])
 		}
-		s.mu.Lock()
-		next := s.handOver(deleted)
-		s.mu.Unlock()
-		s.createFor(ctx, next)
-		return err
 	}
 	s.mu.Lock()
-	notify := s.dropClaims(owner)
-	next := s.handOver(held)
+	var notify []Owner
+	if err == nil {
+		notify = s.dropClaims(owner)
+	}
+	// After a failure the owner keeps its claims until a release
+	// succeeds, but what did go is handed over now, past the owner (it
+	// is releasing).
+	next := s.handOver(deleted)
 	s.mu.Unlock()
 	s.createFor(ctx, next)
 	s.notifyAll(notify)
-	return nil
+	return err
 }
 
 // dropClaims drops every claim of owner and what is retained for it, and

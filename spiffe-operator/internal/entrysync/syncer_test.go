@@ -16,6 +16,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/spire/fake"
 )
 
@@ -62,7 +63,7 @@ type notified struct {
 
 func (n *notified) add(o Owner) { n.mu.Lock(); n.uids = append(n.uids, o.UID); n.mu.Unlock() }
 
-func newSyncer(api *fake.EntryAPI) (*Syncer, *clock, *notified) {
+func newSyncer(api spire.EntryAPI) (*Syncer, *clock, *notified) {
 	c := &clock{now: t0}
 	n := &notified{}
 	return New(api, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Minute, Notify: n.add, Now: c.Now}), c, n
