@@ -113,6 +113,7 @@ var _ = Describe("Conflicts: pairwise, recorded on both sides, members keep no o
 		createBinding(ctx, ns, "outside", "serving", "v1", withPool("", v1alpha1.DeploymentKind, "web2"), withTemplate("shared/{serviceAccount}"))
 		Eventually(readyReason(ctx, ns, "long-ttl")).Should(Equal(v1alpha1.ReasonSVIDTTLTooLong))
 		Eventually(readyReason(ctx, ns, "outside")).Should(Equal(v1alpha1.ReasonSPIFFEIDOutsideServiceAccount))
+		Eventually(readyReason(ctx, ns, "a")).Should(Equal("True"))
 		Consistently(func(g Gomega) {
 			g.Expect(readyReason(ctx, ns, "a")(g)).To(Equal("True"))
 			g.Expect(conflictsOf(ctx, ns, "a")(g)).To(BeEmpty())
