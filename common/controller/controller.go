@@ -54,6 +54,9 @@ type Options struct {
 	// DefaultStatusWriteTimeout. A write that runs out of it fails, and the
 	// object is queued again unless a pass is already waiting for it.
 	StatusWriteTimeout time.Duration
+	// FirstPasses, when set, is told of the end of every pass (see
+	// FirstPasses.Passed).
+	FirstPasses *FirstPasses
 }
 
 // statusWriteTimeout is o.StatusWriteTimeout, or its default when not
@@ -111,6 +114,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	ctx = logf.IntoContext(ctx, log)
 	ctx, notes := WithPassNotes(ctx)
 	notes.since, notes.servesEvents = c.events.begin(req.NamespacedName)
+	defer c.opts.FirstPasses.Passed(c.name, req.NamespacedName)
 
 	if err := object.StatusInPlace(obj); err != nil {
 		return ctrl.Result{}, err

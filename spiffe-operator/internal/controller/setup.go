@@ -96,6 +96,9 @@ type Options struct {
 	DryRun bool
 	// Federation reads and writes SPIRE's federation relationships.
 	Federation spire.FederationAPI
+	// FirstPasses, when set, learns of every pass of the SpiffeRegistration
+	// and SpiffeEntry controllers and tracks the objects of this class.
+	FirstPasses *controller.FirstPasses
 }
 
 // Setup registers the SpiffeRegistration and SpiffeEntry controllers with mgr.
@@ -111,7 +114,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		},
 	}
 	regCtrl := controller.New(RegistrationControllerName, mgr.GetClient(), regHandler, controller.Options{
-		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics,
+		Config: o.Config, Recorder: mgr.GetEventRecorder(RegistrationControllerName), Metrics: o.Metrics, FirstPasses: o.FirstPasses,
 	})
 	events := &policyEvents{reader: mgr.GetClient(), dirty: o.Dirty, notifier: o.Notifier, class: o.Class}
 	workloadChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return workload.Changed(e.ObjectOld, e.ObjectNew) }}
@@ -133,13 +136,20 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("set up %s controller: %w", RegistrationControllerName, err)
 	}
 
+	if o.FirstPasses != nil {
+		o.FirstPasses.Track(RegistrationControllerName, controller.KeysOf(cached,
+			func() client.ObjectList { return &v1alpha1.SpiffeRegistrationList{} }, o.Class.TakesObject))
+		o.FirstPasses.Track(EntryControllerName, controller.KeysOf(cached,
+			func() client.ObjectList { return &v1alpha1.SpiffeEntryList{} }, o.Class.TakesObject))
+	}
+
 	if err := watchPods(mgr, o.Syncer); err != nil {
 		return err
 	}
 
 	entryHandler := &spiffeentry.Handler{DryRun: o.DryRun, Syncer: o.Syncer, TrustDomain: o.TrustDomain, Metrics: o.EntryMetrics}
 	entryCtrl := controller.New(EntryControllerName, mgr.GetClient(), entryHandler, controller.Options{
-		Config: o.Config, Recorder: mgr.GetEventRecorder(EntryControllerName), Metrics: o.Metrics,
+		Config: o.Config, Recorder: mgr.GetEventRecorder(EntryControllerName), Metrics: o.Metrics, FirstPasses: o.FirstPasses,
 	})
 	err = controller.SetupWithManager(mgr, entryCtrl, func() *v1alpha1.SpiffeEntry { return &v1alpha1.SpiffeEntry{} },
 		func(b *builder.Builder) *builder.Builder {

@@ -29,6 +29,13 @@ var ErrStale = errors.New("SPIRE changed during the pass")
 // the view is re-read and the pass retried with backoff.
 var ErrTransient = errors.New("SPIRE failed entries for a transient cause")
 
+// ErrUnsettled reports that a release waits until every object that
+// existed when the process started has had its first pass (see
+// Options.HoldUntilSettled): one that wants an entry the released owner
+// holds may not have told the Syncer yet, and would get no hand-over.
+var ErrUnsettled = errors.New("waiting until every object that existed at startup has had its first pass, " +
+	"so that each entry this object holds goes to the next object that wants it")
+
 // ReasonEntryIDNotKept is the Failed.Reason of an entry SPIRE created under
 // another ID than the one asked for (custom entry IDs need SPIRE 1.8 or
 // later). The operator deletes such an entry at once, since it could not
@@ -88,6 +95,13 @@ type Options struct {
 	MaskRecheck time.Duration
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
+	// HoldUntilSettled makes Release return ErrUnsettled, for an owner that
+	// holds entries, and orphan collection delete nothing, until Settle is
+	// called. A fresh process knows the claims of an object only from its
+	// first pass: a holder released (or collected) before the first pass
+	// of the object that wants its entry next would have its entry deleted
+	// and nothing created in its place until that pass came.
+	HoldUntilSettled bool
 }
 
 // Syncer converges SPIRE's entries towards what owners want. It is safe for
@@ -122,6 +136,11 @@ type Syncer struct {
 	// podsChanged holds, by owner UID, the namespaces in which the owner
 	// keeps entries for pods and whose pods changed since its last plan.
 	podsChanged map[k8stypes.UID]map[string]struct{}
+	// settled is false until Settle when Options.HoldUntilSettled is set.
+	settled bool
+	// waiting holds, by tag, the owners whose Release returned ErrUnsettled;
+	// Settle asks for their passes.
+	waiting map[string]Owner
 }
 
 // New returns a Syncer writing through api.
@@ -137,7 +156,27 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
 		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{},
-		releasing: map[string]int{}, found: map[string]map[string]spiffeid.ID{}, podsChanged: map[k8stypes.UID]map[string]struct{}{}}
+		releasing: map[string]int{}, found: map[string]map[string]spiffeid.ID{}, podsChanged: map[k8stypes.UID]map[string]struct{}{},
+		settled: !opts.HoldUntilSettled, waiting: map[string]Owner{}}
+}
+
+// Settle ends the hold of Options.HoldUntilSettled: every object that
+// existed at startup has had its first pass, so the claims on every entry
+// are known. The owners whose release waited are asked for a pass.
+func (s *Syncer) Settle() {
+	s.mu.Lock()
+	s.settled = true
+	waiting := slices.Collect(maps.Values(s.waiting))
+	s.waiting = map[string]Owner{}
+	s.mu.Unlock()
+	s.notifyAll(waiting)
+}
+
+// Settled reports whether deletions run (see Options.HoldUntilSettled).
+func (s *Syncer) Settled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settled
 }
 
 // Masked is a wanted entry that another holder has.
@@ -250,6 +289,11 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		held []entries.Entry
 	)
 	tag := owner.Tag()
+	if !s.settled && s.holdsAny(tag) {
+		s.waiting[tag] = owner
+		s.mu.Unlock()
+		return ErrUnsettled
+	}
 	// Until its claims go, a put-back of one of its entries (see putBack)
 	// must take the owner as released: this release reads the view now and
 	// would not see an entry put back while it deletes.
@@ -290,6 +334,19 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 	s.createFor(ctx, next)
 	s.notifyAll(notify)
 	return err
+}
+
+// holdsAny reports whether a view holds an entry of the owner tagged tag.
+// Call it with s.mu held.
+func (s *Syncer) holdsAny(tag string) bool {
+	for _, v := range s.views {
+		for _, o := range v.ours {
+			if o.owner == tag {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // dropClaims drops every claim of owner and what is retained for it, and
@@ -629,9 +686,11 @@ func (s *Syncer) ensureListed(ctx context.Context, parent spiffeid.ID, force boo
 	return true, s.collect(ctx, key)
 }
 
-// collect deletes entries under parent whose owner no longer exists.
+// collect deletes entries under parent whose owner no longer exists; it
+// does nothing until the Syncer is settled (Options.HoldUntilSettled): the
+// next read of the parent after that collects.
 func (s *Syncer) collect(ctx context.Context, parent string) error {
-	if s.opts.Alive == nil {
+	if s.opts.Alive == nil || !s.Settled() {
 		return nil
 	}
 	mark := s.claimsMark()
@@ -783,10 +842,14 @@ func (s *Syncer) forgetFound(owner Owner, read map[string]spiffeid.ID) {
 // longer exists; it reads every entry of the server once. Collection after
 // each read of a parent only reaches parents some object still uses; this
 // reaches the parents of objects removed while the operator was down that
-// no other object uses. It does nothing when Options.Alive is nil.
+// no other object uses. It does nothing when Options.Alive is nil, and
+// returns ErrUnsettled until the Syncer is settled.
 func (s *Syncer) CollectEverywhere(ctx context.Context) (int, error) {
 	if s.opts.Alive == nil {
 		return 0, nil
+	}
+	if !s.Settled() {
+		return 0, ErrUnsettled
 	}
 	mark := s.claimsMark()
 	list, err := s.api.ListAll(ctx)

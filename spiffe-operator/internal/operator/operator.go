@@ -164,8 +164,9 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	notifier := opcontroller.NewNotifier(spifferegistration.Kind, spiffeentry.Kind)
 	dirty := spifferegistration.NewDirty()
 	syncOpts := entrysync.Options{
-		IDs:            entries.IDScheme{Prefix: prefix},
-		ResyncInterval: o.Config.RequeueAfter,
+		IDs:              entries.IDScheme{Prefix: prefix},
+		ResyncInterval:   o.Config.RequeueAfter,
+		HoldUntilSettled: true,
 		Notify: func(owner entrysync.Owner) {
 			// A won or lost entry can concern any workload: full pass.
 			if owner.Kind == spifferegistration.Kind {
@@ -199,14 +200,18 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 		federationAPI = spire.NewFederationDryRun(federationAPI, ctrl.LoggerFrom(ctx).WithName("dry-run"), rpcMetrics)
 	}
 	syncer := entrysync.New(entryAPI, syncOpts)
-	if o.CollectOrphans {
-		if err := mgr.Add(collectOnce(syncer, o.Config.RequeueAfterOnError, o.Config.MaxBackoff)); err != nil {
-			_ = closer.Close()
-			return nil, fmt.Errorf("add orphan collection: %w", err)
-		}
+	first := controller.NewFirstPasses()
+	if err := mgr.Add(first); err != nil {
+		_ = closer.Close()
+		return nil, fmt.Errorf("add the tracking of first passes: %w", err)
+	}
+	if err := mgr.Add(settleAfterFirstPasses(first, syncer, o.CollectOrphans, o.Config.RequeueAfterOnError, o.Config.MaxBackoff)); err != nil {
+		_ = closer.Close()
+		return nil, fmt.Errorf("add orphan collection: %w", err)
 	}
 	err = opcontroller.Setup(mgr, opcontroller.Options{
-		Config: o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
+		FirstPasses: first,
+		Config:      o.Config, Syncer: syncer, Notifier: notifier, TrustDomain: o.TrustDomain,
 		EntryMetrics: entryMetrics, PassMetrics: passMetrics, Metrics: ctrlMetrics, Dirty: dirty, ClusterName: o.ClusterName,
 		Class: class.Filter{Name: o.ClassName, Classless: o.WatchClassless}, DryRun: o.DryRun, Federation: federationAPI,
 	})
@@ -217,11 +222,22 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	return &Operator{Manager: mgr, Spire: api, Federation: federation, Syncer: syncer, EntryIDPrefix: prefix, closer: closer}, nil
 }
 
-// collectOnce returns a runnable (of the leader) that collects the orphans
-// under every parent ID once after the caches synced, retrying with backoff
-// from first to most while SPIRE cannot be read.
-func collectOnce(s *entrysync.Syncer, first, most time.Duration) crmanager.Runnable {
+// settleAfterFirstPasses returns a runnable (of the leader) that, once every
+// object that existed at the start has had its first pass, lets the Syncer
+// delete (Settle), and then, when collect is set, collects the orphans
+// under every parent ID once, retrying with backoff from first to most
+// while SPIRE cannot be read.
+func settleAfterFirstPasses(passes *controller.FirstPasses, s *entrysync.Syncer, collect bool, first, most time.Duration) crmanager.Runnable {
 	return crmanager.RunnableFunc(func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-passes.Done():
+		}
+		s.Settle()
+		if !collect {
+			return nil
+		}
 		log := ctrl.LoggerFrom(ctx).WithName("orphans")
 		for delay := first; ; delay = min(2*delay, most) {
 			n, err := s.CollectEverywhere(ctx)

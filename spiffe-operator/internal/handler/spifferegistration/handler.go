@@ -444,6 +444,9 @@ func (h *Handler) now() time.Time {
 // user can act on.
 func SpireError(err error) error {
 	switch {
+	case errors.Is(err, entrysync.ErrUnsettled):
+		// Settle asks for the object's pass: no requeue of its own.
+		return ctrlerrors.WithReason(ReasonWaitingForFirstPasses, ctrlerrors.BlockedErrorf("%w", err))
 	case errors.Is(err, entrysync.ErrStale):
 		return ctrlerrors.WithReason(ReasonSpireChanged, ctrlerrors.RetryableErrorf("%w", err))
 	case status.Code(err) == codes.InvalidArgument:

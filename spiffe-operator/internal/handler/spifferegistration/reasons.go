@@ -74,6 +74,11 @@ const (
 	ReasonSpirePermissionDenied = "SpirePermissionDenied"
 	// ReasonSpireChanged: SPIRE changed during the pass; retried at once.
 	ReasonSpireChanged = "SpireChanged"
+	// ReasonWaitingForFirstPasses: the object is being deleted and holds
+	// entries, and the operator started recently: its entries are deleted
+	// once every object that existed at startup has had its first pass, so
+	// that each goes to the next object that wants it.
+	ReasonWaitingForFirstPasses = "WaitingForFirstPasses"
 	// ReasonDryRun: the operator runs with --dry-run and wrote nothing.
 	ReasonDryRun = "DryRun"
 )
