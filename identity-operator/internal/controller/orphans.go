@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,11 +29,13 @@ const ownerKind = "IdentityBinding"
 // orphanSweeper deletes outputs whose owner binding no longer exists: a
 // finalizer removed by hand, or the operator reinstalled while bindings were
 // deleted. Only objects labelled as outputs of an IdentityBinding (owner
-// kind, namespace, name and UID) are candidates; once an uncached read
-// confirms that no binding of that namespace, name and UID exists, the
+// kind, namespace, name and UID) are candidates; once an uncached list
+// confirms that no binding with that UID exists, in any namespace, the
 // owner's outputs are withdrawn as on the binding's own deletion (the
 // janitor's Withdraw of the Live output types: by owner UID, with the UID as
-// a delete precondition).
+// a delete precondition). The namespace and name only say where to look
+// first: an output's labels are whatever its writer gave it, and the
+// withdrawal goes by UID.
 type orphanSweeper struct {
 	client    client.Client
 	apiReader client.Reader
@@ -90,13 +91,22 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	withdrawn := 0
+	var candidates []*v1alpha1.IdentityBinding
 	for _, b := range owners {
-		gone, err := s.ownerGone(ctx, b)
-		if err != nil {
-			return withdrawn, err
+		if !s.cachedAt(ctx, b) {
+			candidates = append(candidates, b)
 		}
-		if !gone {
+	}
+	if len(candidates) == 0 {
+		return 0, nil
+	}
+	live, err := s.liveUIDs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	withdrawn := 0
+	for _, b := range candidates {
+		if live[b.UID] {
 			continue
 		}
 		j, err := janitor.New(scoped.AnyEnvironment(s.client), b, janitor.WithLiveReader(s.apiReader))
@@ -123,21 +133,24 @@ func ownerOf(o client.Object) *v1alpha1.IdentityBinding {
 	return &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: uid}}
 }
 
-// ownerGone reports whether no binding of owner's namespace, name and UID
-// exists: none of that namespace and name, or one with another UID.
-func (s *orphanSweeper) ownerGone(ctx context.Context, owner *v1alpha1.IdentityBinding) (bool, error) {
-	key := client.ObjectKeyFromObject(owner)
+// cachedAt reports whether the cache holds a binding of owner's namespace,
+// name and UID: then it is alive, and no uncached read is needed.
+func (s *orphanSweeper) cachedAt(ctx context.Context, owner *v1alpha1.IdentityBinding) bool {
 	b := &v1alpha1.IdentityBinding{}
-	if err := s.client.Get(ctx, key, b); err == nil && b.UID == owner.UID {
-		return false, nil
+	return s.client.Get(ctx, client.ObjectKeyFromObject(owner), b) == nil && b.UID == owner.UID
+}
+
+// liveUIDs lists, uncached (the cache may lag behind a binding just
+// created), the UIDs of every binding that exists, in any namespace.
+func (s *orphanSweeper) liveUIDs(ctx context.Context) (map[types.UID]bool, error) {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("IdentityBindingList"))
+	if err := s.apiReader.List(ctx, l); err != nil {
+		return nil, fmt.Errorf("list bindings: %w", err)
 	}
-	// The cache may lag behind a binding just created: confirm uncached.
-	err := s.apiReader.Get(ctx, key, b)
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("get binding %s: %w", key, err)
+	live := make(map[types.UID]bool, len(l.Items))
+	for i := range l.Items {
+		live[l.Items[i].UID] = true
 	}
-	return b.UID != owner.UID, nil
+	return live, nil
 }

@@ -62,4 +62,26 @@ var _ = Describe("Outputs whose binding is gone", func() {
 		}, time.Second, 100*time.Millisecond).Should(Succeed())
 		Expect(k8s.Delete(ctx, foreignEntry)).To(Succeed())
 	}, SpecTimeout(time.Minute))
+
+	It("never include a live binding's outputs because another object names its UID under another namespace and name", func(ctx context.Context) {
+		ns, name := readyWebBinding(ctx)
+		live := getBinding(ctx, ns, name)(Default)
+		real := getEntry(ctx, ns, name)(Default)
+
+		By("an object labelled with the live binding's UID, under a namespace and name where no binding exists")
+		// A ClusterSPIFFEID, the kind listed last, named to come after the
+		// real output, so that a sweep keying the owner by UID meets the
+		// forged labels last.
+		forged := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"spiffeIDTemplate": "spiffe://example.org/ns/x/sa/y/z"}}}
+		forged.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+		forged.SetName("zz-forged-" + ns)
+		forged.SetLabels(ownerLabelsOf(ns+"-attacker", "nobody", string(live.UID)))
+		Expect(k8s.Create(ctx, forged)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { _ = k8s.Delete(ctx, forged) })
+		Consistently(func(g Gomega) {
+			e := getEntry(ctx, ns, name)(g)
+			g.Expect(e.UID).To(Equal(real.UID), "the live binding's SpiffeEntry was deleted (and written again)")
+			g.Expect(gone(ctx, forged)()).To(BeFalse(), "the forged object names a live UID: it is no orphan to sweep")
+		}, 2*time.Second, 100*time.Millisecond).Should(Succeed(), "several sweeps (every 300ms in this suite)")
+	}, SpecTimeout(time.Minute))
 })
