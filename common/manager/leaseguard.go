@@ -1,7 +1,9 @@
 package manager
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -42,16 +44,27 @@ func NewLeaseGuard(name string) *LeaseGuard {
 
 // Allow returns an error unless the lease was renewed within RenewDeadline.
 func (g *LeaseGuard) Allow() error {
+	_, err := g.Remaining()
+	return err
+}
+
+// Remaining returns how long the replica may still write: until
+// RenewDeadline after its last renewal. A write allowed now must land
+// within it, or a replica that took the lease meanwhile could see it land
+// (candidates take the lease 5s after that at the earliest), so a writer
+// bounds the write by it. An error says the replica may not write at all.
+func (g *LeaseGuard) Remaining() (time.Duration, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.renewed.IsZero() {
-		return fmt.Errorf("not the leader: the leader election lease was never acquired")
+		return 0, fmt.Errorf("not the leader: the leader election lease was never acquired")
 	}
-	if since := g.now().Sub(g.renewed); since > RenewDeadline {
-		return fmt.Errorf("not the leader: the leader election lease was last renewed %s ago (renew deadline %s)",
+	since := g.now().Sub(g.renewed)
+	if since >= RenewDeadline {
+		return 0, fmt.Errorf("not the leader: the leader election lease was last renewed %s ago (renew deadline %s)",
 			since.Round(time.Millisecond), RenewDeadline)
 	}
-	return nil
+	return RenewDeadline - since, nil
 }
 
 // Wrap guards the requests of rt (for rest.Config.Wrap).
@@ -74,10 +87,21 @@ func (t guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	isLease := strings.Contains(path, "/apis/coordination.k8s.io/") &&
 		(strings.HasSuffix(path, t.g.lease) || (req.Method == http.MethodPost && strings.HasSuffix(path, "/leases")))
 	if !isLease {
-		if err := t.g.Allow(); err != nil {
+		left, err := t.g.Remaining()
+		if err != nil {
 			return nil, fmt.Errorf("%s %s refused: %w", req.Method, path, err)
 		}
-		return t.next.RoundTrip(req)
+		// The write must land while the lease is ours: it is cut off at
+		// the renew deadline, whatever holds it up (a webhook, a stalled
+		// server, a pause of this process).
+		ctx, cancel := context.WithTimeout(req.Context(), left)
+		resp, err := t.next.RoundTrip(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
 	}
 	// The lease counts as renewed from when the renewal was sent, which is
 	// no later than when the API server stored it.
@@ -91,4 +115,18 @@ func (t guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.g.mu.Unlock()
 	}
 	return resp, err
+}
+
+// cancelOnClose releases a request's context once its response body is
+// closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+// Close closes the body and cancels the request's context.
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }

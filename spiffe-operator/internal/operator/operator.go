@@ -89,7 +89,7 @@ func Process() manager.Operator {
 				return nil, err
 			}
 			if p.LeaseGuard != nil {
-				o.WriteGuard = p.LeaseGuard.Allow
+				o.WriteGuard = p.LeaseGuard.Remaining
 			}
 			op, err := assemble(ctx, p.Manager, o, p.Registry, p.Metrics)
 			if err != nil {

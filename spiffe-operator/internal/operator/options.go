@@ -13,6 +13,7 @@ import (
 	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/class"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 )
 
 // Keys of the operator's own settings (flags; env vars upper-cased with
@@ -69,7 +70,7 @@ type Options struct {
 	Manager manager.Options
 	// WriteGuard, when set, is asked before every SPIRE write (see
 	// manager.LeaseGuard); not a flag.
-	WriteGuard func() error
+	WriteGuard spire.WriteGuard
 }
 
 // AddFlags registers the framework's, the manager's and the operator's

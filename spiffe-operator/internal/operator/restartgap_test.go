@@ -16,6 +16,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/operator"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/spire"
 )
 
 // Two policies render one entry: the older holds it, the younger is
@@ -60,7 +61,7 @@ var _ = Describe("A holder deleted while the operator is down", func() {
 			}
 		})
 
-		launchInClass := func(guard func() error) func() {
+		launchInClass := func(guard spire.WriteGuard) func() {
 			_, stop := launch(cp.Config, func(o *operator.Options) {
 				o.ClassName, o.EntryIDPrefix, o.WriteGuard = class, "rgap.", guard
 				o.Config.MaxConcurrentReconciles = 1
@@ -90,7 +91,7 @@ var _ = Describe("A holder deleted while the operator is down", func() {
 			writes, withNone int
 		)
 		sharedParent := spiffeid.RequireFromString(parentOf(shared))
-		stop = launchInClass(func() error {
+		stop = launchInClass(func() (time.Duration, error) {
 			l, err := spireAPI.ListByParent(context.Background(), sharedParent)
 			mu.Lock()
 			defer mu.Unlock()
@@ -98,7 +99,7 @@ var _ = Describe("A holder deleted while the operator is down", func() {
 			if err == nil && len(l) == 0 {
 				withNone++
 			}
-			return nil
+			return time.Minute, nil
 		})
 		defer stop()
 		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(holder), holder)) }).

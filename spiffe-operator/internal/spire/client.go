@@ -66,8 +66,29 @@ type Options struct {
 	Metrics *Metrics
 	// WriteGuard, when set, is asked before every batch call: an error
 	// (a replica that may no longer hold its leader election lease)
-	// fails the call as Unavailable, without sending it.
-	WriteGuard func() error
+	// fails the call as Unavailable, without sending it, and the time it
+	// leaves bounds the call.
+	WriteGuard WriteGuard
+}
+
+// WriteGuard says whether a write may go out now, and how long it may take
+// to land (manager.LeaseGuard.Remaining): a replica that may no longer
+// hold its leader election lease must not write, and a write it sent while
+// it did must not land after another replica could lead.
+type WriteGuard func() (time.Duration, error)
+
+// writeTimeout asks guard (nil allows every write) whether the write
+// method may go out, and returns its timeout: timeout, cut to what the
+// guard leaves. A refusal is an Unavailable error.
+func writeTimeout(guard WriteGuard, method string, timeout time.Duration) (time.Duration, error) {
+	if guard == nil {
+		return timeout, nil
+	}
+	left, err := guard()
+	if err != nil {
+		return 0, status.Errorf(codes.Unavailable, "%s not sent: %v", method, err)
+	}
+	return min(timeout, left), nil
 }
 
 // DefaultOptions returns the defaults.
@@ -283,17 +304,10 @@ func (c *Client) batch(ctx context.Context, method string, n int, size func(int)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			start := time.Now()
-			var (
-				res []Result
-				err error
-			)
-			if c.opts.WriteGuard != nil {
-				if gErr := c.opts.WriteGuard(); gErr != nil {
-					err = status.Errorf(codes.Unavailable, "%s not sent: %v", method, gErr)
-				}
-			}
+			var res []Result
+			timeout, err := writeTimeout(c.opts.WriteGuard, method, c.opts.Timeout)
 			if err == nil {
-				rctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+				rctx, cancel := context.WithTimeout(ctx, timeout)
 				res, err = call(rctx, sp.lo, sp.hi)
 				cancel()
 			}

@@ -35,7 +35,7 @@ type FederationClient struct {
 	api     trustdomainv1.TrustDomainClient
 	timeout time.Duration
 	metrics *Metrics
-	guard   func() error
+	guard   WriteGuard
 	reads   atomic.Int64
 	writes  atomic.Int64
 }
@@ -61,18 +61,18 @@ func NewFederationClient(conn grpc.ClientConnInterface, opts Options) *Federatio
 
 // call runs one RPC with the timeout and records it.
 func (c *FederationClient) call(ctx context.Context, method string, rpc func(ctx context.Context) error) error {
+	timeout := c.timeout
 	if strings.HasPrefix(method, "Batch") {
-		if c.guard != nil {
-			if err := c.guard(); err != nil {
-				return status.Errorf(codes.Unavailable, "%s not sent: %v", method, err)
-			}
+		var err error
+		if timeout, err = writeTimeout(c.guard, method, timeout); err != nil {
+			return err
 		}
 		c.writes.Add(1)
 	} else {
 		c.reads.Add(1)
 	}
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := rpc(rctx)
 	if c.metrics != nil {
