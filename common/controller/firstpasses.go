@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // ListKeys lists the keys of the objects a controller takes (those its
@@ -52,9 +54,15 @@ func KeysOf(r client.Reader, newList func() client.ObjectList, takes func(client
 // as the controllers are). Any end of a pass counts, failed or blocked
 // included, as does the pass that finds the object gone: a pass that
 // failed before it told the operator its claims leaves them unknown.
+//
+// Events go before the initial list in controller-runtime's priority
+// queue, so a stream of events can hold first passes back; a FirstPasses
+// with a maximum wait is done when it runs out, whatever is left, so that
+// what waits for it is delayed, never held for good.
 type FirstPasses struct {
 	done    chan struct{}
 	settled atomic.Bool
+	maxWait time.Duration
 
 	mu     sync.Mutex
 	kinds  []trackedKind
@@ -75,9 +83,10 @@ type passKey struct {
 	key        types.NamespacedName
 }
 
-// NewFirstPasses returns a FirstPasses that tracks no kind yet.
-func NewFirstPasses() *FirstPasses {
-	return &FirstPasses{done: make(chan struct{}), passed: map[passKey]struct{}{}}
+// NewFirstPasses returns a FirstPasses that tracks no kind yet and is done
+// at the latest maxWait after Start (zero or negative: no limit).
+func NewFirstPasses(maxWait time.Duration) *FirstPasses {
+	return &FirstPasses{done: make(chan struct{}), passed: map[passKey]struct{}{}, maxWait: maxWait}
 }
 
 // Track adds the objects of the controller named controller, as list
@@ -110,7 +119,8 @@ func (f *FirstPasses) Passed(controller string, key types.NamespacedName) {
 
 // Start lists the tracked kinds (the manager starts leader-election
 // runnables once its caches synced) and returns; Done is closed when each
-// listed object has had a pass, at once when none was listed. A list that
+// listed object has had a pass, at once when none was listed, or when the
+// maximum wait runs out (logged, with how many were left). A list that
 // fails fails Start, and with it the manager.
 func (f *FirstPasses) Start(ctx context.Context) error {
 	f.mu.Lock()
@@ -133,7 +143,31 @@ func (f *FirstPasses) Start(ctx context.Context) error {
 	}
 	f.passed, f.pending, f.listed = nil, pending, true
 	f.settleIfDone()
+	if f.maxWait > 0 && !f.settled.Load() {
+		go f.giveUpAfter(ctx, f.maxWait)
+	}
 	return nil
+}
+
+// giveUpAfter closes done after wait unless it closed before or ctx ended.
+func (f *FirstPasses) giveUpAfter(ctx context.Context, wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-f.done:
+		return
+	case <-t.C:
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if left := len(f.pending); left > 0 {
+		logf.FromContext(ctx).Info("stopped waiting for the first passes of the objects present at the start",
+			"waited", wait, "withoutPass", left)
+	}
+	f.pending = nil
+	f.settleIfDone()
 }
 
 // Done is closed once every object Start listed has had a pass.

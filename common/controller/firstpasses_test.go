@@ -46,7 +46,7 @@ var _ = Describe("FirstPasses in a manager", func() {
 			}
 			return nil
 		}}
-		first := controller.NewFirstPasses()
+		first := controller.NewFirstPasses(0)
 		inNamespace := func(o client.Object) bool { return o.GetNamespace() == ns }
 		first.Track("widget-first-passes", controller.KeysOf(mgr.GetClient(), func() client.ObjectList { return &widgetv1.WidgetList{} }, inNamespace))
 		Expect(mgr.Add(first)).To(Succeed())
@@ -93,7 +93,7 @@ func TestFirstPassesCountsPassesBeforeTheListAndIsDoneWithNothingListed(t *testi
 			return out, nil
 		}
 	}
-	f := controller.NewFirstPasses()
+	f := controller.NewFirstPasses(0)
 	f.Track("a", keys("x", "y"))
 	f.Track("b", keys("x"))
 	f.Passed("a", types.NamespacedName{Namespace: "ns", Name: "x"})
@@ -117,7 +117,7 @@ func TestFirstPassesCountsPassesBeforeTheListAndIsDoneWithNothingListed(t *testi
 		t.Fatal("not done after every listed object had its pass")
 	}
 
-	empty := controller.NewFirstPasses()
+	empty := controller.NewFirstPasses(0)
 	empty.Track("a", keys())
 	if err := empty.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestFirstPassesCountsPassesBeforeTheListAndIsDoneWithNothingListed(t *testi
 		t.Error("not done with nothing listed")
 	}
 
-	failing := controller.NewFirstPasses()
+	failing := controller.NewFirstPasses(0)
 	failing.Track("a", func(context.Context) ([]types.NamespacedName, error) { return nil, errors.New("no cache") })
 	if err := failing.Start(ctx); err == nil {
 		t.Error("Start succeeded although the list failed")
@@ -136,4 +136,26 @@ func TestFirstPassesCountsPassesBeforeTheListAndIsDoneWithNothingListed(t *testi
 
 	var none *controller.FirstPasses
 	none.Passed("a", types.NamespacedName{Name: "x"}) // must not panic
+}
+
+// TestFirstPassesIsDoneWhenItsMaximumWaitRunsOut: an object whose pass
+// never comes (events ahead of it in the queue, without end) holds Done
+// only until the maximum wait runs out.
+func TestFirstPassesIsDoneWhenItsMaximumWaitRunsOut(t *testing.T) {
+	f := controller.NewFirstPasses(50 * time.Millisecond)
+	f.Track("a", func(context.Context) ([]types.NamespacedName, error) {
+		return []types.NamespacedName{{Namespace: "ns", Name: "starved"}}, nil
+	})
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not done 10s after a maximum wait of 50ms")
+	}
+	if f.Waiting() != 0 {
+		t.Errorf("still waiting for %d passes once done", f.Waiting())
+	}
+	f.Passed("a", types.NamespacedName{Namespace: "ns", Name: "starved"}) // a late pass changes nothing
 }

@@ -22,7 +22,7 @@ func TestFirstPassesIsDoneWhenPassesEndWhileStartLists(t *testing.T) {
 		for i := 0; i < n; i++ {
 			names = append(names, types.NamespacedName{Name: fmt.Sprintf("o%d", i)})
 		}
-		f := controller.NewFirstPasses()
+		f := controller.NewFirstPasses(0)
 		f.Track("c", func(context.Context) ([]types.NamespacedName, error) {
 			time.Sleep(time.Millisecond) // widens the window in which passes end during the list
 			return names, nil

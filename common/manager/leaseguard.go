@@ -44,27 +44,28 @@ func NewLeaseGuard(name string) *LeaseGuard {
 
 // Allow returns an error unless the lease was renewed within RenewDeadline.
 func (g *LeaseGuard) Allow() error {
-	_, err := g.Remaining()
+	_, err := g.Deadline()
 	return err
 }
 
-// Remaining returns how long the replica may still write: until
-// RenewDeadline after its last renewal. A write allowed now must land
-// within it, or a replica that took the lease meanwhile could see it land
-// (candidates take the lease 5s after that at the earliest), so a writer
-// bounds the write by it. An error says the replica may not write at all.
-func (g *LeaseGuard) Remaining() (time.Duration, error) {
+// Deadline returns when the replica's right to write ends: RenewDeadline
+// after its last renewal, as an instant of the monotonic clock, so that a
+// pause of the process after the call does not move it. A write allowed
+// now must land before it, or a replica that took the lease meanwhile
+// could see it land (candidates take the lease 5s after it at the
+// earliest): a writer bounds the write by it. An error says the replica
+// may not write at all.
+func (g *LeaseGuard) Deadline() (time.Time, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.renewed.IsZero() {
-		return 0, fmt.Errorf("not the leader: the leader election lease was never acquired")
+		return time.Time{}, fmt.Errorf("not the leader: the leader election lease was never acquired")
 	}
-	since := g.now().Sub(g.renewed)
-	if since >= RenewDeadline {
-		return 0, fmt.Errorf("not the leader: the leader election lease was last renewed %s ago (renew deadline %s)",
+	if since := g.now().Sub(g.renewed); since >= RenewDeadline {
+		return time.Time{}, fmt.Errorf("not the leader: the leader election lease was last renewed %s ago (renew deadline %s)",
 			since.Round(time.Millisecond), RenewDeadline)
 	}
-	return RenewDeadline - since, nil
+	return g.renewed.Add(RenewDeadline), nil
 }
 
 // Wrap guards the requests of rt (for rest.Config.Wrap).
@@ -87,14 +88,14 @@ func (t guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	isLease := strings.Contains(path, "/apis/coordination.k8s.io/") &&
 		(strings.HasSuffix(path, t.g.lease) || (req.Method == http.MethodPost && strings.HasSuffix(path, "/leases")))
 	if !isLease {
-		left, err := t.g.Remaining()
+		deadline, err := t.g.Deadline()
 		if err != nil {
 			return nil, fmt.Errorf("%s %s refused: %w", req.Method, path, err)
 		}
 		// The write must land while the lease is ours: it is cut off at
 		// the renew deadline, whatever holds it up (a webhook, a stalled
 		// server, a pause of this process).
-		ctx, cancel := context.WithTimeout(req.Context(), left)
+		ctx, cancel := context.WithDeadline(req.Context(), deadline)
 		resp, err := t.next.RoundTrip(req.WithContext(ctx))
 		if err != nil {
 			cancel()

@@ -18,30 +18,29 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // and another replica led. The write's context now ends at the renew
 // deadline.
 func TestLeaseGuardCutsAnAllowedWriteOffAtTheRenewDeadline(t *testing.T) {
-	fake := time.Now()
 	g := NewLeaseGuard("op.trustplane.dev")
-	g.now = func() time.Time { return fake }
-	ok := func(*http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
-	}
+	// The renewal was sent 9.9s ago: 100ms are left of the renew deadline.
+	g.now = func() time.Time { return time.Now().Add(-(RenewDeadline - 100*time.Millisecond)) }
 	var (
 		deadline time.Time
 		bounded  bool
 	)
 	rt := g.Wrap(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		deadline, bounded = r.Context().Deadline()
-		return ok(r)
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
 	}))
 	renew, _ := http.NewRequest(http.MethodPut, "https://api/apis/coordination.k8s.io/v1/namespaces/ns/leases/op.trustplane.dev", nil)
 	if _, err := rt.RoundTrip(renew); err != nil {
 		t.Fatal(err)
 	}
-	fake = fake.Add(RenewDeadline - 100*time.Millisecond)
+	g.now = time.Now
 	write, _ := http.NewRequest(http.MethodPatch, "https://api/api/v1/namespaces/ns/configmaps/x", nil)
 	sent := time.Now()
-	if _, err := rt.RoundTrip(write); err != nil {
+	resp, err := rt.RoundTrip(write)
+	if err != nil {
 		t.Fatalf("a write of the leader within the renew deadline was refused: %v", err)
 	}
+	defer func() { _ = resp.Body.Close() }()
 	if !bounded {
 		t.Fatalf("a write allowed 100ms before the renew deadline went out with no deadline: it can land any time later, " +
 			"after the lease passed to another replica")

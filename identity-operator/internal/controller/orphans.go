@@ -33,9 +33,8 @@ const ownerKind = "IdentityBinding"
 // confirms that no binding with that UID exists, in any namespace, the
 // owner's outputs are withdrawn as on the binding's own deletion (the
 // janitor's Withdraw of the Live output types: by owner UID, with the UID as
-// a delete precondition). The namespace and name only say where to look
-// first: an output's labels are whatever its writer gave it, and the
-// withdrawal goes by UID.
+// a delete precondition). The namespace and name play no part: an output's
+// labels are whatever its writer gave it, and the withdrawal goes by UID.
 type orphanSweeper struct {
 	client    client.Client
 	apiReader client.Reader
@@ -91,9 +90,13 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 			}
 		}
 	}
+	cached, err := s.cachedUIDs(ctx)
+	if err != nil {
+		return 0, err
+	}
 	var candidates []*v1alpha1.IdentityBinding
-	for _, b := range owners {
-		if !s.cachedAt(ctx, b) {
+	for uid, b := range owners {
+		if !cached[uid] {
 			candidates = append(candidates, b)
 		}
 	}
@@ -133,11 +136,19 @@ func ownerOf(o client.Object) *v1alpha1.IdentityBinding {
 	return &v1alpha1.IdentityBinding{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: uid}}
 }
 
-// cachedAt reports whether the cache holds a binding of owner's namespace,
-// name and UID: then it is alive, and no uncached read is needed.
-func (s *orphanSweeper) cachedAt(ctx context.Context, owner *v1alpha1.IdentityBinding) bool {
-	b := &v1alpha1.IdentityBinding{}
-	return s.client.Get(ctx, client.ObjectKeyFromObject(owner), b) == nil && b.UID == owner.UID
+// cachedUIDs returns the UIDs of the bindings in the cache: an owner among
+// them is alive, and needs no uncached read (an object naming a live
+// binding's UID costs nothing more than a cache read).
+func (s *orphanSweeper) cachedUIDs(ctx context.Context) (map[types.UID]bool, error) {
+	l := &v1alpha1.IdentityBindingList{}
+	if err := s.client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list cached bindings: %w", err)
+	}
+	uids := make(map[types.UID]bool, len(l.Items))
+	for i := range l.Items {
+		uids[l.Items[i].UID] = true
+	}
+	return uids, nil
 }
 
 // liveUIDs lists, uncached (the cache may lag behind a binding just

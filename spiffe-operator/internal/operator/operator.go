@@ -89,7 +89,7 @@ func Process() manager.Operator {
 				return nil, err
 			}
 			if p.LeaseGuard != nil {
-				o.WriteGuard = p.LeaseGuard.Remaining
+				o.WriteGuard = p.LeaseGuard.Deadline
 			}
 			op, err := assemble(ctx, p.Manager, o, p.Registry, p.Metrics)
 			if err != nil {
@@ -200,7 +200,7 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 		federationAPI = spire.NewFederationDryRun(federationAPI, ctrl.LoggerFrom(ctx).WithName("dry-run"), rpcMetrics)
 	}
 	syncer := entrysync.New(entryAPI, syncOpts)
-	first := controller.NewFirstPasses()
+	first := controller.NewFirstPasses(FirstPassesMaxWait)
 	if err := mgr.Add(first); err != nil {
 		_ = closer.Close()
 		return nil, fmt.Errorf("add the tracking of first passes: %w", err)
@@ -221,6 +221,12 @@ func assemble(ctx context.Context, mgr ctrl.Manager, o Options, reg prometheus.R
 	}
 	return &Operator{Manager: mgr, Spire: api, Federation: federation, Syncer: syncer, EntryIDPrefix: prefix, closer: closer}, nil
 }
+
+// FirstPassesMaxWait is the longest a deletion after a start waits for the
+// first passes of the objects present at the start (see
+// entrysync.Options.HoldUntilSettled): a stream of events, which go first
+// in the queue, can hold those passes back.
+const FirstPassesMaxWait = 5 * time.Minute
 
 // settleAfterFirstPasses returns a runnable (of the leader) that, once every
 // object that existed at the start has had its first pass, lets the Syncer

@@ -91,7 +91,7 @@ var _ = Describe("A holder deleted while the operator is down", func() {
 			writes, withNone int
 		)
 		sharedParent := spiffeid.RequireFromString(parentOf(shared))
-		stop = launchInClass(func() (time.Duration, error) {
+		stop = launchInClass(func() (time.Time, error) {
 			l, err := spireAPI.ListByParent(context.Background(), sharedParent)
 			mu.Lock()
 			defer mu.Unlock()
@@ -99,7 +99,7 @@ var _ = Describe("A holder deleted while the operator is down", func() {
 			if err == nil && len(l) == 0 {
 				withNone++
 			}
-			return time.Minute, nil
+			return time.Now().Add(time.Minute), nil
 		})
 		defer stop()
 		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(holder), holder)) }).

@@ -66,29 +66,32 @@ type Options struct {
 	Metrics *Metrics
 	// WriteGuard, when set, is asked before every batch call: an error
 	// (a replica that may no longer hold its leader election lease)
-	// fails the call as Unavailable, without sending it, and the time it
-	// leaves bounds the call.
+	// fails the call as Unavailable, without sending it, and the deadline
+	// it gives bounds the call.
 	WriteGuard WriteGuard
 }
 
-// WriteGuard says whether a write may go out now, and how long it may take
-// to land (manager.LeaseGuard.Remaining): a replica that may no longer
-// hold its leader election lease must not write, and a write it sent while
-// it did must not land after another replica could lead.
-type WriteGuard func() (time.Duration, error)
+// WriteGuard says whether a write may go out now, and by when it must have
+// landed (manager.LeaseGuard.Deadline): a replica that may no longer hold
+// its leader election lease must not write, and a write it sent while it
+// did must not land after another replica could lead.
+type WriteGuard func() (time.Time, error)
 
-// writeTimeout asks guard (nil allows every write) whether the write
-// method may go out, and returns its timeout: timeout, cut to what the
-// guard leaves. A refusal is an Unavailable error.
-func writeTimeout(guard WriteGuard, method string, timeout time.Duration) (time.Duration, error) {
+// writeContext asks guard (nil allows every write) whether the write
+// method may go out, and returns ctx bounded by timeout and by the guard's
+// deadline. A refusal is an Unavailable error.
+func writeContext(ctx context.Context, guard WriteGuard, method string, timeout time.Duration) (context.Context, context.CancelFunc, error) {
 	if guard == nil {
-		return timeout, nil
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		return ctx, cancel, nil
 	}
-	left, err := guard()
+	deadline, err := guard()
 	if err != nil {
-		return 0, status.Errorf(codes.Unavailable, "%s not sent: %v", method, err)
+		return nil, nil, status.Errorf(codes.Unavailable, "%s not sent: %v", method, err)
 	}
-	return min(timeout, left), nil
+	bounded, cancelDeadline := context.WithDeadline(ctx, deadline)
+	timed, cancelTimeout := context.WithTimeout(bounded, timeout)
+	return timed, func() { cancelTimeout(); cancelDeadline() }, nil
 }
 
 // DefaultOptions returns the defaults.
@@ -305,9 +308,8 @@ func (c *Client) batch(ctx context.Context, method string, n int, size func(int)
 			defer func() { <-sem; wg.Done() }()
 			start := time.Now()
 			var res []Result
-			timeout, err := writeTimeout(c.opts.WriteGuard, method, c.opts.Timeout)
+			rctx, cancel, err := writeContext(ctx, c.opts.WriteGuard, method, c.opts.Timeout)
 			if err == nil {
-				rctx, cancel := context.WithTimeout(ctx, timeout)
 				res, err = call(rctx, sp.lo, sp.hi)
 				cancel()
 			}

@@ -61,19 +61,22 @@ func NewFederationClient(conn grpc.ClientConnInterface, opts Options) *Federatio
 
 // call runs one RPC with the timeout and records it.
 func (c *FederationClient) call(ctx context.Context, method string, rpc func(ctx context.Context) error) error {
-	timeout := c.timeout
+	var (
+		rctx   context.Context
+		cancel context.CancelFunc
+	)
 	if strings.HasPrefix(method, "Batch") {
 		var err error
-		if timeout, err = writeTimeout(c.guard, method, timeout); err != nil {
+		if rctx, cancel, err = writeContext(ctx, c.guard, method, c.timeout); err != nil {
 			return err
 		}
 		c.writes.Add(1)
 	} else {
+		rctx, cancel = context.WithTimeout(ctx, c.timeout)
 		c.reads.Add(1)
 	}
-	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := time.Now()
 	err := rpc(rctx)
 	if c.metrics != nil {
 		c.metrics.rpcs.WithLabelValues(method, status.Code(err).String()).Inc()

@@ -50,7 +50,7 @@ func (c *deadlineConn) NewStream(context.Context, *grpc.StreamDesc, string, ...g
 // runs out.
 func TestWriteGuardBoundsTheWritesItAllows(t *testing.T) {
 	const left = 2 * time.Second
-	guard := func() (time.Duration, error) { return left, nil }
+	guard := func() (time.Time, error) { return time.Now().Add(left), nil }
 	conn := &deadlineConn{}
 	c := spire.NewClient(conn, spire.Options{WriteGuard: guard})
 	if _, err := c.Delete(context.Background(), []string{"trustplane.0123456789ab.0123456789abcdef0123"}); err != nil {
@@ -71,5 +71,28 @@ func TestWriteGuardBoundsTheWritesItAllows(t *testing.T) {
 	_, _ = rc.ListAll(context.Background())
 	if !read.set || read.left <= left {
 		t.Errorf("a read was cut to the guard's time: %s left", read.left.Round(time.Millisecond))
+	}
+}
+
+// TestAPauseAfterTheWriteGuardDoesNotExtendTheWrite: the guard gives an
+// instant, not a length of time, so a pause of the process after it
+// answered (what the guard exists for) does not push the write's end past
+// the renew deadline. With a length of time, the RPC went out after the
+// renew deadline with the whole length still to run.
+func TestAPauseAfterTheWriteGuardDoesNotExtendTheWrite(t *testing.T) {
+	renewDeadline := time.Now().Add(200 * time.Millisecond)
+	guard := func() (time.Time, error) {
+		defer time.Sleep(500 * time.Millisecond) // the process is paused after the guard answered
+		return renewDeadline, nil
+	}
+	conn := &deadlineConn{}
+	c := spire.NewClient(conn, spire.Options{WriteGuard: guard})
+	_, _ = c.Delete(context.Background(), []string{"trustplane.0123456789ab.0123456789abcdef0123"})
+	if !conn.set {
+		t.Fatal("the RPC was not sent with a deadline")
+	}
+	if deadline := time.Now().Add(conn.left); deadline.Sub(renewDeadline) > 50*time.Millisecond {
+		t.Errorf("a SPIRE delete allowed before a pause may run until %s past the renew deadline",
+			deadline.Sub(renewDeadline).Round(time.Millisecond))
 	}
 }

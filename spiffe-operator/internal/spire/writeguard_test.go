@@ -23,7 +23,7 @@ func TestWriteGuardKeepsWritesFromTheServer(t *testing.T) {
 	ctx := context.Background()
 	conn := spireConn(ctx, t)
 	var refuse error = errors.New("not the leader")
-	c := spire.NewClient(conn, spire.Options{WriteGuard: func() (time.Duration, error) { return time.Minute, refuse }})
+	c := spire.NewClient(conn, spire.Options{WriteGuard: func() (time.Time, error) { return time.Now().Add(time.Minute), refuse }})
 	entry := &types.Entry{Id: "guarded", SpiffeId: &types.SPIFFEID{TrustDomain: "example.org", Path: "/w"},
 		ParentId: &types.SPIFFEID{TrustDomain: "example.org", Path: "/p"}, Selectors: []*types.Selector{{Type: "unix", Value: "uid:1"}}}
 	res, err := c.Create(ctx, []*types.Entry{entry})
@@ -50,7 +50,7 @@ func TestWriteGuardKeepsFederationWritesFromTheServer(t *testing.T) {
 	ctx := context.Background()
 	conn := spireConn(ctx, t)
 	var refuse error = errors.New("not the leader")
-	c := spire.NewFederationClient(conn, spire.Options{WriteGuard: func() (time.Duration, error) { return time.Minute, refuse }})
+	c := spire.NewFederationClient(conn, spire.Options{WriteGuard: func() (time.Time, error) { return time.Now().Add(time.Minute), refuse }})
 	rel := &types.FederationRelationship{TrustDomain: "federated.example", BundleEndpointUrl: "https://127.0.0.1:1/bundle",
 		BundleEndpointProfile: &types.FederationRelationship_HttpsWeb{HttpsWeb: &types.HTTPSWebProfile{}}}
 	if err := c.Create(ctx, rel); status.Code(err) != codes.Unavailable {
