@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -144,11 +146,7 @@ func (s *orphanSweeper) cachedUIDs(ctx context.Context) (map[types.UID]bool, err
 	if err := s.client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list cached bindings: %w", err)
 	}
-	uids := make(map[types.UID]bool, len(l.Items))
-	for i := range l.Items {
-		uids[l.Items[i].UID] = true
-	}
-	return uids, nil
+	return uidsIn(l)
 }
 
 // liveUIDs lists, uncached (the cache may lag behind a binding just
@@ -159,9 +157,19 @@ func (s *orphanSweeper) liveUIDs(ctx context.Context) (map[types.UID]bool, error
 	if err := s.apiReader.List(ctx, l); err != nil {
 		return nil, fmt.Errorf("list bindings: %w", err)
 	}
-	live := make(map[types.UID]bool, len(l.Items))
-	for i := range l.Items {
-		live[l.Items[i].UID] = true
-	}
-	return live, nil
+	return uidsIn(l)
+}
+
+// uidsIn returns the UIDs of the items of l.
+func uidsIn(l client.ObjectList) (map[types.UID]bool, error) {
+	uids := map[types.UID]bool{}
+	err := meta.EachListItem(l, func(o runtime.Object) error {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return err
+		}
+		uids[m.GetUID()] = true
+		return nil
+	})
+	return uids, err
 }

@@ -3,7 +3,6 @@ package entrysync
 import (
 	"context"
 	"maps"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -71,7 +70,7 @@ func TestAnOwnerGoneWithoutItsReleaseMasksNobody(t *testing.T) {
 	if got := s.Forget(old.Kind, old.Name); len(got) != 1 || got[0].UID != old.UID {
 		t.Fatalf("Forget(%s) dropped %v, want the older owner", old.Name, got)
 	}
-	if !slices.Contains(n.uids, young.UID) {
+	if !n.has(young) {
 		t.Errorf("the younger owner was not asked for a pass (notified %v)", n.uids)
 	}
 	out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)
@@ -100,7 +99,7 @@ func TestAnOwnerReCreatedUnderItsNameReplacesTheGoneOnesClaims(t *testing.T) {
 	if _, err := s.Sync(ctx, again, ptrs([]entries.Entry{other}), nil); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(n.uids, young.UID) {
+	if !n.has(young) {
 		t.Errorf("the younger owner was not asked for a pass (notified %v)", n.uids)
 	}
 	out, err := s.Sync(ctx, young, ptrs([]entries.Entry{e}), nil)

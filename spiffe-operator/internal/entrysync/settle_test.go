@@ -3,7 +3,6 @@ package entrysync
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -63,7 +62,7 @@ func TestAReleaseBeforeTheFirstPassesWaitsForTheNextClaimant(t *testing.T) {
 		t.Fatalf("the next claimant's first pass: %v %+v, want the entry masked by the holder", err, out)
 	}
 	s.Settle()
-	if !slices.Contains(n.uids, old.UID) {
+	if !n.has(old) {
 		t.Errorf("Settle did not ask for a pass of the owner whose release waited (notified %v)", n.uids)
 	}
 	if err := s.Release(ctx, old, []spiffeid.ID{parent}); err != nil {

@@ -29,19 +29,8 @@ func TestSettleRacingAReleaseNotifiesTheWaitingOwner(t *testing.T) {
 		go func() { defer wg.Done(); s.Settle() }()
 		wg.Wait()
 		if errors.Is(rerr, ErrUnsettled) {
-			n.mu.Lock()
-			got := len(n.uids)
-			n.mu.Unlock()
-			found := false
-			n.mu.Lock()
-			for _, u := range n.uids {
-				if u == old.UID {
-					found = true
-				}
-			}
-			n.mu.Unlock()
-			if !found {
-				t.Fatalf("iteration %d: release waited but Settle did not notify it (%d notified)", i, got)
+			if !n.has(old) {
+				t.Fatalf("iteration %d: release waited but Settle did not notify it", i)
 			}
 		} else if rerr != nil {
 			t.Fatalf("release: %v", rerr)
@@ -73,13 +62,7 @@ func TestAReleaseTheNextClaimantsPassAndSettleRacingEndWithTheClaimantHolding(t 
 		go func() { defer wg.Done(); s.Settle() }()
 		wg.Wait()
 		if errors.Is(rerr, ErrUnsettled) {
-			n.mu.Lock()
-			notifiedOld := false
-			for _, u := range n.uids {
-				notifiedOld = notifiedOld || u == old.UID
-			}
-			n.mu.Unlock()
-			if !notifiedOld {
+			if !n.has(old) {
 				t.Fatalf("iteration %d: waiting release never notified", i)
 			}
 			if err := s.Release(ctx, old, []spiffeid.ID{parent}); err != nil {

@@ -289,22 +289,6 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 		held []entries.Entry
 	)
 	tag := owner.Tag()
-	if !s.settled && s.holdsAny(tag) {
-		s.waiting[tag] = owner
-		s.mu.Unlock()
-		return ErrUnsettled
-	}
-	// Until its claims go, a put-back of one of its entries (see putBack)
-	// must take the owner as released: this release reads the view now and
-	// would not see an entry put back while it deletes.
-	s.releasing[tag]++
-	defer func() {
-		s.mu.Lock()
-		if s.releasing[tag]--; s.releasing[tag] <= 0 {
-			delete(s.releasing, tag)
-		}
-		s.mu.Unlock()
-	}()
 	for parent, v := range s.views {
 		for id, o := range v.ours {
 			if o.owner == tag {
@@ -313,6 +297,22 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 			}
 		}
 	}
+	if !s.settled && len(del) > 0 {
+		s.waiting[tag] = owner
+		s.mu.Unlock()
+		return ErrUnsettled
+	}
+	// Until its claims go, a put-back of one of its entries (see putBack)
+	// must take the owner as released: this release read the view under
+	// this lock and would not see an entry put back while it deletes.
+	s.releasing[tag]++
+	defer func() {
+		s.mu.Lock()
+		if s.releasing[tag]--; s.releasing[tag] <= 0 {
+			delete(s.releasing, tag)
+		}
+		s.mu.Unlock()
+	}()
 	s.mu.Unlock()
 	gone, err := s.deleteEach(ctx, del)
 	var deleted []entries.Entry
@@ -334,19 +334,6 @@ func (s *Syncer) Release(ctx context.Context, owner Owner, parents []spiffeid.ID
 	s.createFor(ctx, next)
 	s.notifyAll(notify)
 	return err
-}
-
-// holdsAny reports whether a view holds an entry of the owner tagged tag.
-// Call it with s.mu held.
-func (s *Syncer) holdsAny(tag string) bool {
-	for _, v := range s.views {
-		for _, o := range v.ours {
-			if o.owner == tag {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // dropClaims drops every claim of owner and what is retained for it, and

@@ -63,6 +63,13 @@ type notified struct {
 
 func (n *notified) add(o Owner) { n.mu.Lock(); n.uids = append(n.uids, o.UID); n.mu.Unlock() }
 
+// has reports whether o was notified.
+func (n *notified) has(o Owner) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.uids, o.UID)
+}
+
 func newSyncer(api spire.EntryAPI) (*Syncer, *clock, *notified) {
 	c := &clock{now: t0}
 	n := &notified{}
