@@ -915,6 +915,10 @@ type update struct {
 	// trim is true for an update that only withdraws grants from an entry
 	// kept without being wanted (see trimmed): it registers nothing.
 	trim bool
+	// probe is true for the update of another owner's entry to the fields
+	// of the owner taking it over (see takeOver): one that fails leaves the
+	// entry as its holder has it, grants included.
+	probe bool
 }
 
 // trimmed returns the update that withdraws from have, our entry id, every
@@ -1249,7 +1253,7 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 			m = &types.EntryMask{FederatesWith: true}
 		}
 		if m != nil {
-			probes = append(probes, update{entry: t.by, id: t.id, mask: m})
+			probes = append(probes, update{entry: t.by, id: t.id, mask: m, probe: true})
 		}
 	}
 	if len(probes) > 0 {
@@ -1590,8 +1594,9 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 				// Refused, or failed for a cause that may pass (or may not:
 				// what a tenant renders can fail SPIRE's datastore every
 				// time): the entry stays as it was, but not with a grant
-				// the update withdrew. The trim asks for nothing else.
-				if have := v.ours[u.id]; have != nil && !u.trim {
+				// the update withdrew. The trim asks for nothing else. A
+				// probe withdrew nothing: the grants are its holder's.
+				if have := v.ours[u.id]; have != nil && !u.trim && !u.probe {
 					if t, ok := trimmed(&have.entry, u.id, u.entry.Grants()); ok {
 						trims = append(trims, t)
 					}
