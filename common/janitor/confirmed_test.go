@@ -75,7 +75,7 @@ var _ = Describe("Confirmed absence of Live children", func() {
 	live := janitor.ChildType{List: &corev1.ConfigMapList{}, Live: true}
 	child := func(ctx context.Context, w *widgetv1.Widget, name string) {
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.Namespace,
-			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "dev"}}})).To(Succeed())
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.OwnerName: w.Name, labels.OwnerNamespace: w.Namespace, labels.Environment: "dev"}}})).To(Succeed())
 	}
 	// pass returns the janitor of one pass of w, on cache, reading Live
 	// children uncached through the real API server (counted in lists)
@@ -143,7 +143,7 @@ var _ = Describe("Confirmed absence of Live children", func() {
 		By("a Live type the confirmation did not read")
 		secrets := janitor.ChildType{List: &corev1.SecretList{}, Live: true}
 		Expect(cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "secret", Namespace: ns,
-			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "dev"}}})).To(Succeed())
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.OwnerName: w.Name, labels.OwnerNamespace: w.Namespace, labels.Environment: "dev"}}})).To(Succeed())
 		withdraw(ctx, pass(w, blindCache{cp.Client}, gone, lists), live, secrets)
 		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "secret"}, &corev1.Secret{})).NotTo(Succeed())
 

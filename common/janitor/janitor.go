@@ -177,16 +177,19 @@ func (j *Client) canReference(obj client.Object) bool {
 }
 
 // Owns reports whether obj is a child of the owner: its controller reference
-// names the owner's UID, or its owner labels name the owner's UID and kind
-// (both of which SetOwnership writes). A UID label alone, which anyone who
-// may label the object can copy, does not make it a child.
+// names the owner's UID, or its owner labels parse exactly to the owner:
+// its UID, kind, namespace and name (the name from the annotation where a
+// label cannot hold it), all of which SetOwnership writes. A UID label
+// alone, which anyone who may label the object can copy, does not make it
+// a child, nor do labels that pair the owner's UID with another owner's
+// namespace or name.
 func (j *Client) Owns(obj client.Object) bool {
 	uid := j.owner.GetUID()
 	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == uid {
 		return true
 	}
-	l := obj.GetLabels()
-	return types.UID(l[labels.OwnerUID]) == uid && l[labels.OwnerKind] == j.ownerGVK.Kind
+	key, named, ok := labels.OwnerOfObject(obj, j.ownerGVK.Kind)
+	return ok && named == uid && key == types.NamespacedName{Namespace: j.owner.GetNamespace(), Name: j.owner.GetName()}
 }
 
 // Marked reports whether obj already carries what a write through j would

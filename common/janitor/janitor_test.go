@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -105,6 +106,32 @@ var _ = Describe("JanitorClient", func() {
 		Expect(exists(ctx, ns, "others-child")).To(BeTrue())
 	})
 
+	It("owns no object whose owner labels name its UID and kind but another owner's namespace or name", func(ctx context.Context) {
+		ns, elsewhere := cp.Namespace(ctx), cp.Namespace(ctx)
+		w := owner(ctx, ns, "w")
+		j := newJanitor(w)
+		forged := func(name string, l map[string]string) *corev1.ConfigMap {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: elsewhere, Name: name, Labels: map[string]string{
+				labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "dev"}}}
+			maps.Copy(cm.Labels, l)
+			Expect(cp.Client.Create(ctx, cm)).To(Succeed())
+			return cm
+		}
+		otherNamespace := forged("other-namespace", map[string]string{labels.OwnerName: "w", labels.OwnerNamespace: "other"})
+		otherName := forged("other-name", map[string]string{labels.OwnerName: "someone-else", labels.OwnerNamespace: ns})
+		unnamed := forged("unnamed", nil)
+		for _, cm := range []*corev1.ConfigMap{otherNamespace, otherName, unnamed} {
+			Expect(j.Owns(cm)).To(BeFalse(), "%s: its labels do not parse to the owner %s/w", cm.Name, ns)
+		}
+		Expect(j.Declare(&corev1.ConfigMapList{})).To(Succeed())
+		n, err := j.Cleanup(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(BeZero())
+		for _, cm := range []*corev1.ConfigMap{otherNamespace, otherName, unnamed} {
+			Expect(exists(ctx, elsewhere, cm.Name)).To(BeTrue(), "%s was deleted as the owner's child", cm.Name)
+		}
+	})
+
 	It("owns cross-namespace children by owner labels, where no owner reference is allowed", func(ctx context.Context) {
 		ns, elsewhere := cp.Namespace(ctx), cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
@@ -197,7 +224,7 @@ var _ = Describe("Live child types", func() {
 	// a pass would have written it while w carried that label.
 	child := func(ctx context.Context, w *widgetv1.Widget, name, env string) {
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.Namespace,
-			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: env}}})).To(Succeed())
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.OwnerName: w.Name, labels.OwnerNamespace: w.Namespace, labels.Environment: env}}})).To(Succeed())
 	}
 	foreign := func(ctx context.Context, ns, name, env string) {
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
@@ -224,7 +251,7 @@ var _ = Describe("Live child types", func() {
 		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: ns, Finalizers: []string{"test.trustplane.dev/hold"},
-			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "dev"}}}
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.OwnerName: w.Name, labels.OwnerNamespace: w.Namespace, labels.Environment: "dev"}}}
 		Expect(cp.Client.Create(ctx, held)).To(Succeed())
 		gone, err := newJanitor(w).Withdraw(ctx, live)
 		Expect(err).NotTo(HaveOccurred())
@@ -343,7 +370,7 @@ var _ = Describe("Claim", func() {
 
 		By("a child written while the owner carried another environment label")
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "moved", Namespace: ns,
-			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.Environment: "prod"}}})).To(Succeed())
+			Labels: map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.OwnerName: w.Name, labels.OwnerNamespace: w.Namespace, labels.Environment: "prod"}}})).To(Succeed())
 		cm := &corev1.ConfigMap{}
 		found, err = j.Claim(ctx, client.ObjectKey{Namespace: ns, Name: "moved"}, cm)
 		Expect(err).NotTo(HaveOccurred())

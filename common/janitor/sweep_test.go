@@ -60,7 +60,7 @@ var _ = Describe("A sweep of every environment and a tenant's objects", func() {
 		ns := cp.Namespace(ctx)
 		w := owner(ctx, ns, "w")
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "labelled", Namespace: ns,
-			Labels: map[string]string{labels.Environment: "prod", labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget"}}})).To(Succeed())
+			Labels: map[string]string{labels.Environment: "prod", labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget", labels.OwnerName: w.Name, labels.OwnerNamespace: w.Namespace}}})).To(Succeed())
 		j := newJanitor(w)
 		Expect(j.Declare(&corev1.ConfigMapList{})).To(Succeed())
 		_, err := j.Cleanup(ctx)

@@ -50,14 +50,7 @@ var _ = Describe("A tenant freezes its own target before a source fails", func()
 		Expect(caData(ctx, tenant)).To(Equal(pemOf(caA)))
 
 		By("the source failing")
-		updateSpec(ctx, tb, func(cur *v1alpha1.TrustBundle) { cur.Spec.Sources = []v1alpha1.Source{inline("not a certificate\n")} })
-		Eventually(func() string {
-			c := meta.FindStatusCondition(get(ctx, tb).Status.Conditions, "SourcesValid")
-			if c == nil {
-				return ""
-			}
-			return c.Reason
-		}).Should(Equal(bundle.ReasonUnparseable))
+		failSource(ctx, tb)
 
 		By("a new namespace being selected during the failure")
 		fresh := newNamespace(ctx, map[string]string{"group": g})
@@ -67,3 +60,17 @@ var _ = Describe("A tenant freezes its own target before a source fails", func()
 		})
 	})
 })
+
+// failSource makes tb's only source unparseable and waits for the
+// SourcesValid condition to say so.
+func failSource(ctx context.Context, tb *v1alpha1.TrustBundle) {
+	GinkgoHelper()
+	updateSpec(ctx, tb, func(cur *v1alpha1.TrustBundle) { cur.Spec.Sources = []v1alpha1.Source{inline("not a certificate\n")} })
+	Eventually(func() string {
+		c := meta.FindStatusCondition(get(ctx, tb).Status.Conditions, "SourcesValid")
+		if c == nil {
+			return ""
+		}
+		return c.Reason
+	}).Should(Equal(bundle.ReasonUnparseable))
+}

@@ -44,6 +44,10 @@ const (
 	// ReasonTrustDomainMismatch: spec.trustDomain is not the trust domain of
 	// the SPIRE server.
 	ReasonTrustDomainMismatch = "TrustDomainMismatch"
+	// ReasonNoSources: the TrustBundle names no source (admission requires
+	// one; this guards a spec that bypassed it), so there is nothing to
+	// publish but an empty bundle.
+	ReasonNoSources = "NoSources"
 )
 
 // Error is a source that could not be used.
@@ -117,6 +121,10 @@ func (r *Resolver) Resolve(ctx context.Context, spec *v1alpha1.TrustBundleSpec) 
 	now := time.Now()
 	if r.Now != nil {
 		now = r.Now()
+	}
+	if len(spec.Sources) == 0 {
+		return nil, &Error{Source: "spec.sources", Reason: ReasonNoSources,
+			Err: errors.New("the TrustBundle names no source; an empty bundle is never published")}
 	}
 	res := &Result{FromSpire: map[string]bool{}}
 	var (

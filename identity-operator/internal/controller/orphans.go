@@ -80,7 +80,10 @@ func (s *orphanSweeper) ownedTypes() []janitor.ChildType {
 // sweep withdraws the outputs of every binding that is gone and returns
 // how many such bindings it found.
 func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
-	owners := map[types.UID]*v1alpha1.IdentityBinding{}
+	// By UID, namespace and name: the janitor withdraws only the outputs
+	// whose owner labels parse exactly to the owner it is given, so each
+	// distinct owner the labels name is withdrawn on its own.
+	owners := map[types.NamespacedName]map[types.UID]*v1alpha1.IdentityBinding{}
 	for _, k := range s.kinds {
 		l := output.NewList(k)
 		if err := s.client.List(ctx, l, client.MatchingLabels{labels.OwnerKind: ownerKind}); err != nil {
@@ -88,7 +91,11 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 		}
 		for _, o := range output.Items(l) {
 			if b := ownerOf(o); b != nil {
-				owners[b.UID] = b
+				key := client.ObjectKeyFromObject(b)
+				if owners[key] == nil {
+					owners[key] = map[types.UID]*v1alpha1.IdentityBinding{}
+				}
+				owners[key][b.UID] = b
 			}
 		}
 	}
@@ -97,9 +104,11 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	var candidates []*v1alpha1.IdentityBinding
-	for uid, b := range owners {
-		if !cached[uid] {
-			candidates = append(candidates, b)
+	for _, byUID := range owners {
+		for uid, b := range byUID {
+			if !cached[uid] {
+				candidates = append(candidates, b)
+			}
 		}
 	}
 	if len(candidates) == 0 {

@@ -82,8 +82,16 @@ func Render(td spiffeid.TrustDomain, template string, v Vars) (string, error) {
 	if !underServiceAccount(id.Path(), v.Namespace, v.ServiceAccount) {
 		return "", &OutsideServiceAccountError{Template: template, Path: path, Prefix: "ns/" + v.Namespace + "/sa/" + v.ServiceAccount + "/"}
 	}
+	if n := len(id.String()); n > MaxIDLength {
+		return "", fmt.Errorf("template %q renders a SPIFFE ID of %d bytes for service account %s/%s, over the %d bytes a SPIFFE ID may have",
+			template, n, v.Namespace, v.ServiceAccount, MaxIDLength)
+	}
 	return id.String(), nil
 }
+
+// MaxIDLength is the longest SPIFFE ID Render returns, in bytes: the limit
+// of the SPIFFE specification, and of SpiffeEntry's spiffeID.
+const MaxIDLength = 2048
 
 // underServiceAccount reports whether path ("/a/b/...") has the segments
 // ns, namespace, sa, serviceAccount first and at least one after them.

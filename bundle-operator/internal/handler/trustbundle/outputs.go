@@ -78,6 +78,10 @@ func newFormats(c *content) *formats {
 		f.spiffeErr = ctrlerrors.WithReason(ReasonNoSpireSource,
 			ctrlerrors.BlockedErrorf("the SPIFFE formats need a spire source: a trust domain's authorities come only from its SPIRE server"))
 		f.federatedErr = f.spiffeErr
+		// Without a spire source there are no JWT authorities: a key set
+		// would be empty, and a target is never given an empty bundle.
+		f.jwks, f.jwksErr = nil, ctrlerrors.WithReason(ReasonNoSpireSource,
+			ctrlerrors.BlockedErrorf("the JWKS format needs a spire source: JWT authorities come only from the SPIRE server"))
 		return f
 	}
 	if raw, err := c.local.SPIFFE(); err != nil {

@@ -45,12 +45,10 @@ func TestFormatKeys(t *testing.T) {
 		t.Errorf("colliding keys: %v, want %s", err, ReasonKeysCollide)
 	}
 
+	// Without a spire source there are no JWT authorities: the JWKS format
+	// is refused like the SPIFFE ones, never written as an empty key set.
 	noSpire := newFormats(&content{all: bundle.New([]*x509.Certificate{ca.Cert}, nil)})
-	data, err := noSpire.data(v1alpha1.Keys{JWKS: "jwks.json"})
-	if err != nil || string(data["jwks.json"]) != `{"keys":[]}` {
-		t.Errorf("JWKS without a spire source = %q, %v; want an empty set", data["jwks.json"], err)
-	}
-	for _, keys := range []v1alpha1.Keys{{SPIFFE: "bundle.spiffe"}, {FederatedSPIFFE: "federated."}} {
+	for _, keys := range []v1alpha1.Keys{{SPIFFE: "bundle.spiffe"}, {FederatedSPIFFE: "federated."}, {JWKS: "jwks.json"}, {PEM: "ca.crt", JWKS: "jwks.json"}} {
 		if _, err := noSpire.data(keys); ctrlerrors.Reason(err, "") != ReasonNoSpireSource {
 			t.Errorf("keys %+v without a spire source: %v, want %s", keys, err, ReasonNoSpireSource)
 		}

@@ -19,7 +19,29 @@ const (
 	// maxStatusSize bounds the recorded certificates and formats, so that
 	// the status stays well within etcd's 1.5 MiB request limit.
 	maxStatusSize = 1 << 20
+	// etcdRequestLimit is etcd's default request limit, which the whole
+	// TrustBundle (metadata, spec and status) must fit in.
+	etcdRequestLimit = 3 << 19
+	// objectMargin leaves room beside the spec and the record for the
+	// metadata's managed fields and the status fields that do not grow
+	// with the bundle (conditions, targets, fingerprint).
+	objectMargin = 128 << 10
 )
+
+// statusRoom returns how many bytes the recorded certificates and formats
+// may take in tb: maxStatusSize, or less where the spec (an inline source
+// of up to 1 MiB) and the metadata leave less of etcd's request limit.
+func statusRoom(tb *v1alpha1.TrustBundle) (int, error) {
+	spec, err := json.Marshal(tb.Spec)
+	if err != nil {
+		return 0, fmt.Errorf("measure the spec: %w", err)
+	}
+	meta, err := json.Marshal(tb.ObjectMeta)
+	if err != nil {
+		return 0, fmt.Errorf("measure the metadata: %w", err)
+	}
+	return max(0, min(maxStatusSize, etcdRequestLimit-len(spec)-len(meta)-objectMargin)), nil
+}
 
 // checkSizes fails with BundleTooLarge, naming the sizes, when a rendered
 // target would not fit in Kubernetes. It runs before
@@ -56,10 +78,17 @@ func checkSizes(tb *v1alpha1.TrustBundle, f *formats) error {
 // fitStatus returns the status record of certs, without their PEM when the
 // record would not fit with it (the fingerprints, subjects and expiries
 // stay; the last good bundle can then not be rebuilt for new targets, and
-// nothing can be retained), or BundleTooLarge when it fits neither way.
+// nothing can be retained), or BundleTooLarge when it fits neither way. The
+// room is what statusRoom leaves: a record that fits on its own but not
+// beside a large inline source would make every status write fail, and
+// with it the record of what was published and when a CA left its source.
 func fitStatus(tb *v1alpha1.TrustBundle, certs []v1alpha1.PublishedCertificate, rec *v1alpha1.PublishedFormats) ([]v1alpha1.PublishedCertificate, error) {
+	room, err := statusRoom(tb)
+	if err != nil {
+		return nil, err
+	}
 	size, err := statusSize(certs, rec)
-	if err != nil || size <= maxStatusSize {
+	if err != nil || size <= room {
 		return certs, err
 	}
 	stripped := make([]v1alpha1.PublishedCertificate, len(certs))
@@ -71,10 +100,11 @@ func fitStatus(tb *v1alpha1.TrustBundle, certs []v1alpha1.PublishedCertificate, 
 	if err != nil {
 		return nil, err
 	}
-	if small > maxStatusSize {
+	if small > room {
 		return nil, ctrlerrors.WithReason(ReasonBundleTooLarge, ctrlerrors.BlockedErrorf(
-			"the status record of the bundle would be %d bytes even without the certificates' PEM, over the limit of %d; nothing is written and targets keep their last good bundle %s",
-			small, maxStatusSize, tb.Status.Fingerprint))
+			"the status record of the bundle would be %d bytes even without the certificates' PEM, over the %d bytes the spec and metadata leave of etcd's limit of %d; "+
+				"nothing is written and targets keep their last good bundle %s",
+			small, room, etcdRequestLimit, tb.Status.Fingerprint))
 	}
 	return stripped, nil
 }

@@ -201,7 +201,14 @@ func createPool(t *testing.T, c client.Client, namespace, selectorJSON string) {
 
 func reconcile(t *testing.T, h *identitybinding.Handler, c client.Client, b *v1alpha1.IdentityBinding) error {
 	t.Helper()
-	j, err := janitor.New(scoped.New(c, env), b, janitor.WithLiveReader(cp.Client))
+	return passIn(t, h, c, cp.Client, env, b)
+}
+
+// passIn runs one pass of b as the Controller would in environment
+// environment, with live as the janitor's uncached reader.
+func passIn(t *testing.T, h *identitybinding.Handler, c client.Client, live client.Reader, environment string, b *v1alpha1.IdentityBinding) error {
+	t.Helper()
+	j, err := janitor.New(scoped.New(c, environment), b, janitor.WithLiveReader(live))
 	if err != nil {
 		t.Fatal(err)
 	}
