@@ -8,8 +8,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/labels"
@@ -59,11 +61,21 @@ func (j *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 }
 
 // DeleteAllOf deletes, of the objects of this environment that opts
-// select, only the owner's children: those carrying its owner-uid and
-// owner-kind labels, which every write of the janitor puts on a child.
+// select, only the owner's children: those whose owner labels are the
+// owner's (UID, kind, namespace and name), which every write of the
+// janitor puts on a child. For an owner whose name no label can hold, the
+// children carry no name label, and neither may the objects deleted.
 func (j *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	owned := client.MatchingLabels{labels.OwnerUID: string(j.owner.GetUID()), labels.OwnerKind: j.ownerGVK.Kind}
-	return j.Client.DeleteAllOf(ctx, obj, append(opts, owned)...)
+	own := labels.Owner(j.owner, j.ownerGVK.Kind)
+	sel := k8slabels.SelectorFromSet(own)
+	if _, named := own[labels.OwnerName]; !named {
+		unnamed, err := k8slabels.NewRequirement(labels.OwnerName, selection.DoesNotExist, nil)
+		if err != nil {
+			return fmt.Errorf("select the children of %s: %w", j.owner.GetName(), err)
+		}
+		sel = sel.Add(*unnamed)
+	}
+	return j.Client.DeleteAllOf(ctx, obj, append(opts, client.MatchingLabelsSelector{Selector: sel})...)
 }
 
 // Apply server-side applies ac as a child of the owner: marked as its

@@ -34,9 +34,10 @@ const ownerKind = "IdentityBinding"
 // kind, namespace, name and UID) are candidates; once an uncached list
 // confirms that no binding with that UID exists, in any namespace, the
 // owner's outputs are withdrawn as on the binding's own deletion (the
-// janitor's Withdraw of the Live output types: by owner UID, with the UID as
-// a delete precondition). The namespace and name play no part: an output's
-// labels are whatever its writer gave it, and the withdrawal goes by UID.
+// janitor's Withdraw of the Live output types, with the UID as a delete
+// precondition), once for each namespace and name the labels pair that UID
+// with: the janitor withdraws only objects whose owner labels parse exactly
+// to the owner it is given. Whether an owner is gone goes by UID alone.
 type orphanSweeper struct {
 	client    client.Client
 	apiReader client.Reader

@@ -128,7 +128,7 @@ func TestLastGoodRefusesWhatWasNotPublished(t *testing.T) {
 	a, b, extra := testpki.ValidCA("a"), testpki.ValidCA("b"), testpki.ValidCA("extra")
 	good, _ := publishedStatus(t, spireContent("example.org", []*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t)))
 	expired := testpki.ExpiredCA("expired")
-	expiredStatus, _ := publishedStatus(t, spireContent("example.org", []*x509.Certificate{expired.Cert}, nil))
+	expiredStatus, _ := publishedStatus(t, spireContent("example.org", []*x509.Certificate{expired.Cert}, jwtAuthorities(t)))
 
 	cases := []struct {
 		name   string

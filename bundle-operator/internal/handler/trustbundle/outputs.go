@@ -1,6 +1,7 @@
 package trustbundle
 
 import (
+	"errors"
 	"time"
 
 	"github.com/trustplane/trustplane/common/ctrlerrors"
@@ -71,6 +72,10 @@ func newFormats(c *content) *formats {
 	}
 	if raw, err := jwt.JWKS(); err != nil {
 		f.jwksErr = unrenderable("JWKS", err)
+	} else if c.local != nil && len(jwt.JWTAuthorities()) == 0 {
+		// SPIRE lists none (or dropExpired dropped every one): a target
+		// is never given an empty key set.
+		f.jwksErr = unrenderable("JWKS", errors.New("the spire source has no JWT authority to publish"))
 	} else {
 		f.jwks = raw
 	}
