@@ -1,14 +1,9 @@
 package bundle_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -79,8 +74,8 @@ func TestParsePEMAcceptsCRLFAndDuplicates(t *testing.T) {
 // 4.2.1.3; OpenSSL refuses it as an issuer), so a bundle of only such a
 // CA would break the handshakes that rely on it.
 func TestCAWithoutCertSignIsNotACA(t *testing.T) {
-	noCertSign := newCert(t, x509.KeyUsageDigitalSignature)
-	noKeyUsage := newCert(t, 0)
+	noCertSign := newCert(x509.KeyUsageDigitalSignature)
+	noKeyUsage := newCert(0)
 	if err := bundle.RequireCAs([]*x509.Certificate{noCertSign}); !hasReason(err, bundle.ReasonNotCA) {
 		t.Errorf("RequireCAs(CA:TRUE without keyCertSign) = %v, want %s", err, bundle.ReasonNotCA)
 	}
@@ -102,25 +97,6 @@ func hasReason(err error, reason string) bool {
 
 // newCert returns a self-signed CA:TRUE certificate with key usage ku
 // (0: no key usage extension).
-func newCert(t *testing.T, ku x509.KeyUsage) *x509.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ku"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: ku,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
+func newCert(ku x509.KeyUsage) *x509.Certificate {
+	return testpki.TweakedCA("ku", func(c *x509.Certificate) { c.KeyUsage = ku }).Cert
 }

@@ -1,13 +1,8 @@
 package bundle_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -80,8 +75,8 @@ func TestAdversarialNoCertificateThatCannotIssueCountsAsAValidCA(t *testing.T) {
 	now := time.Now()
 	ca := testpki.ValidCA("issuer")
 	leaf := ca.Leaf("spiffe://example.org/w")
-	v1 := selfSigned(t, func(c *x509.Certificate) { c.BasicConstraintsValid = false; c.IsCA = false })
-	noCertSign := selfSigned(t, func(c *x509.Certificate) { c.KeyUsage = x509.KeyUsageDigitalSignature })
+	v1 := testpki.TweakedCA("t", func(c *x509.Certificate) { c.BasicConstraintsValid = false; c.IsCA = false }).Cert
+	noCertSign := testpki.TweakedCA("t", func(c *x509.Certificate) { c.KeyUsage = x509.KeyUsageDigitalSignature }).Cert
 	future := testpki.NewCA("future", now.Add(time.Hour), now.Add(48*time.Hour)).Cert
 	expired := testpki.ExpiredCA("old").Cert
 	for name, c := range map[string]*x509.Certificate{"leaf": leaf, "v1": v1, "no keyCertSign": noCertSign, "not yet valid": future, "expired": expired} {
@@ -94,26 +89,4 @@ func TestAdversarialNoCertificateThatCannotIssueCountsAsAValidCA(t *testing.T) {
 			t.Errorf("%s: RequireCAs() = nil beside a valid CA, want NotACA", name)
 		}
 	}
-}
-
-func selfSigned(t *testing.T, tweak func(*x509.Certificate)) *x509.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "t"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	tweak(tmpl)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -57,6 +57,14 @@ func EmptyKeyUsageCA(cn string) CA {
 	})
 }
 
+// TweakedCA returns ValidCA's certificate with tweak applied to its template
+// first (a leaf, a v1 certificate, another key usage), for tests of what
+// makes a certificate no CA.
+func TweakedCA(cn string, tweak func(*x509.Certificate)) CA {
+	now := time.Now()
+	return newCA(cn, now.Add(-time.Hour), now.Add(24*time.Hour), tweak)
+}
+
 // newCA is NewCA with tweak applied to the certificate's template.
 func newCA(cn string, notBefore, notAfter time.Time, tweak func(*x509.Certificate)) CA {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -84,7 +84,11 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 	// By UID, namespace and name: the janitor withdraws only the outputs
 	// whose owner labels parse exactly to the owner it is given, so each
 	// distinct owner the labels name is withdrawn on its own.
-	owners := map[types.NamespacedName]map[types.UID]*v1alpha1.IdentityBinding{}
+	type named struct {
+		key types.NamespacedName
+		uid types.UID
+	}
+	owners := map[named]*v1alpha1.IdentityBinding{}
 	for _, k := range s.kinds {
 		l := output.NewList(k)
 		if err := s.client.List(ctx, l, client.MatchingLabels{labels.OwnerKind: ownerKind}); err != nil {
@@ -92,11 +96,7 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 		}
 		for _, o := range output.Items(l) {
 			if b := ownerOf(o); b != nil {
-				key := client.ObjectKeyFromObject(b)
-				if owners[key] == nil {
-					owners[key] = map[types.UID]*v1alpha1.IdentityBinding{}
-				}
-				owners[key][b.UID] = b
+				owners[named{client.ObjectKeyFromObject(b), b.UID}] = b
 			}
 		}
 	}
@@ -105,11 +105,9 @@ func (s *orphanSweeper) sweep(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	var candidates []*v1alpha1.IdentityBinding
-	for _, byUID := range owners {
-		for uid, b := range byUID {
-			if !cached[uid] {
-				candidates = append(candidates, b)
-			}
+	for _, b := range owners {
+		if !cached[b.UID] {
+			candidates = append(candidates, b)
 		}
 	}
 	if len(candidates) == 0 {

@@ -66,28 +66,25 @@ type formats struct {
 // newFormats renders c in every format.
 func newFormats(c *content) *formats {
 	f := &formats{all: c.all, pem: c.all.PEM()}
-	jwt := bundle.New(nil, nil)
-	if c.local != nil {
-		jwt = c.local.Bundle
-	}
-	if raw, err := jwt.JWKS(); err != nil {
-		f.jwksErr = unrenderable("JWKS", err)
-	} else if c.local != nil && len(jwt.JWTAuthorities()) == 0 {
-		// SPIRE lists none (or dropExpired dropped every one): a target
-		// is never given an empty key set.
-		f.jwksErr = unrenderable("JWKS", errors.New("the spire source has no JWT authority to publish"))
-	} else {
-		f.jwks = raw
-	}
 	if c.local == nil {
 		f.spiffeErr = ctrlerrors.WithReason(ReasonNoSpireSource,
 			ctrlerrors.BlockedErrorf("the SPIFFE formats need a spire source: a trust domain's authorities come only from its SPIRE server"))
 		f.federatedErr = f.spiffeErr
 		// Without a spire source there are no JWT authorities: a key set
 		// would be empty, and a target is never given an empty bundle.
-		f.jwks, f.jwksErr = nil, ctrlerrors.WithReason(ReasonNoSpireSource,
+		f.jwksErr = ctrlerrors.WithReason(ReasonNoSpireSource,
 			ctrlerrors.BlockedErrorf("the JWKS format needs a spire source: JWT authorities come only from the SPIRE server"))
 		return f
+	}
+	switch raw, err := c.local.Bundle.JWKS(); {
+	case err != nil:
+		f.jwksErr = unrenderable("JWKS", err)
+	case len(c.local.Bundle.JWTAuthorities()) == 0:
+		// SPIRE lists none (or dropExpired dropped every one): a target
+		// is never given an empty key set.
+		f.jwksErr = unrenderable("JWKS", errors.New("the spire source has no JWT authority to publish"))
+	default:
+		f.jwks = raw
 	}
 	if raw, err := c.local.SPIFFE(); err != nil {
 		f.spiffeErr = unrenderable("SPIFFE", err)
