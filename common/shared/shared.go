@@ -4,9 +4,9 @@
 // where it is ours, released by dropping exactly the fields our manager
 // owns, and deleted only when no other writer manages a field of it, so an
 // object the operator did not create is never taken over or deleted. Which
-// owner holds an object is told by a holder label (HeldByOther): every
-// owner writes with the same field manager, so server-side apply itself
-// sees no conflict between two of them.
+// owner holds an object is for the caller to tell, by its owner labels:
+// every owner writes with the same field manager, so server-side apply
+// itself sees no conflict between two of them.
 package shared
 
 import (
@@ -150,14 +150,6 @@ func RefusedByFieldValidation(err error) bool {
 		}
 	}
 	return false
-}
-
-// HeldByOther returns the holder that labels name under the holder label
-// key when it is not holder: such an object is another owner's, never
-// written over or released.
-func HeldByOther(labels map[string]string, key, holder string) (other string, held bool) {
-	h, ok := labels[key]
-	return h, ok && h != holder
 }
 
 // nextRV returns the resourceVersion after rv, or rv when it is not numeric.

@@ -148,14 +148,4 @@ var _ = Describe("Writer", func() {
 		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, cm)).To(Succeed())
 		Expect(cm.Data).To(Equal(map[string]string{"ca": "theirs"}))
 	})
-
-	It("tells another owner's object by its holder label", func() {
-		other, held := shared.HeldByOther(map[string]string{"holder": "b"}, "holder", "a")
-		Expect(held).To(BeTrue())
-		Expect(other).To(Equal("b"))
-		_, held = shared.HeldByOther(map[string]string{"holder": "a"}, "holder", "a")
-		Expect(held).To(BeFalse())
-		_, held = shared.HeldByOther(nil, "holder", "a")
-		Expect(held).To(BeFalse())
-	})
 })

@@ -104,15 +104,15 @@ var _ = Describe("A ClusterTrustBundle another TrustBundle took while the cache 
 		labelsOf := func(bundle string) map[string]string { return map[string]string{target.LabelTrustBundle: bundle} }
 		firstPEM, secondPEM, updatedPEM := testpki.ValidCA("first").PEM(), testpki.ValidCA("second").PEM(), testpki.ValidCA("updated").PEM()
 
-		Expect(ctbs.Sync(ctx, "first", name, []byte(firstPEM), labelsOf("first")).Failed).To(BeEmpty())
+		Expect(ctbs.Sync(ctx, name, []byte(firstPEM), labelsOf("first")).Failed).To(BeEmpty())
 		Expect(clusterTrustBundle(ctx, name)).To(Equal(firstPEM))
 
-		second := ctbs.Sync(ctx, "second", name, []byte(secondPEM), labelsOf("second"))
+		second := ctbs.Sync(ctx, name, []byte(secondPEM), labelsOf("second"))
 		Expect(second.Failed).To(ContainElement(And(ContainSubstring("ClusterTrustBundle %s", name), ContainSubstring(`TrustBundle "first"`))))
 		Expect(clusterTrustBundle(ctx, name)).To(Equal(firstPEM))
 
 		By("the first, whose target the cache also misses, still writes it")
-		Expect(ctbs.Sync(ctx, "first", name, []byte(updatedPEM), labelsOf("first")).Failed).To(BeEmpty())
+		Expect(ctbs.Sync(ctx, name, []byte(updatedPEM), labelsOf("first")).Failed).To(BeEmpty())
 		Expect(clusterTrustBundle(ctx, name)).To(Equal(updatedPEM))
 	})
 })

@@ -18,6 +18,7 @@ import (
 	"github.com/trustplane/trustplane/bundle-operator/internal/handler/trustbundle"
 	"github.com/trustplane/trustplane/bundle-operator/internal/target"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+	"github.com/trustplane/trustplane/common/labels"
 )
 
 // applyConfigMap server-side applies ConfigMap ns/name with the given
@@ -64,7 +65,7 @@ var _ = Describe("A tenant's ConfigMaps cannot hold up a TrustBundle", func() {
 
 	// decoyOutsideTheSelector creates a TrustBundle selecting a fresh group and,
 	// in a tenant's namespace outside that group, an immutable ConfigMap
-	// labelled as the TrustBundle's target, one key of it written under the
+	// labelled as the TrustBundle's target (every label of one), one key of it written under the
 	// operator's field manager name: all ordinary API calls for whoever may
 	// write ConfigMaps in that namespace.
 	decoyOutsideTheSelector := func(ctx context.Context, prefix string) *v1alpha1.TrustBundle {
@@ -77,7 +78,12 @@ var _ = Describe("A tenant's ConfigMaps cannot hold up a TrustBundle", func() {
 		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
 
 		applyConfigMap(ctx, target.FieldManager, tenant, "decoy", nil, map[string]any{"x": "y"}, false)
-		applyConfigMap(ctx, "tenant", tenant, "decoy", map[string]any{target.LabelTrustBundle: tb.Name}, map[string]any{"mine": "z"}, true)
+		// Every label a target of tb carries, copied from the TrustBundle
+		// (anyone who may read it sees its UID): the decoy is tb's target
+		// as far as any label tells.
+		ours := map[string]any{target.LabelTrustBundle: tb.Name, labels.Environment: "test",
+			labels.OwnerUID: string(tb.UID), labels.OwnerKind: "TrustBundle", labels.OwnerName: tb.Name}
+		applyConfigMap(ctx, "tenant", tenant, "decoy", ours, map[string]any{"mine": "z"}, true)
 		return tb
 	}
 

@@ -37,19 +37,23 @@ type ClusterTrustBundles struct {
 // kindClusterTrustBundle keys the ClusterTrustBundles a release left in place.
 const kindClusterTrustBundle Kind = "ClusterTrustBundle"
 
-// Sync makes the ClusterTrustBundle name hold pem and carry labels, and
-// releases the other ClusterTrustBundles of bundle (a renamed or removed
+// Sync makes the ClusterTrustBundle name hold pem and carry labels (the
+// labels of the TrustBundle's targets, naming it under LabelTrustBundle),
+// and releases the other ClusterTrustBundles of that TrustBundle (a renamed or removed
 // target) as shared.Writer.Release does: one only we write is deleted, one
 // another writer shares loses just our fields, and one the API server
 // refuses without our fields is left in place (Report.Left) and not tried
-// again until it changes. An empty name releases them all. Only an object labelled
-// as ours is force-applied; one of that name someone else created is
-// applied without force, so a conflict leaves it as it is and is reported.
-func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem []byte, labels map[string]string) Report {
+// again until it changes. An empty name releases them all. Only an object
+// whose labels make it ours (see ownedBy) is released or force-applied; one
+// labelled as another owner's is left alone and reported, and one of that
+// name someone else created is applied without force, so a conflict leaves
+// it as it is and is reported.
+func (c *ClusterTrustBundles) Sync(ctx context.Context, name string, pem []byte, labels map[string]string) Report {
 	var rep Report
 	if name != "" {
-		rep.Add(c.syncOne(ctx, bundle, name, pem, labels, false))
+		rep.Add(c.syncOne(ctx, name, pem, labels, false))
 	}
+	bundle := labels[LabelTrustBundle]
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(ClusterTrustBundleGVK.GroupVersion().WithKind(ClusterTrustBundleGVK.Kind + "List"))
 	if err := c.Cache.List(ctx, l, client.MatchingLabels{LabelTrustBundle: bundle}); err != nil {
@@ -58,7 +62,7 @@ func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem
 	}
 	var stale []*metav1.PartialObjectMetadata
 	for i := range l.Items {
-		if l.Items[i].Name != name {
+		if l.Items[i].Name != name && ownedBy(l.Items[i].Labels, labels) {
 			stale = append(stale, &l.Items[i])
 		}
 	}
@@ -73,11 +77,11 @@ func (c *ClusterTrustBundles) Sync(ctx context.Context, bundle, name string, pem
 
 // Fill creates the ClusterTrustBundle name with pem when no object of that
 // name exists, and writes nothing else. It runs while the sources fail.
-func (c *ClusterTrustBundles) Fill(ctx context.Context, bundle, name string, pem []byte, labels map[string]string) Report {
-	return c.syncOne(ctx, bundle, name, pem, labels, true)
+func (c *ClusterTrustBundles) Fill(ctx context.Context, name string, pem []byte, labels map[string]string) Report {
+	return c.syncOne(ctx, name, pem, labels, true)
 }
 
-func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, pem []byte, labels map[string]string, fillOnly bool) Report {
+func (c *ClusterTrustBundles) syncOne(ctx context.Context, name string, pem []byte, labels map[string]string, fillOnly bool) Report {
 	var rep Report
 	what := "ClusterTrustBundle " + name
 	hash := Hash(map[string][]byte{"trustBundle": pem})
@@ -88,7 +92,7 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, 
 		rep.Fail(what, err)
 		return rep
 	}
-	ours := err == nil && m.Labels[LabelTrustBundle] == bundle
+	ours := err == nil && ownedBy(m.Labels, labels)
 	if fillOnly {
 		if err == nil {
 			return rep
@@ -101,7 +105,7 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, 
 		}
 	}
 	if err == nil {
-		if err := heldByOther(m.Labels, bundle); err != nil {
+		if err := heldByOther(m.Labels, labels); err != nil {
 			rep.Fail(what, err)
 			return rep
 		}
@@ -119,7 +123,7 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, 
 		// Not in the cache: create it only where no object of its name
 		// exists. One that does was created since the cache last saw the
 		// name; another TrustBundle's is left to it.
-		if written, err := c.createOrInspect(ctx, bundle, obj); written || err != nil {
+		if written, err := c.createOrInspect(ctx, labels, obj); written || err != nil {
 			if err != nil {
 				rep.Fail(what, err)
 				return rep
@@ -143,7 +147,7 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, bundle, name string, 
 // Where one exists it reads its labels live, and returns an error when it
 // is another TrustBundle's or gone meanwhile; otherwise neither, and the
 // caller applies obj without force beside its writers' fields.
-func (c *ClusterTrustBundles) createOrInspect(ctx context.Context, bundle string, obj *unstructured.Unstructured) (bool, error) {
+func (c *ClusterTrustBundles) createOrInspect(ctx context.Context, labels map[string]string, obj *unstructured.Unstructured) (bool, error) {
 	obj.SetResourceVersion(shared.CreateOnly)
 	defer obj.SetResourceVersion("")
 	err := applyOurs(ctx, c.Client, obj, false)
@@ -155,7 +159,7 @@ func (c *ClusterTrustBundles) createOrInspect(ctx context.Context, bundle string
 	if err := c.Live.Get(ctx, client.ObjectKey{Name: obj.GetName()}, m); err != nil {
 		return false, err
 	}
-	return false, heldByOther(m.Labels, bundle)
+	return false, heldByOther(m.Labels, labels)
 }
 
 // ownsTrustBundle reports whether our field manager's apply owns

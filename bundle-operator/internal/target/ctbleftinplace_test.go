@@ -49,7 +49,7 @@ func TestAClusterTrustBundleTheAPIServerRefusesToReleaseIsLeftInPlace(t *testing
 		}).Build(),
 		Client: writer,
 	}
-	rep := c.Sync(context.Background(), "tb", "", nil, nil)
+	rep := c.Sync(context.Background(), "", nil, map[string]string{LabelTrustBundle: "tb"})
 	if rep.FailedCount != 0 || len(rep.Left) != 1 {
 		t.Errorf("release of the deleted TrustBundle's ClusterTrustBundles: %+v; want it left in place, no failure", rep)
 	}

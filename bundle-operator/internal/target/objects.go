@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -177,7 +178,7 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 	})
 
 	selected := d.selected()
-	owned, err := o.list(ctx, d.Kind, d.Bundle)
+	owned, err := o.list(ctx, d.Kind, d.Labels)
 	if err != nil {
 		rep.Fail(fmt.Sprintf("list %ss of %s", d.Kind, d.Bundle), err)
 		return rep
@@ -207,7 +208,7 @@ func (o *Objects) Sync(ctx context.Context, d Desired) Report {
 func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 	var rep Report
 	hash := Hash(d.Data)
-	owned, err := o.list(ctx, d.Kind, d.Bundle)
+	owned, err := o.list(ctx, d.Kind, d.Labels)
 	if err != nil {
 		return rep, fmt.Errorf("list %ss of %s: %w", d.Kind, d.Bundle, err)
 	}
@@ -301,11 +302,14 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 	return rep
 }
 
-// ReleaseAll releases every target of kind that belongs to bundle: when the
-// TrustBundle is deleted or the target kind is removed from its spec.
-func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, bundle string) Report {
+// ReleaseAll releases every target of kind whose labels make it a target
+// of the owner that labels (the labels of its targets, naming the
+// TrustBundle under LabelTrustBundle) name: when the TrustBundle is deleted
+// or the target kind is removed from its spec.
+func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, labels map[string]string) Report {
 	var rep Report
-	owned, err := o.list(ctx, kind, bundle)
+	bundle := labels[LabelTrustBundle]
+	owned, err := o.list(ctx, kind, labels)
 	if err != nil {
 		rep.Fail(fmt.Sprintf("list %ss of %s", kind, bundle), err)
 		return rep
@@ -334,13 +338,16 @@ func (o *Objects) parallel(ctx context.Context, n int, f func(i int)) {
 	workqueue.ParallelizeUntil(ctx, workers, n, f)
 }
 
-func (o *Objects) list(ctx context.Context, kind Kind, bundle string) ([]metav1.PartialObjectMetadata, error) {
+// list returns the targets of kind the cache holds whose labels make them
+// targets of the owner that labels name (see ownedBy); objects that only
+// carry its TrustBundle label are left out.
+func (o *Objects) list(ctx context.Context, kind Kind, labels map[string]string) ([]metav1.PartialObjectMetadata, error) {
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(string(kind) + "List"))
-	if err := o.Cache.List(ctx, l, client.MatchingLabels{LabelTrustBundle: bundle}); err != nil {
+	if err := o.Cache.List(ctx, l, client.MatchingLabels{LabelTrustBundle: labels[LabelTrustBundle]}); err != nil {
 		return nil, err
 	}
-	return l.Items, nil
+	return slices.DeleteFunc(l.Items, func(m metav1.PartialObjectMetadata) bool { return !ownedBy(m.Labels, labels) }), nil
 }
 
 func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Report {
@@ -363,15 +370,16 @@ func (o *Objects) syncOne(ctx context.Context, d Desired, ns, hash string) Repor
 		return rep
 	}
 	if err == nil {
-		if err := heldByOther(m.Labels, d.Bundle); err != nil {
+		if err := heldByOther(m.Labels, d.Labels); err != nil {
 			rep.Fail(what, err)
 			return rep
 		}
 	}
-	if err == nil && m.Labels[LabelTrustBundle] == d.Bundle {
-		// Labelled as ours: forced, to repair a hand edit of our keys.
-		// Being in the cache alone does not make an object ours: the
-		// cache holds every ConfigMap of a source namespace.
+	if err == nil && ownedBy(m.Labels, d.Labels) {
+		// Labelled as ours, owner and environment: forced, to repair a
+		// hand edit of our keys. Being in the cache alone does not make
+		// an object ours (the cache holds every ConfigMap of a source
+		// namespace), nor does our TrustBundle label alone.
 		return o.apply(ctx, d, ns, hash, what, true)
 	}
 	return o.claim(ctx, d, ns, hash, what, err == nil)
@@ -414,7 +422,7 @@ func (o *Objects) claim(ctx context.Context, d Desired, ns, hash, what string, c
 		rep.Fail(what, errors.New("held by an object another writer created holding no field any writer owns, left alone"))
 		return rep
 	}
-	if err := heldByOther(m.Labels, d.Bundle); err != nil {
+	if err := heldByOther(m.Labels, d.Labels); err != nil {
 		// Another TrustBundle created it after our cache last saw the name.
 		rep.Fail(what, err)
 		return rep

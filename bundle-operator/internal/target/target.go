@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/shared"
 )
 
@@ -82,16 +83,55 @@ func Hash(data map[string][]byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// heldByOther returns an error when an object's labels name another
-// TrustBundle than bundle. Every TrustBundle writes with the same field
-// manager, so server-side apply sees no conflict between two of them: the
-// label is what tells whose target an object is, and one TrustBundle never
-// writes over another's.
-func heldByOther(labels map[string]string, bundle string) error {
-	if holder, held := shared.HeldByOther(labels, LabelTrustBundle, bundle); held {
-		return fmt.Errorf("held by TrustBundle %q, left alone", holder)
+// ownedBy reports whether have, an object's labels, make it a target of
+// the owner that want, the labels of that owner's targets, name: the
+// TrustBundle's name, its environment and the owner labels (UID, kind,
+// name, namespace) all equal, a label absent from want absent from have.
+// Every TrustBundle of every instance writes with the same field manager,
+// so the managed fields cannot tell whose target an object is; only these
+// labels can, and a TrustBundle label alone (the one the target cache
+// selects on, which anyone who may edit the object can set) does not.
+func ownedBy(have, want map[string]string) bool {
+	return have[LabelTrustBundle] == want[LabelTrustBundle] && sameOwner(have, want)
+}
+
+// sameOwner reports whether the environment and owner labels of have and
+// want are equal, a label absent from want absent from have.
+func sameOwner(have, want map[string]string) bool {
+	for _, k := range [...]string{labels.Environment, labels.OwnerUID, labels.OwnerKind, labels.OwnerName, labels.OwnerNamespace} {
+		if have[k] != want[k] {
+			return false
+		}
 	}
-	return nil
+	return true
+}
+
+// heldByOther returns an error when have, an object's labels, claim it for
+// an owner other than the one want names (see ownedBy): its TrustBundle
+// label names another TrustBundle, it carries that label without owner
+// labels, or its owner labels name another owner or environment. One
+// TrustBundle never writes over another's target, nor over the target of a
+// TrustBundle of the same name that another instance (environment) or an
+// earlier TrustBundle of that name (UID) wrote. An object that claims no
+// owner is nobody's target, and may be written beside its writers' fields;
+// so may one whose owner labels are ours and whose TrustBundle label was
+// removed by hand (the write puts it back).
+func heldByOther(have, want map[string]string) error {
+	bundle, claimed := have[LabelTrustBundle]
+	_, owned := have[labels.OwnerUID]
+	switch {
+	case !claimed && !owned, ownedBy(have, want):
+		return nil
+	case claimed && bundle != want[LabelTrustBundle]:
+		return fmt.Errorf("held by TrustBundle %q, left alone", bundle)
+	case !owned:
+		return fmt.Errorf("labelled as TrustBundle %q's target without its owner labels (not written by it), left alone", bundle)
+	case sameOwner(have, want):
+		return nil
+	}
+	return fmt.Errorf("labelled as the target of another owner, %s %q (UID %q) in environment %q, not of this TrustBundle (UID %q) in environment %q; left alone: delete it if that owner is gone",
+		have[labels.OwnerKind], have[labels.OwnerName], have[labels.OwnerUID], have[labels.Environment],
+		want[labels.OwnerUID], want[labels.Environment])
 }
 
 // writer writes targets as our field manager.

@@ -143,7 +143,7 @@ func (h *Handler) sync(ctx context.Context, tb *v1alpha1.TrustBundle, f *formats
 			continue
 		}
 		if o.spec == nil {
-			rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
+			rep.Add(h.Objects.ReleaseAll(ctx, o.kind, objLabels))
 			continue
 		}
 		data, err := f.data(o.spec.Keys)
@@ -182,7 +182,7 @@ func (h *Handler) syncClusterTrustBundle(ctx context.Context, tb *v1alpha1.Trust
 	if t != nil {
 		name = t.Name
 	}
-	return h.ClusterTrustBundles.Sync(ctx, tb.Name, name, pem, objLabels)
+	return h.ClusterTrustBundles.Sync(ctx, name, pem, objLabels)
 }
 
 // errClusterTrustBundlesDisabled: a ClusterTrustBundle target while the
@@ -218,11 +218,12 @@ func (h *Handler) warnLeft(tb *v1alpha1.TrustBundle, left []string) {
 // deletion.
 func (h *Handler) Delete(ctx context.Context, tb *v1alpha1.TrustBundle) error {
 	var rep target.Report
+	objLabels := targetLabels(ctx, tb)
 	for _, o := range h.objectTargets(&v1alpha1.Target{}) {
-		rep.Add(h.Objects.ReleaseAll(ctx, o.kind, tb.Name))
+		rep.Add(h.Objects.ReleaseAll(ctx, o.kind, objLabels))
 	}
 	if h.ClusterTrustBundles != nil {
-		rep.Add(h.ClusterTrustBundles.Sync(ctx, tb.Name, "", nil, nil))
+		rep.Add(h.ClusterTrustBundles.Sync(ctx, "", nil, objLabels))
 	}
 	h.warnLeft(tb, rep.Left)
 	if rep.FailedCount > 0 {
@@ -304,7 +305,7 @@ func (h *Handler) fillNew(ctx context.Context, tb *v1alpha1.TrustBundle, now tim
 	rep.Add(r)
 	notes = append(notes, why...)
 	if t := tb.Spec.Target.ClusterTrustBundle; t != nil && h.ClusterTrustBundles != nil {
-		rep.Add(h.ClusterTrustBundles.Fill(ctx, tb.Name, t.Name, f.pem, targetLabels(ctx, tb)))
+		rep.Add(h.ClusterTrustBundles.Fill(ctx, t.Name, f.pem, targetLabels(ctx, tb)))
 	}
 	rep.Add(h.Injector.Fill(ctx, tb.Name, f.pem))
 	return strings.Join(notes, "; "), rep
