@@ -47,7 +47,8 @@ func Parse(source string) (*Template, error) {
 func (t *Template) String() string { return t.source }
 
 // Render renders the selector for v and checks that its value has the
-// shape the attestor produces for its type, so that it can match at all.
+// shape the attestor produces for its type, so that it can match at all,
+// and that it is no longer than an entry's selector may be.
 func (t *Template) Render(v template.Values) (entries.Selector, error) {
 	val, err := t.value.Render(v)
 	if err != nil {
@@ -56,7 +57,11 @@ func (t *Template) Render(v template.Values) (entries.Selector, error) {
 	if err := check(t.typ, val); err != nil {
 		return entries.Selector{}, fmt.Errorf("renders k8s:%s:%s: %w", t.typ, val, err)
 	}
-	return entries.Selector{Type: "k8s", Value: t.typ + ":" + val}, nil
+	sel := entries.Selector{Type: "k8s", Value: t.typ + ":" + val}
+	if err := entries.CheckSelectorLength(sel); err != nil {
+		return entries.Selector{}, err
+	}
+	return sel, nil
 }
 
 // check validates a rendered value of a selector type.

@@ -57,6 +57,9 @@ func (p *policy) renderTemplates(vals template.Values, parent spiffeid.ID, names
 	if err != nil {
 		return e, ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", fmt.Errorf("renders %q: %w", path, err)
 	}
+	if err := entries.CheckIDLength(id); err != nil {
+		return e, ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err
+	}
 	e = p.newEntry(id, parent, namespace, serviceAccount)
 	for i, t := range p.dnsNames {
 		name, err := t.Render(vals)
@@ -109,6 +112,11 @@ func validDNSName(name string, wildcard bool) error {
 	}
 	if errs := validation.IsDNS1123Subdomain(check); len(errs) > 0 {
 		return fmt.Errorf("renders %q, not a DNS name: %s", name, strings.Join(errs, "; "))
+	}
+	for label := range strings.SplitSeq(check, ".") {
+		if len(label) > entries.MaxDNSLabelLength {
+			return fmt.Errorf("renders %q, whose label %q is over the %d characters a DNS label may have", name, label, entries.MaxDNSLabelLength)
+		}
 	}
 	return nil
 }

@@ -217,6 +217,9 @@ func (p *policy) nodeParent(n nodes.Node) (spiffeid.ID, error) {
 	if err != nil {
 		return spiffeid.ID{}, fmt.Errorf("renders %q: %w", path, err)
 	}
+	if err := entries.CheckIDLength(id); err != nil {
+		return spiffeid.ID{}, err
+	}
 	return id, nil
 }
 

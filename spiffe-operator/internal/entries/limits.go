@@ -1,0 +1,39 @@
+package entries
+
+import (
+	"fmt"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+)
+
+const (
+	// MaxIDLength is the longest SPIFFE ID, in bytes, that an entry may
+	// carry as its SPIFFE ID or parent ID: the SPIFFE specification's
+	// limit (longer IDs should not be issued). SPIRE on PostgreSQL cannot
+	// index an ID past about 2690 bytes and answers Internal.
+	MaxIDLength = 2048
+	// MaxSelectorLength is the longest selector, type:value, in bytes,
+	// that an entry may carry: what the SpiffeEntry API allows. SPIRE on
+	// PostgreSQL cannot index one past about 2680 bytes.
+	MaxSelectorLength = 1024
+	// MaxDNSLabelLength is the longest label of a DNS name: SPIRE refuses
+	// a longer one.
+	MaxDNSLabelLength = 63
+)
+
+// CheckIDLength returns an error when id is longer than MaxIDLength.
+func CheckIDLength(id spiffeid.ID) error {
+	if n := len(id.String()); n > MaxIDLength {
+		return fmt.Errorf("renders a SPIFFE ID of %d bytes, over the %d an ID may have", n, MaxIDLength)
+	}
+	return nil
+}
+
+// CheckSelectorLength returns an error when s is longer than
+// MaxSelectorLength.
+func CheckSelectorLength(s Selector) error {
+	if n := len(s.Type) + 1 + len(s.Value); n > MaxSelectorLength {
+		return fmt.Errorf("renders a selector of %d bytes, over the %d a selector may have", n, MaxSelectorLength)
+	}
+	return nil
+}
