@@ -29,8 +29,6 @@ func TestAdversarialAForgedTrustBundleLabelDoesNotMakeAnObjectOurs(t *testing.T)
 		"trustplane.dev/owner-uid": "uid-of-b", "trustplane.dev/owner-kind": "TrustBundle", "trustplane.dev/owner-name": "b"}
 	for name, forged := range map[string]map[string]string{
 		"only the cache label": {LabelTrustBundle: "b"},
-		"the same owner in another environment": {LabelTrustBundle: "b", "trustplane.dev/environment": "staging",
-			"trustplane.dev/owner-uid": "uid-of-b", "trustplane.dev/owner-kind": "TrustBundle", "trustplane.dev/owner-name": "b"},
 		"another owner UID and environment": {LabelTrustBundle: "b", "trustplane.dev/environment": "staging",
 			"trustplane.dev/owner-uid": "uid-of-someone-else", "trustplane.dev/owner-kind": "TrustBundle", "trustplane.dev/owner-name": "b"},
 	} {

@@ -85,20 +85,23 @@ func Hash(data map[string][]byte) string {
 
 // ownedBy reports whether have, an object's labels, make it a target of
 // the owner that want, the labels of that owner's targets, name: the
-// TrustBundle's name, its environment and the owner labels (UID, kind,
-// name, namespace) all equal, a label absent from want absent from have.
-// Every TrustBundle of every instance writes with the same field manager,
-// so the managed fields cannot tell whose target an object is; only these
-// labels can, and a TrustBundle label alone (the one the target cache
-// selects on, which anyone who may edit the object can set) does not.
+// TrustBundle's name and the owner labels (UID, kind, name, namespace)
+// all equal, a label absent from want absent from have. Every TrustBundle
+// of every instance writes with the same field manager, so the managed
+// fields cannot tell whose target an object is; only these labels can,
+// and a TrustBundle label alone (the one the target cache selects on,
+// which anyone who may edit the object can set) does not. The environment
+// label is not compared: the owner's UID is unique, and a TrustBundle
+// moved to another environment (or with its label removed) keeps its
+// targets, whose label the next write updates.
 func ownedBy(have, want map[string]string) bool {
 	return have[LabelTrustBundle] == want[LabelTrustBundle] && sameOwner(have, want)
 }
 
-// sameOwner reports whether the environment and owner labels of have and
-// want are equal, a label absent from want absent from have.
+// sameOwner reports whether the owner labels of have and want are equal, a
+// label absent from want absent from have.
 func sameOwner(have, want map[string]string) bool {
-	for _, k := range [...]string{labels.Environment, labels.OwnerUID, labels.OwnerKind, labels.OwnerName, labels.OwnerNamespace} {
+	for _, k := range [...]string{labels.OwnerUID, labels.OwnerKind, labels.OwnerName, labels.OwnerNamespace} {
 		if have[k] != want[k] {
 			return false
 		}
@@ -109,10 +112,9 @@ func sameOwner(have, want map[string]string) bool {
 // heldByOther returns an error when have, an object's labels, claim it for
 // an owner other than the one want names (see ownedBy): its TrustBundle
 // label names another TrustBundle, it carries that label without owner
-// labels, or its owner labels name another owner or environment. One
-// TrustBundle never writes over another's target, nor over the target of a
-// TrustBundle of the same name that another instance (environment) or an
-// earlier TrustBundle of that name (UID) wrote. An object that claims no
+// labels, or its owner labels name another owner. One TrustBundle never
+// writes over another's target, nor over the target an earlier TrustBundle
+// of the same name (another UID) wrote. An object that claims no
 // owner is nobody's target, and may be written beside its writers' fields;
 // so may one whose owner labels are ours and whose TrustBundle label was
 // removed by hand (the write puts it back).
@@ -129,9 +131,8 @@ func heldByOther(have, want map[string]string) error {
 	case sameOwner(have, want):
 		return nil
 	}
-	return fmt.Errorf("labelled as the target of another owner, %s %q (UID %q) in environment %q, not of this TrustBundle (UID %q) in environment %q; left alone: delete it if that owner is gone",
-		have[labels.OwnerKind], have[labels.OwnerName], have[labels.OwnerUID], have[labels.Environment],
-		want[labels.OwnerUID], want[labels.Environment])
+	return fmt.Errorf("labelled as the target of another owner, %s %q (UID %q), not of this TrustBundle (UID %q); left alone: delete it if that owner is gone",
+		have[labels.OwnerKind], have[labels.OwnerName], have[labels.OwnerUID], want[labels.OwnerUID])
 }
 
 // writer writes targets as our field manager.
