@@ -2,6 +2,7 @@ package entries
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
@@ -25,6 +26,17 @@ const (
 func CheckIDLength(id spiffeid.ID) error {
 	if n := len(id.String()); n > MaxIDLength {
 		return fmt.Errorf("renders a SPIFFE ID of %d bytes, over the %d an ID may have", n, MaxIDLength)
+	}
+	return nil
+}
+
+// CheckDNSLabels returns an error when a label of the DNS name name is
+// longer than MaxDNSLabelLength.
+func CheckDNSLabels(name string) error {
+	for label := range strings.SplitSeq(name, ".") {
+		if len(label) > MaxDNSLabelLength {
+			return fmt.Errorf("%q has the label %q, over the %d characters a DNS label may have", name, label, MaxDNSLabelLength)
+		}
 	}
 	return nil
 }

@@ -27,12 +27,17 @@ const TypeMasked = "Masked"
 
 // Condition reasons of this kind.
 const (
-	// ReasonInvalidSpiffeID: spec.spiffeID is not a SPIFFE ID of the server's trust domain.
+	// ReasonInvalidSpiffeID: spec.spiffeID is not a SPIFFE ID of the
+	// server's trust domain, or is over entries.MaxIDLength bytes.
 	ReasonInvalidSpiffeID = "InvalidSpiffeID"
 	// ReasonInvalidParentID: spec.parentID is not a SPIFFE ID of the server's trust domain.
 	ReasonInvalidParentID = spifferegistration.ReasonInvalidParentID
-	// ReasonInvalidSelector: an entry of spec.selectors is not type:value.
+	// ReasonInvalidSelector: an entry of spec.selectors is not type:value,
+	// or is longer than an entry's selector may be.
 	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonInvalidDNSName: an entry of spec.dnsNames has a label over 63
+	// characters.
+	ReasonInvalidDNSName = "InvalidDNSName"
 	// ReasonInvalidFederatesWith: an entry of spec.federatesWith is not a trust domain.
 	ReasonInvalidFederatesWith = spifferegistration.ReasonInvalidFederatesWith
 	// ReasonInvalidTTL: a TTL is out of range.
@@ -83,6 +88,9 @@ func build(spec *v1alpha1.SpiffeEntrySpec, serverTD string) (entries.Entry, *fie
 		if err == nil && serverTD != "" && v.TrustDomain().Name() != serverTD {
 			err = fmt.Errorf("%q is not in the SPIRE server's trust domain %q", s, serverTD)
 		}
+		if err == nil {
+			err = entries.CheckIDLength(v)
+		}
 		if err != nil {
 			return spiffeid.ID{}, &fieldError{reason, field, err}
 		}
@@ -103,6 +111,9 @@ func build(spec *v1alpha1.SpiffeEntrySpec, serverTD string) (entries.Entry, *fie
 	}
 	for i, s := range spec.Selectors {
 		sel, err := entries.ParseSelector(s)
+		if err == nil {
+			err = entries.CheckSelectorLength(sel)
+		}
 		if err != nil {
 			return e, &fieldError{ReasonInvalidSelector, fmt.Sprintf("spec.selectors[%d]", i), err}
 		}
@@ -129,6 +140,13 @@ func build(spec *v1alpha1.SpiffeEntrySpec, serverTD string) (entries.Entry, *fie
 	}
 	if e.JWTSVIDTTL, fe = ttl("spec.jwtSVIDTTL", spec.JWTSVIDTTL); fe != nil {
 		return e, fe
+	}
+	for i, name := range spec.DNSNames {
+		// The rest of a DNS name's syntax is SPIRE's to judge (it
+		// refuses with InvalidArgument, reported as EntryRejected).
+		if err := entries.CheckDNSLabels(name); err != nil {
+			return e, &fieldError{ReasonInvalidDNSName, fmt.Sprintf("spec.dnsNames[%d]", i), err}
+		}
 	}
 	e.DNSNames = spec.DNSNames
 	e.Hint, e.Admin, e.Downstream = spec.Hint, spec.Admin, spec.Downstream

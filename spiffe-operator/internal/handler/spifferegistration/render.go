@@ -113,10 +113,8 @@ func validDNSName(name string, wildcard bool) error {
 	if errs := validation.IsDNS1123Subdomain(check); len(errs) > 0 {
 		return fmt.Errorf("renders %q, not a DNS name: %s", name, strings.Join(errs, "; "))
 	}
-	for label := range strings.SplitSeq(check, ".") {
-		if len(label) > entries.MaxDNSLabelLength {
-			return fmt.Errorf("renders %q, whose label %q is over the %d characters a DNS label may have", name, label, entries.MaxDNSLabelLength)
-		}
+	if err := entries.CheckDNSLabels(check); err != nil {
+		return fmt.Errorf("renders %w", err)
 	}
 	return nil
 }

@@ -174,6 +174,9 @@ func (p *policy) compileParent(spec *v1alpha1.SpiffeRegistrationSpec) *specError
 			return fieldErr(ReasonInvalidParentID, "spec.parentID",
 				fmt.Errorf("%q is not a non-root SPIFFE ID in trust domain %q", spec.ParentID, p.trustDomain.Name()))
 		}
+		if err := entries.CheckIDLength(p.parentID); err != nil {
+			return fieldErr(ReasonInvalidParentID, "spec.parentID", err)
+		}
 		return nil
 	}
 	src, field := spec.ParentIDTemplate, "spec.parentIDTemplate"
