@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ const (
 	KeyJitterFactor            = "jitter-factor"
 	KeyMaxConcurrentReconciles = "max-concurrent-reconciles"
 	KeyDefaultEnvironment      = "default-environment"
+	KeyEnvironments            = "environments"
 	KeyMaxBackoff              = "max-backoff"
 	KeyStatusMaxWait           = "status-max-wait"
 )
@@ -46,6 +48,12 @@ type Config struct {
 	// DefaultEnvironment is used for objects without the environment label.
 	// Empty means strict: such objects are Blocked until labelled.
 	DefaultEnvironment string
+	// Environments are the environments whose objects this instance
+	// reconciles; empty means every environment (one instance per cluster).
+	// An object labelled with another environment is left to the instance
+	// that has it: no finalizer, no status, no child of it is written.
+	// DefaultEnvironment, when set, must be one of them.
+	Environments []string
 	// MaxBackoff caps the per-object exponential retry delay.
 	MaxBackoff time.Duration
 	// StatusMaxWait is the longest a Controller holds back the statuses of
@@ -91,6 +99,20 @@ func (c Config) Validate() error {
 				KeyDefaultEnvironment, c.DefaultEnvironment, labels.Environment, strings.Join(msgs, "; ")))
 		}
 	}
+	for _, env := range c.Environments {
+		msgs := validation.IsValidLabelValue(env)
+		if env == "" {
+			msgs = []string{"an environment must not be empty"}
+		}
+		if len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %q is no valid environment (it is matched against the %s label): %s",
+				KeyEnvironments, env, labels.Environment, strings.Join(msgs, "; ")))
+		}
+	}
+	if c.DefaultEnvironment != "" && len(c.Environments) > 0 && !slices.Contains(c.Environments, c.DefaultEnvironment) {
+		errs = append(errs, fmt.Errorf("%s %q must be one of %s %v: objects without the label belong to it",
+			KeyDefaultEnvironment, c.DefaultEnvironment, KeyEnvironments, c.Environments))
+	}
 	if c.MaxConcurrentReconciles < 1 {
 		errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", KeyMaxConcurrentReconciles, c.MaxConcurrentReconciles))
 	}
@@ -108,6 +130,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Float64(KeyJitterFactor, d.JitterFactor, "requeues are lengthened by a random share in [0, factor] (env JITTER_FACTOR)")
 	fs.Int(KeyMaxConcurrentReconciles, d.MaxConcurrentReconciles, "workers per controller (env MAX_CONCURRENT_RECONCILES)")
 	fs.String(KeyDefaultEnvironment, d.DefaultEnvironment, "environment of objects without the trustplane.dev/environment label; empty blocks them (env DEFAULT_ENVIRONMENT)")
+	fs.String(KeyEnvironments, "", "comma-separated environments whose objects this instance reconciles; empty: every environment, for one instance per cluster (env ENVIRONMENTS)")
 	fs.Duration(KeyMaxBackoff, d.MaxBackoff, "cap of the per-object retry backoff (env MAX_BACKOFF)")
 	fs.Duration(KeyStatusMaxWait, d.StatusMaxWait, "longest a status that changes by counts and conditions only is held back while events keep coming (env STATUS_MAX_WAIT)")
 }
@@ -160,6 +183,25 @@ func emptyEnvironment(fs *pflag.FlagSet) error {
 	return fmt.Errorf("environment variables set to the empty string: %s; unset them for the default or give a value", strings.Join(empty, ", "))
 }
 
+// splitList returns the comma-separated items of s, trimmed; an empty s
+// has none, while an empty item stays (and fails validation).
+func splitList(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	items := strings.Split(s, ",")
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
+	}
+	return items
+}
+
+// Reconciles reports whether the instance reconciles objects of
+// environment env (see Environments).
+func (c Config) Reconciles(env string) bool {
+	return len(c.Environments) == 0 || slices.Contains(c.Environments, env)
+}
+
 // Load reads the framework settings from v, applying defaults for keys v
 // does not know, and validates them.
 func Load(v *viper.Viper) (Config, error) {
@@ -194,6 +236,7 @@ func Load(v *viper.Viper) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyMaxConcurrentReconciles, err))
 	}
 	c.DefaultEnvironment = v.GetString(KeyDefaultEnvironment)
+	c.Environments = splitList(v.GetString(KeyEnvironments))
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -34,10 +35,10 @@ func TestDefaults(t *testing.T) {
 	}
 	want := config.Config{RequeueAfter: 30 * time.Minute, RequeueAfterOnError: time.Second, JitterFactor: 0.7,
 		MaxConcurrentReconciles: 10, DefaultEnvironment: "", MaxBackoff: 5 * time.Minute, StatusMaxWait: time.Second}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults = %+v, want %+v", c, want)
 	}
-	if c != config.Default() {
+	if !reflect.DeepEqual(c, config.Default()) {
 		t.Fatal("Load with nothing set must equal Default")
 	}
 }

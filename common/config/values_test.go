@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,30 @@ func TestRequeueAfterThatOverflowsWithJitterIsRejected(t *testing.T) {
 	upper := float64(c.RequeueAfter) * (1 + c.JitterFactor)
 	if upper > float64(1<<63-1) {
 		t.Fatalf("requeue-after %s with jitter-factor %v accepted; its jittered value %.3g ns overflows a Duration", c.RequeueAfter, c.JitterFactor, upper)
+	}
+}
+
+// TestEnvironmentsAreReadAndChecked: --environments is a comma-separated
+// list of valid label values that must hold the default environment, and
+// an instance with none reconciles every environment.
+func TestEnvironmentsAreReadAndChecked(t *testing.T) {
+	c, err := load(t, []string{"--environments", " prod, staging ", "--default-environment", "prod"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Environments, []string{"prod", "staging"}) || !c.Reconciles("staging") || c.Reconciles("dev") {
+		t.Errorf("environments = %q; reconciles staging %v, dev %v", c.Environments, c.Reconciles("staging"), c.Reconciles("dev"))
+	}
+	if c, err := load(t, nil, nil); err != nil || !c.Reconciles("anything") {
+		t.Errorf("without --environments an instance reconciles every environment: %v, %v", c.Environments, err)
+	}
+	for _, bad := range [][]string{
+		{"--environments", "prod,,staging"},
+		{"--environments", "Not A Label!"},
+		{"--environments", "prod", "--default-environment", "default"},
+	} {
+		if _, err := load(t, bad, nil); err == nil || !strings.Contains(err.Error(), "environments") {
+			t.Errorf("%v: error %v, want one naming environments", bad, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime/debug"
 	"sync"
@@ -141,6 +142,17 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		// work from the object that write left.
 		obj = written.DeepCopyObject().(T)
 	}
+	if env, ok := c.environment(obj); ok && !c.opts.Config.Reconciles(env) {
+		// Another instance's environment: nothing of the object is
+		// written here, its deletion included (that instance finalizes
+		// it). A status write this instance left running ends first.
+		if _, err := c.behind.take(ctx, req.NamespacedName); err != nil {
+			return c.passEnded(ctx, err), nil
+		}
+		c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
+		log.V(1).Info("left to the instance of its environment", "environment", env)
+		return ctrl.Result{}, nil
+	}
 	// A status write off the worker is never pending here when a status is
 	// held back: the pass that held it took any write before it, and the
 	// passes after it take the held status first.
@@ -185,6 +197,12 @@ func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, stri
 
 	if err := c.updateFinalizer(ctx, obj, true); err != nil {
 		return ctrl.Result{}, ResultError, fmt.Errorf("add finalizer: %w", err)
+	}
+	if now, ok := c.environment(obj); !ok || now != env {
+		// Another instance labelled the object with its environment
+		// first (a read after the finalizer's conflict shows it): the
+		// next pass decides whose it is.
+		return ctrl.Result{RequeueAfter: c.opts.Config.RequeueAfterOnError}, ResultRetryable, nil
 	}
 	if obj.GetResourceVersion() != orig.GetResourceVersion() {
 		// The finalizer's patch (or a read after its conflict) changed obj.
@@ -651,15 +669,34 @@ func statusOf(obj client.Object) any {
 // updateFinalizer adds or removes the finalizer with a patch guarded by the
 // resourceVersion, re-reading the object on conflict, so that finalizers
 // added by others at the same time are never dropped.
+// stampsEnvironment reports whether a pass labels obj with the default
+// environment: obj carries no environment label (or an empty one) and this
+// instance reconciles only some environments (config.Config.Environments),
+// so that another such instance, whose default environment differs, finds
+// the object taken instead of taking it too.
+func (c *Controller[T]) stampsEnvironment(obj T) bool {
+	cfg := c.opts.Config
+	return len(cfg.Environments) > 0 && cfg.DefaultEnvironment != "" && obj.GetLabels()[labels.Environment] == ""
+}
+
 func (c *Controller[T]) updateFinalizer(ctx context.Context, obj T, add bool) error {
 	key := client.ObjectKeyFromObject(obj)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if controllerutil.ContainsFinalizer(obj, labels.Finalizer) == add {
+		stamp := add && c.stampsEnvironment(obj)
+		if controllerutil.ContainsFinalizer(obj, labels.Finalizer) == add && !stamp {
 			return nil
 		}
 		before := obj.DeepCopyObject().(client.Object)
 		if add {
 			controllerutil.AddFinalizer(obj, labels.Finalizer)
+			if stamp {
+				l := maps.Clone(obj.GetLabels())
+				if l == nil {
+					l = map[string]string{}
+				}
+				l[labels.Environment] = c.opts.Config.DefaultEnvironment
+				obj.SetLabels(l)
+			}
 		} else {
 			controllerutil.RemoveFinalizer(obj, labels.Finalizer)
 		}
