@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -122,18 +123,7 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	}
 	if err := c.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			if _, err := c.behind.take(ctx, req.NamespacedName); err != nil {
-				return c.passEnded(ctx, err), nil
-			}
-			c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
-			c.emitted.forget(req.NamespacedName)
-			c.written.forget(req.NamespacedName)
-			c.events.forget(req.NamespacedName)
-			c.confirmed.Forget(req.NamespacedName)
-			if f, ok := c.handler.(handler.Forgetter); ok {
-				f.Forget(req.NamespacedName)
-			}
-			return ctrl.Result{}, nil
+			return c.forget(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
 	}
@@ -145,13 +135,12 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 	if env, ok := c.environment(obj); ok && !c.opts.Config.Reconciles(env) {
 		// Another instance's environment: nothing of the object is
 		// written here, its deletion included (that instance finalizes
-		// it). A status write this instance left running ends first.
-		if _, err := c.behind.take(ctx, req.NamespacedName); err != nil {
-			return c.passEnded(ctx, err), nil
-		}
-		c.opts.Metrics.setReady(c.name, req.NamespacedName, "")
+		// it), and what this instance remembers of it goes, as for an
+		// object deleted: the handler's claims of its time here
+		// included, and the Ready it announced, so that the object
+		// coming back is judged afresh.
 		log.V(1).Info("left to the instance of its environment", "environment", env)
-		return ctrl.Result{}, nil
+		return c.forget(ctx, req.NamespacedName)
 	}
 	// A status write off the worker is never pending here when a status is
 	// held back: the pass that held it took any write before it, and the
@@ -180,6 +169,24 @@ func (c *Controller[T]) Reconcile(ctx context.Context, req ctrl.Request, obj T) 
 		log.Error(err, "reconcile failed", "result", result)
 	}
 	return res, err
+}
+
+// forget drops what the Controller and its handler remember of the object
+// key names, once a status write left running off the worker for it has
+// ended: the object is gone, or is another instance's now.
+func (c *Controller[T]) forget(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
+	if _, err := c.behind.take(ctx, key); err != nil {
+		return c.passEnded(ctx, err), nil
+	}
+	c.opts.Metrics.setReady(c.name, key, "")
+	c.emitted.forget(key)
+	c.written.forget(key)
+	c.events.forget(key)
+	c.confirmed.Forget(key)
+	if f, ok := c.handler.(handler.Forgetter); ok {
+		f.Forget(key)
+	}
+	return ctrl.Result{}, nil
 }
 
 func (c *Controller[T]) reconcile(ctx context.Context, obj T) (ctrl.Result, string, error) {
@@ -242,7 +249,9 @@ func (c *Controller[T]) warnUnreachable(ctx context.Context, j *janitor.Client) 
 }
 
 // finalize runs Handler.Delete and removes the finalizer once it succeeded.
-// It needs no environment label: deletion must never get stuck.
+// It needs no environment label, so that an unlabelled object's deletion
+// never gets stuck; an object of an environment this instance does not
+// reconcile (config.Config.Environments) is left to its own instance.
 func (c *Controller[T]) finalize(ctx context.Context, obj T) (ctrl.Result, string, error) {
 	defer c.opts.Metrics.setReady(c.name, client.ObjectKeyFromObject(obj), "")
 	defer c.emitted.forget(client.ObjectKeyFromObject(obj))

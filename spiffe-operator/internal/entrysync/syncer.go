@@ -758,7 +758,9 @@ func (s *Syncer) deleteOrphans(ctx context.Context, del []deletion, held map[str
 // and returns the owners it dropped. Their entries stay until orphan
 // collection confirms the owner gone and hands them over (see
 // deleteOrphans); until then they serve the pods they served, and the
-// next claimant reports its entry masked.
+// next claimant reports its entry masked. Forgetting an object this
+// process never saw (another instance's) checks at once every entry that
+// masks one of ours: that instance may just have deleted it.
 func (s *Syncer) Forget(kind, name string) []Owner {
 	s.mu.Lock()
 	var dropped, notify []Owner
@@ -768,6 +770,11 @@ func (s *Syncer) Forget(kind, name string) []Owner {
 		}
 		dropped = append(dropped, o)
 		notify = append(notify, s.dropClaims(o)...)
+	}
+	if len(dropped) == 0 {
+		// An object this process never saw (another environment's): its
+		// instance may just have deleted an entry that masks ours.
+		s.checkMasksNow()
 	}
 	s.mu.Unlock()
 	s.notifyAll(notify)
@@ -1036,8 +1043,12 @@ func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string
 		if holder := v.ours[id].owner; holder != tag {
 			if _, known, _ := s.claims.known(holder, k); !known {
 				// Its owner has had no pass yet (or is gone, and orphan
-				// collection deletes the entry): wait for it.
+				// collection deletes the entry), or is another
+				// instance's (environment's): wait for it, and watch the
+				// entry, so that owner passes again soon after whoever
+				// holds it lets it go.
 				out.Masked = append(out.Masked, Masked{Entry: *e, By: "the object owning entry " + id})
+				s.watchForeign(ctx, owner, e.ParentID.String(), id)
 				return
 			}
 		}
