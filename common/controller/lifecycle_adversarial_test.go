@@ -12,12 +12,14 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/common/config"
@@ -214,5 +216,66 @@ func TestAdversarialRelabelledOwnerKeepsItsChildInPlace(t *testing.T) {
 		if got.UID != uid || got.Labels[labels.Environment] != want {
 			t.Fatalf("after relabelling to %q: child UID %s (was %s), environment %q", next, got.UID, uid, got.Labels[labels.Environment])
 		}
+	}
+}
+
+// TestAdversarialForgedChildInAnotherNamespaceCannotBlockOwnerDeletion: a tenant
+// in namespace "tenant" who learned the UID of widget victim/w creates, in
+// their own namespace, a ConfigMap marked as w's child (the owner labels
+// naming victim/w, or only a controller owner reference with w's UID, which
+// no Kubernetes owner reference can mean across namespaces) and holds it
+// with a finalizer of their own. Safe behaviour: deleting victim/w still
+// completes (its finalizer goes once its real children are gone); the
+// tenant's object in another namespace cannot hold the victim's deletion.
+func TestAdversarialForgedChildInAnotherNamespaceCannotBlockOwnerDeletion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mark func(cm *corev1.ConfigMap, w *widgetv1.Widget)
+	}{
+		{"owner labels", func(cm *corev1.ConfigMap, w *widgetv1.Widget) {
+			cm.Labels = map[string]string{labels.OwnerUID: string(w.UID), labels.OwnerKind: "Widget",
+				labels.OwnerNamespace: w.Namespace, labels.OwnerName: w.Name, labels.Environment: "prod"}
+		}},
+		{"controller reference and owner-uid label only", func(cm *corev1.ConfigMap, w *widgetv1.Widget) {
+			cm.Labels = map[string]string{labels.OwnerUID: string(w.UID)}
+			yes := true
+			cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: widgetv1.GroupVersion.String(), Kind: "Widget",
+				Name: w.Name, UID: w.UID, Controller: &yes}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := attackWidget("victim", "w", "prod", "a")
+			forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "hold",
+				Finalizers: []string{"tenant.example/hold"}}}
+			tc.mark(forged, w)
+			c := attackFake(t, w, forged)
+			key := client.ObjectKeyFromObject(w)
+			prod := attackInstance(c, "widget", "prod")
+			if err := attackPass(t, prod, key); err != nil {
+				t.Fatal(err)
+			}
+			cur := &widgetv1.Widget{}
+			if err := c.Get(ctx, key, cur); err != nil {
+				t.Fatal(err)
+			}
+			if !controllerutil.ContainsFinalizer(cur, labels.Finalizer) {
+				t.Fatal("precondition: no finalizer after the first pass")
+			}
+			if err := c.Delete(ctx, cur); err != nil {
+				t.Fatal(err)
+			}
+			var lastErr error
+			for i := 0; i < 5; i++ {
+				lastErr = attackPass(t, prod, key)
+			}
+			err := c.Get(ctx, key, &widgetv1.Widget{})
+			if !apierrors.IsNotFound(err) {
+				held := &corev1.ConfigMap{}
+				_ = c.Get(ctx, client.ObjectKeyFromObject(forged), held)
+				t.Fatalf("victim/w is still not deleted after 5 passes (get: %v); last pass: %v; the tenant's %s/%s (deletionTimestamp %v, finalizers %v) holds it",
+					err, lastErr, held.Namespace, held.Name, held.DeletionTimestamp, held.Finalizers)
+			}
+		})
 	}
 }

@@ -7,12 +7,14 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
@@ -63,19 +65,51 @@ func (j *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 // DeleteAllOf deletes, of the objects of this environment that opts
 // select, only the owner's children: those whose owner labels are the
 // owner's (UID, kind, namespace and name), which every write of the
-// janitor puts on a child. For an owner whose name no label can hold, the
-// children carry no name label, and neither may the objects deleted.
+// janitor puts on a child. Where a label holds the owner's name, one
+// server-side delete selects them by these labels. For an owner whose name
+// no label can hold, the children carry it in an annotation, which no
+// selector reads: the objects the labels select are listed, and each that
+// Owns accepts is deleted, preconditioned on the UID and resourceVersion
+// listed.
 func (j *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	own := labels.Owner(j.owner, j.ownerGVK.Kind)
 	sel := k8slabels.SelectorFromSet(own)
-	if _, named := own[labels.OwnerName]; !named {
-		unnamed, err := k8slabels.NewRequirement(labels.OwnerName, selection.DoesNotExist, nil)
-		if err != nil {
-			return fmt.Errorf("select the children of %s: %w", j.owner.GetName(), err)
-		}
-		sel = sel.Add(*unnamed)
+	if _, named := own[labels.OwnerName]; named {
+		return j.Client.DeleteAllOf(ctx, obj, append(opts, client.MatchingLabelsSelector{Selector: sel})...)
 	}
-	return j.Client.DeleteAllOf(ctx, obj, append(opts, client.MatchingLabelsSelector{Selector: sel})...)
+	unnamed, err := k8slabels.NewRequirement(labels.OwnerName, selection.DoesNotExist, nil)
+	if err != nil {
+		return fmt.Errorf("select the children of %s: %w", j.owner.GetName(), err)
+	}
+	given := (&client.DeleteAllOfOptions{}).ApplyOptions(opts)
+	list := &unstructured.UnstructuredList{}
+	gvk, err := apiutil.GVKForObject(obj, j.Scheme())
+	if err != nil {
+		return fmt.Errorf("kind of %T: %w", obj, err)
+	}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	listOpts := given.ListOptions
+	listOpts.LabelSelector = sel.Add(*unnamed)
+	if given.LabelSelector != nil {
+		reqs, _ := given.LabelSelector.Requirements()
+		listOpts.LabelSelector = listOpts.LabelSelector.Add(reqs...)
+	}
+	if err := j.Client.List(ctx, list, &listOpts); err != nil {
+		return fmt.Errorf("list the %s children of %s: %w", gvk.Kind, j.owner.GetName(), err)
+	}
+	for i := range list.Items {
+		child := &list.Items[i]
+		if !j.Owns(child) {
+			continue
+		}
+		uid, rv := child.GetUID(), child.GetResourceVersion()
+		del := given.DeleteOptions
+		del.Preconditions = &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}
+		if err := j.Client.Client.Delete(ctx, child, &del); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(child), err)
+		}
+	}
+	return nil
 }
 
 // Apply server-side applies ac as a child of the owner: marked as its

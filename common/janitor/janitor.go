@@ -177,7 +177,10 @@ func (j *Client) canReference(obj client.Object) bool {
 }
 
 // Owns reports whether obj is a child of the owner: its controller reference
-// names the owner's UID, or its owner labels parse exactly to the owner:
+// names the owner's UID where Kubernetes allows one (a cluster-scoped
+// owner, or a child in the owner's namespace: a reference across
+// namespaces means nothing to Kubernetes, and anyone may write one), or its
+// owner labels parse exactly to the owner:
 // its UID, kind, namespace and name (the name from the annotation where a
 // label cannot hold it), all of which SetOwnership writes. A UID label
 // alone, which anyone who may label the object can copy, does not make it
@@ -185,7 +188,7 @@ func (j *Client) canReference(obj client.Object) bool {
 // namespace or name.
 func (j *Client) Owns(obj client.Object) bool {
 	uid := j.owner.GetUID()
-	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == uid {
+	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == uid && j.canReference(obj) {
 		return true
 	}
 	key, named, ok := labels.OwnerOfObject(obj, j.ownerGVK.Kind)
@@ -577,11 +580,20 @@ func (j *Client) cleanup(ctx context.Context, confirm bool) (deleted, seen int, 
 			if !ok || !j.Owns(child) || j.wasTouched(gvk, child) {
 				continue
 			}
+			if child.GetDeletionTimestamp() != nil {
+				// Its deletion was accepted. A child of a namespaced
+				// owner in another namespace, where whoever may write
+				// objects there can forge one and hold it with a
+				// finalizer of theirs, is waited for only while our
+				// finalizer holds it (an operator of ours still
+				// withdrawing what it stands for).
+				if t.Live && (child.GetNamespace() == "" || j.canReference(child) || controllerutil.ContainsFinalizer(child, labels.Finalizer)) {
+					seen++
+				}
+				continue
+			}
 			if t.Live {
 				seen++
-			}
-			if child.GetDeletionTimestamp() != nil {
-				continue
 			}
 			// Preconditioned on the version listed: a child changed since
 			// (a tenant who stripped its owner labels and made it theirs,

@@ -236,6 +236,12 @@ type PublishedCertificate struct {
 	// only while it is retained for options.retainRemovedFor.
 	// +optional
 	LeftSourceAt *metav1.Time `json:"leftSourceAt,omitempty"`
+	// FromSPIRE is whether the CA has been, while published, an authority
+	// of a trust domain read from SPIRE. The mark stays while the CA stays
+	// published, so a CA SPIRE dropped is never retained, whichever other
+	// source still held it for a while.
+	// +optional
+	FromSPIRE bool `json:"fromSPIRE,omitempty"`
 	// PEM is the certificate, kept so that it can be retained after it left
 	// the sources and the bundle rebuilt for new targets while a source
 	// fails. Empty when the bundle was too large for the status to hold it.

@@ -155,10 +155,11 @@ type withManagedFields struct {
 	fields []metav1.ManagedFieldsEntry
 }
 
-// ourHashAnnotation is what our own apply of the hash annotation records.
+// ourHashAnnotation is what our own apply of the hash annotation and the
+// TrustBundle label records.
 func ourHashAnnotation(r client.Reader) withManagedFields {
 	return withManagedFields{r, []metav1.ManagedFieldsEntry{managed(FieldManager, metav1.ManagedFieldsOperationApply,
-		`{"f:metadata":{"f:annotations":{"f:`+AnnotationHash+`":{}}}}`)}}
+		`{"f:metadata":{"f:annotations":{"f:`+AnnotationHash+`":{}},"f:labels":{"f:`+LabelTrustBundle+`":{}}}}`)}}
 }
 
 func (r withManagedFields) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {

@@ -220,10 +220,13 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 	var others []*metav1.PartialObjectMetadata
 	for i := range owned {
 		m := &owned[i]
-		if m.Name != d.Name || !selected[m.Namespace] || !ownsHashAnnotation(m.ManagedFields) {
-			// Nor does a target whose hash annotation someone else wrote
-			// last: whoever may edit one namespace's target must not
-			// decide what another namespace gets.
+		if m.Name != d.Name || !selected[m.Namespace] || !ownsEvidence(m.ManagedFields, d.Labels) {
+			// Nor does a target whose hash annotation or ownership
+			// labels someone else wrote last: whoever may edit one
+			// namespace's target must not decide what another namespace
+			// gets (by labelling it another owner's before a bundle
+			// change, so that it keeps the bundle before, and ours again
+			// during a failure, say).
 			continue
 		}
 		if m.Annotations[AnnotationHash] == hash {
@@ -553,17 +556,34 @@ func ourApply(entries []metav1.ManagedFieldsEntry) ([]byte, bool) {
 // ownsHashAnnotation reports whether our Apply entry owns the hash
 // annotation: no other writer has changed it since we wrote it.
 func ownsHashAnnotation(entries []metav1.ManagedFieldsEntry) bool {
+	return ownsMetadata(entries, []string{AnnotationHash}, nil)
+}
+
+// ownsMetadata reports whether our Apply entry owns every one of the
+// annotations and labels named: no other writer has changed one since we
+// wrote it.
+func ownsMetadata(entries []metav1.ManagedFieldsEntry, annotations, labels []string) bool {
 	raw, ok := ourApply(entries)
 	var fields struct {
 		Metadata struct {
 			Annotations map[string]json.RawMessage `json:"f:annotations"`
+			Labels      map[string]json.RawMessage `json:"f:labels"`
 		} `json:"f:metadata"`
 	}
 	if !ok || json.Unmarshal(raw, &fields) != nil {
 		return false
 	}
-	_, owned := fields.Metadata.Annotations["f:"+AnnotationHash]
-	return owned
+	for _, a := range annotations {
+		if _, owned := fields.Metadata.Annotations["f:"+a]; !owned {
+			return false
+		}
+	}
+	for _, l := range labels {
+		if _, owned := fields.Metadata.Labels["f:"+l]; !owned {
+			return false
+		}
+	}
+	return true
 }
 
 // ownedDataKeys returns the data keys our Apply entry owns.

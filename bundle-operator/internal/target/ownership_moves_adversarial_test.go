@@ -330,3 +330,28 @@ func TestAdversarialAClusterTrustBundleOfAnotherEnvironmentSameUIDIsStillOurs(t 
 			w.all(), fmt.Sprint(rep.Failed))
 	}
 }
+
+// TestAdversarialARelabelAndBackCannotStopTheFill: the tenant's namespace is
+// the only one with a target when the last bundle was published. The
+// tenant relabels our target (owner-uid) just before a CA rotation: Sync
+// refuses it as another owner's, so it keeps the previous bundle's hash
+// under our Apply entry. During a later source outage the tenant puts the
+// owner-uid label back (kubectl label: the label is now kubectl's), so the
+// target is "ours" again, writable, with a hash other than the last good
+// bundle's; a newcomer namespace starts matching. Expected safe behaviour:
+// whoever may edit one namespace's target must not decide what another
+// namespace gets (fillselectedtenant_test.go): the newcomer gets the last
+// good bundle. A hole: Fill refuses to create anything.
+func TestAdversarialARelabelAndBackCannotStopTheFill(t *testing.T) {
+	cache := &attackMeta{}
+	cache.set(ourTarget("tenant", "9", "hash-of-the-previous-bundle", tbLabels("uid-b", "prod"),
+		managed("kubectl-label", metav1.ManagedFieldsOperationUpdate, `{"f:metadata":{"f:labels":{"f:trustplane.dev/owner-uid":{}}}}`)))
+	w := &attackWrites{}
+	o := &Objects{Cache: cache, Live: cache, Client: attackWriter(w, nil)}
+	d := Desired{Bundle: "b", Kind: KindConfigMap, Name: "ca", Namespaces: []string{"tenant", "newcomer"},
+		Data: map[string][]byte{"ca.crt": []byte("last good pem")}, Labels: tbLabels("uid-b", "prod")}
+	_, err := o.Fill(context.Background(), d)
+	if err != nil || !slices.Contains(w.all(), "apply newcomer/ca") {
+		t.Errorf("Fill() = %v, writes %v: the tenant's relabel-and-back kept the newcomer from the last good bundle", err, w.all())
+	}
+}

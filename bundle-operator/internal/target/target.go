@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -133,6 +134,18 @@ func heldByOther(have, want map[string]string) error {
 	}
 	return fmt.Errorf("labelled as the target of another owner, %s %q (UID %q), not of this TrustBundle (UID %q); left alone: delete it if that owner is gone",
 		have[labels.OwnerKind], have[labels.OwnerName], have[labels.OwnerUID], want[labels.OwnerUID])
+}
+
+// ownsEvidence reports whether our Apply entry owns what makes a target
+// evidence of what we published (see Objects.Fill): its hash annotation,
+// and the labels that make it ours, the TrustBundle label and the owner
+// UID want (the labels of the owner's targets) carries.
+func ownsEvidence(entries []metav1.ManagedFieldsEntry, want map[string]string) bool {
+	ours := []string{LabelTrustBundle}
+	if want[labels.OwnerUID] != "" {
+		ours = append(ours, labels.OwnerUID)
+	}
+	return ownsMetadata(entries, []string{AnnotationHash}, ours)
 }
 
 // writer writes targets as our field manager.

@@ -86,6 +86,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if err != nil {
 		return fmt.Errorf("record bundle: %w", err)
 	}
+	markFromSPIRE(certs, tb.Status.Certificates, rec)
 
 	// Nothing is written that Kubernetes would refuse: a target or a status
 	// over its size limit fails here, before any write, so every target

@@ -60,15 +60,21 @@ func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, fr
 }
 
 // previouslyFromSpire returns whether a certificate of the last published
-// bundle was an authority of a trust domain read from SPIRE, as st records.
+// bundle was an authority of a trust domain read from SPIRE, as st records:
+// in its formats, or marked FromSPIRE (it was one at an earlier pass).
 // A status that does not record it (written by an older operator) counts
 // every certificate as from SPIRE when the TrustBundle has a spire source,
 // so that nothing SPIRE revoked is retained.
 func previouslyFromSpire(st *v1alpha1.TrustBundleStatus, hasSpireSource bool) func(string) bool {
-	if !formatsRecorded(st) {
-		return func(string) bool { return hasSpireSource }
-	}
 	set := map[string]bool{}
+	for _, c := range st.Certificates {
+		if c.FromSPIRE {
+			set[c.SHA256] = true
+		}
+	}
+	if !formatsRecorded(st) {
+		return func(sha string) bool { return hasSpireSource || set[sha] }
+	}
 	for _, sha := range st.Formats.X509Authorities {
 		set[sha] = true
 	}
@@ -78,6 +84,29 @@ func previouslyFromSpire(st *v1alpha1.TrustBundleStatus, hasSpireSource bool) fu
 		}
 	}
 	return func(sha string) bool { return set[sha] }
+}
+
+// markFromSPIRE sets FromSPIRE on each of certs that is an authority of a
+// trust domain read from SPIRE now (rec) or was marked in previous: the
+// mark stays while the CA stays published (see retain).
+func markFromSPIRE(certs, previous []v1alpha1.PublishedCertificate, rec *v1alpha1.PublishedFormats) {
+	marked := map[string]bool{}
+	for _, p := range previous {
+		if p.FromSPIRE {
+			marked[p.SHA256] = true
+		}
+	}
+	for _, sha := range rec.X509Authorities {
+		marked[sha] = true
+	}
+	for _, d := range rec.Federated {
+		for _, sha := range d.X509Authorities {
+			marked[sha] = true
+		}
+	}
+	for i := range certs {
+		certs[i].FromSPIRE = marked[certs[i].SHA256]
+	}
 }
 
 func published(b *bundle.Bundle, leftAt map[string]metav1.Time) []v1alpha1.PublishedCertificate {
