@@ -402,7 +402,8 @@ func (r *Resolver) readSpire(ctx context.Context, s *v1alpha1.SPIRESource, trust
 		if !ok {
 			return nil, nil, &Error{Reason: ReasonFederatedBundleNotFound, Err: fmt.Errorf("SPIRE has no bundle for federated trust domain %q", td)}
 		}
-		if td == own.TrustDomain {
+		if strings.TrimSuffix(td, ".") == strings.TrimSuffix(own.TrustDomain, ".") {
+			// A trailing dot names the same domain to DNS-minded readers.
 			return nil, nil, &Error{Reason: ReasonTrustDomainMismatch, Err: fmt.Errorf("federated trust domain %q is the SPIRE server's own", td)}
 		}
 		if b.TrustDomain != td {

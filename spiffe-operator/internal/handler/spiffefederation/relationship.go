@@ -5,16 +5,20 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/spiffe/go-spiffe/v2/bundle/spiffebundle"
-	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 
+	"github.com/trustplane/trustplane/common/pemcerts"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
 
@@ -43,9 +47,9 @@ func build(spec *v1alpha1.SpiffeFederationSpec, serverTD string) (*desired, *fie
 	if err != nil {
 		return nil, &fieldError{ReasonInvalidTrustDomain, "spec.trustDomain", err}
 	}
-	if serverTD != "" && td.Name() == serverTD {
+	if serverTD != "" && strings.TrimSuffix(td.Name(), ".") == strings.TrimSuffix(serverTD, ".") {
 		return nil, &fieldError{ReasonInvalidTrustDomain, "spec.trustDomain",
-			fmt.Errorf("%q is the SPIRE server's own trust domain", td.Name())}
+			fmt.Errorf("%q is the SPIRE server's own trust domain (a trailing dot names the same domain)", td.Name())}
 	}
 	if err := checkURL(spec.BundleEndpointURL); err != nil {
 		return nil, &fieldError{ReasonInvalidBundleEndpointURL, "spec.bundleEndpointURL", err}
@@ -104,6 +108,9 @@ func parseBundle(td spiffeid.TrustDomain, data []byte) (*types.Bundle, error) {
 	out := &types.Bundle{TrustDomain: td.Name()}
 	var certs []*x509.Certificate
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		if err := checkRefreshHint(trimmed); err != nil {
+			return nil, err
+		}
 		b, err := spiffebundle.Parse(td, trimmed)
 		if err != nil {
 			return nil, fmt.Errorf("not a SPIFFE bundle: %w", err)
@@ -123,11 +130,14 @@ func parseBundle(td spiffeid.TrustDomain, data []byte) (*types.Bundle, error) {
 			out.SequenceNumber = seq
 		}
 	} else {
-		b, err := x509bundle.Parse(td, data)
+		// Strictly: a block that does not decode, a private key or text
+		// between blocks refuses the whole bundle, where a lenient reader
+		// would skip it and hand SPIRE the rest as the domain's authorities.
+		parsed, err := pemcerts.Parse(data)
 		if err != nil {
 			return nil, fmt.Errorf("neither a SPIFFE bundle (JSON) nor PEM certificates: %w", err)
 		}
-		certs = b.X509Authorities()
+		certs = parsed
 	}
 	for _, c := range certs {
 		out.X509Authorities = append(out.X509Authorities, &types.X509Certificate{Asn1: c.Raw})
@@ -136,6 +146,22 @@ func parseBundle(td spiffeid.TrustDomain, data []byte) (*types.Bundle, error) {
 		return nil, errors.New("the bundle holds no authority")
 	}
 	return out, nil
+}
+
+// checkRefreshHint refuses a SPIFFE bundle whose spiffe_refresh_hint is
+// negative, or so large that go-spiffe's conversion to a time.Duration
+// would wrap it (and SPIRE be given another hint than the spec's).
+func checkRefreshHint(doc []byte) error {
+	var raw struct {
+		RefreshHint *int64 `json:"spiffe_refresh_hint"`
+	}
+	if err := json.Unmarshal(doc, &raw); err != nil || raw.RefreshHint == nil {
+		return nil // spiffebundle.Parse judges the document
+	}
+	if h := *raw.RefreshHint; h < 0 || h > math.MaxInt64/int64(time.Second) {
+		return fmt.Errorf("spiffe_refresh_hint %d is out of range: give seconds from 0 to %d", h, math.MaxInt64/int64(time.Second))
+	}
+	return nil
 }
 
 // drift returns the mask of the fields in which have differs from want

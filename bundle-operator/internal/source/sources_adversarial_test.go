@@ -12,6 +12,7 @@ import (
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/source"
+	"github.com/trustplane/trustplane/bundle-operator/internal/spire"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
 )
 
@@ -30,5 +31,29 @@ func TestAdversarialAKeyOnlyInBinaryDataIsNotReadAsAnEmptySource(t *testing.T) {
 	var se *source.Error
 	if !errors.As(err, &se) || se.Reason != source.ReasonNotFound {
 		t.Fatalf("Resolve() = %v, want %s", err, source.ReasonNotFound)
+	}
+}
+
+// TestAdversarialAFederatedNameThatIsTheLocalOneWithATrailingDotIsRefused: SPIRE
+// (example.org) holds a federated bundle under "example.org." (a
+// SpiffeFederation may name it: its pattern allows a trailing dot), filled
+// from an outside bundle endpoint. Listed in federatedTrustDomains, it is
+// published as a SPIFFE document named like the local trust domain in DNS
+// terms, with the outside party's CA. Expected: TrustDomainMismatch, as for
+// "example.org" itself.
+func TestAdversarialAFederatedNameThatIsTheLocalOneWithATrailingDotIsRefused(t *testing.T) {
+	local, outside := testpki.ValidCA("example.org"), testpki.ValidCA("outside")
+	r := source.Resolver{Spire: &rotatingServers{
+		bundles:   []*spire.Bundle{{TrustDomain: "example.org", X509Authorities: [][]byte{local.Cert.Raw}}},
+		federated: map[string]*spire.Bundle{"example.org.": {TrustDomain: "example.org.", X509Authorities: [][]byte{outside.Cert.Raw}}},
+	}}
+	res, err := r.Resolve(context.Background(), &v1alpha1.TrustBundleSpec{Sources: []v1alpha1.Source{
+		{SPIRE: &v1alpha1.SPIRESource{FederatedTrustDomains: []string{"example.org."}}}}})
+	if err == nil {
+		if holds(res.Local, outside.Cert) {
+			t.Fatal("the outside CA is in the local trust domain's document")
+		}
+		t.Fatalf("a federated trust domain %q was accepted beside the local %q (an outside CA published under the local name with a trailing dot)",
+			res.Federated[0].TrustDomain, res.Local.TrustDomain)
 	}
 }
