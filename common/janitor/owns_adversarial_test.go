@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/trustplane/trustplane/common/examples/widget"
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
@@ -26,11 +26,8 @@ import (
 
 func reviewScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := widgetv1.AddToScheme(s); err != nil {
+	s, err := widget.NewScheme()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return s

@@ -553,12 +553,6 @@ func ourApply(entries []metav1.ManagedFieldsEntry) ([]byte, bool) {
 	return nil, false
 }
 
-// ownsHashAnnotation reports whether our Apply entry owns the hash
-// annotation: no other writer has changed it since we wrote it.
-func ownsHashAnnotation(entries []metav1.ManagedFieldsEntry) bool {
-	return ownsMetadata(entries, []string{AnnotationHash}, nil)
-}
-
 // ownsMetadata reports whether our Apply entry owns every one of the
 // annotations and labels named: no other writer has changed one since we
 // wrote it.

@@ -13,7 +13,7 @@ func applyEntry(raw string) metav1.ManagedFieldsEntry {
 }
 
 // TestOwnedDataKeysAndTheHashAnnotationReadOnlyTheirOwnPart: ownedDataKeys
-// reads f:data and f:binaryData of our apply entry, ownsHashAnnotation
+// reads f:data and f:binaryData of our apply entry, ownsMetadata
 // f:metadata; a part one of them does not read never makes it fail.
 func TestOwnedDataKeysAndTheHashAnnotationReadOnlyTheirOwnPart(t *testing.T) {
 	// f:metadata is not an object: ownedDataKeys used to ignore it.
@@ -21,9 +21,9 @@ func TestOwnedDataKeysAndTheHashAnnotationReadOnlyTheirOwnPart(t *testing.T) {
 	if !ok || !reflect.DeepEqual(keys, map[string]bool{"ca.crt": true}) {
 		t.Errorf("ownedDataKeys with a non-object f:metadata = %v, %v; want map[ca.crt:true], true", keys, ok)
 	}
-	// f:data is not an object: ownsHashAnnotation used to ignore it.
-	if !ownsHashAnnotation([]metav1.ManagedFieldsEntry{applyEntry(`{"f:data":"x","f:metadata":{"f:annotations":{"f:` + AnnotationHash + `":{}}}}`)}) {
-		t.Errorf("ownsHashAnnotation with a non-object f:data = false; want true")
+	// f:data is not an object: ownsMetadata used to ignore it.
+	if !ownsMetadata([]metav1.ManagedFieldsEntry{applyEntry(`{"f:data":"x","f:metadata":{"f:annotations":{"f:` + AnnotationHash + `":{}}}}`)}, []string{AnnotationHash}, nil) {
+		t.Errorf("ownsMetadata of the hash annotation with a non-object f:data = false; want true")
 	}
 }
 
@@ -63,8 +63,8 @@ func TestOwnedDataKeysAndTheHashAnnotationOfEveryManagedFieldsShape(t *testing.T
 		if ok != tc.keysOK || !reflect.DeepEqual(keys, tc.keys) {
 			t.Errorf("%s: ownedDataKeys = %#v, %v; want %#v, %v", tc.name, keys, ok, tc.keys, tc.keysOK)
 		}
-		if got := ownsHashAnnotation(tc.in); got != tc.hashOwn {
-			t.Errorf("%s: ownsHashAnnotation = %v; want %v", tc.name, got, tc.hashOwn)
+		if got := ownsMetadata(tc.in, []string{AnnotationHash}, nil); got != tc.hashOwn {
+			t.Errorf("%s: ownsMetadata of the hash annotation = %v; want %v", tc.name, got, tc.hashOwn)
 		}
 	}
 }

@@ -25,13 +25,13 @@ type maskCheck struct {
 	ctx context.Context
 }
 
-// watchForeign schedules a check of the entry id (under parent) that masks
+// watchMasking schedules a check of the entry id (under parent) that masks
 // an entry of owner, unless one is scheduled; s.mu is held. When the
 // entry is gone, the parent's view is re-read and owner passes again, so its
 // own entry is created within seconds rather than at the next resync. While
 // the entry stays, the checks back off to the resync interval, so a
 // permanent foreign entry costs one GetEntry per resync.
-func (s *Syncer) watchForeign(ctx context.Context, owner Owner, parent, id string) {
+func (s *Syncer) watchMasking(ctx context.Context, owner Owner, parent, id string) {
 	owner = owner.bare()
 	if s.opts.MaskRecheck < 0 {
 		return

@@ -1025,7 +1025,7 @@ func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string
 	}
 	if fid, ok := v.foreign[k]; ok {
 		out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + fid, Foreign: true})
-		s.watchForeign(ctx, owner, e.ParentID.String(), fid)
+		s.watchMasking(ctx, owner, e.ParentID.String(), fid)
 		return
 	}
 	// Fast path: the view holds our entry under this key.
@@ -1048,7 +1048,7 @@ func (s *Syncer) planEntry(ctx context.Context, p *plan, owner Owner, tag string
 				// entry, so that owner passes again soon after whoever
 				// holds it lets it go.
 				out.Masked = append(out.Masked, Masked{Entry: *e, By: "the object owning entry " + id})
-				s.watchForeign(ctx, owner, e.ParentID.String(), id)
+				s.watchMasking(ctx, owner, e.ParentID.String(), id)
 				return
 			}
 		}
@@ -1139,7 +1139,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 					_, ours := s.opts.IDs.Owner(r.Entry.GetId())
 					out.Masked = append(out.Masked, Masked{Entry: *e, By: "entry " + r.Entry.GetId(), Foreign: !ours})
 					if !ours {
-						s.watchForeign(ctx, owner, e.ParentID.String(), r.Entry.GetId())
+						s.watchMasking(ctx, owner, e.ParentID.String(), r.Entry.GetId())
 					}
 				}
 			case isRefusal(e, r, out):

@@ -66,23 +66,11 @@ func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, fr
 // every certificate as from SPIRE when the TrustBundle has a spire source,
 // so that nothing SPIRE revoked is retained.
 func previouslyFromSpire(st *v1alpha1.TrustBundleStatus, hasSpireSource bool) func(string) bool {
-	set := map[string]bool{}
-	for _, c := range st.Certificates {
-		if c.FromSPIRE {
-			set[c.SHA256] = true
-		}
-	}
 	if !formatsRecorded(st) {
+		set := spireAuthorities(st.Certificates, nil)
 		return func(sha string) bool { return hasSpireSource || set[sha] }
 	}
-	for _, sha := range st.Formats.X509Authorities {
-		set[sha] = true
-	}
-	for _, d := range st.Formats.Federated {
-		for _, sha := range d.X509Authorities {
-			set[sha] = true
-		}
-	}
+	set := spireAuthorities(st.Certificates, st.Formats)
 	return func(sha string) bool { return set[sha] }
 }
 
@@ -90,23 +78,34 @@ func previouslyFromSpire(st *v1alpha1.TrustBundleStatus, hasSpireSource bool) fu
 // trust domain read from SPIRE now (rec) or was marked in previous: the
 // mark stays while the CA stays published (see retain).
 func markFromSPIRE(certs, previous []v1alpha1.PublishedCertificate, rec *v1alpha1.PublishedFormats) {
-	marked := map[string]bool{}
-	for _, p := range previous {
-		if p.FromSPIRE {
-			marked[p.SHA256] = true
-		}
-	}
-	for _, sha := range rec.X509Authorities {
-		marked[sha] = true
-	}
-	for _, d := range rec.Federated {
-		for _, sha := range d.X509Authorities {
-			marked[sha] = true
-		}
-	}
+	marked := spireAuthorities(previous, rec)
 	for i := range certs {
 		certs[i].FromSPIRE = marked[certs[i].SHA256]
 	}
+}
+
+// spireAuthorities returns the SHA-256 of each of certs marked FromSPIRE
+// and, when f is set, of each X.509 authority f records of a trust domain
+// read from SPIRE (the local one and the federated ones).
+func spireAuthorities(certs []v1alpha1.PublishedCertificate, f *v1alpha1.PublishedFormats) map[string]bool {
+	set := map[string]bool{}
+	for _, c := range certs {
+		if c.FromSPIRE {
+			set[c.SHA256] = true
+		}
+	}
+	if f == nil {
+		return set
+	}
+	for _, sha := range f.X509Authorities {
+		set[sha] = true
+	}
+	for _, d := range f.Federated {
+		for _, sha := range d.X509Authorities {
+			set[sha] = true
+		}
+	}
+	return set
 }
 
 func published(b *bundle.Bundle, leftAt map[string]metav1.Time) []v1alpha1.PublishedCertificate {
