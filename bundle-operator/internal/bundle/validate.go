@@ -3,39 +3,10 @@ package bundle
 import (
 	"bytes"
 	"crypto/x509"
-	"encoding/asn1"
 	"time"
+
+	"github.com/trustplane/trustplane/common/x509ca"
 )
-
-// ValidNow reports whether cert is within its validity period at now.
-func ValidNow(cert *x509.Certificate, now time.Time) bool {
-	return !now.Before(cert.NotBefore) && !now.After(cert.NotAfter)
-}
-
-// isCA reports whether cert may sign certificates: basic constraints with
-// CA:TRUE and, when it has a key usage extension, keyCertSign in it (RFC
-// 5280 4.2.1.3; OpenSSL refuses such a certificate as an issuer). The
-// extension's presence is read from the certificate's extensions, not from
-// its parsed KeyUsage, which is 0 both without the extension and with one
-// that sets no bit. A critical extension Go's parser does not handle does
-// not count against a CA: OpenSSL verifies chains through CAs with some of
-// them (name constraints on directory names, say).
-func isCA(cert *x509.Certificate) bool {
-	if hasKeyUsage(cert) && cert.KeyUsage&x509.KeyUsageCertSign == 0 {
-		return false
-	}
-	return cert.BasicConstraintsValid && cert.IsCA
-}
-
-// hasKeyUsage reports whether cert carries a key usage extension.
-func hasKeyUsage(cert *x509.Certificate) bool {
-	for _, e := range cert.Extensions {
-		if e.Id.Equal(asn1.ObjectIdentifier{2, 5, 29, 15}) { // key usage, RFC 5280 4.2.1.3
-			return true
-		}
-	}
-	return false
-}
 
 // RequireValidCA returns an error unless at least one certificate is a CA
 // that is valid at now: a bundle of only expired or not-yet-valid CAs would
@@ -45,7 +16,7 @@ func RequireValidCA(certs []*x509.Certificate, now time.Time) error {
 		return reject(ReasonEmpty, "no certificate")
 	}
 	for _, c := range certs {
-		if isCA(c) && ValidNow(c, now) {
+		if x509ca.IsCA(c) && x509ca.ValidAt(c, now) {
 			return nil
 		}
 	}
@@ -58,7 +29,7 @@ func RequireValidCA(certs []*x509.Certificate, now time.Time) error {
 // a mistake or an attempt to pin one peer, and it is never an authority.
 func RequireCAs(certs []*x509.Certificate) error {
 	for i, c := range certs {
-		if !isCA(c) {
+		if !x509ca.IsCA(c) {
 			return reject(ReasonNotCA, "certificate %d (%s) is not a CA: basic constraints are absent or CA:FALSE, or its key usage leaves out keyCertSign", i+1, c.Subject)
 		}
 	}
@@ -69,7 +40,7 @@ func RequireCAs(certs []*x509.Certificate) error {
 func OnlyCAs(certs []*x509.Certificate) []*x509.Certificate {
 	out := make([]*x509.Certificate, 0, len(certs))
 	for _, c := range certs {
-		if isCA(c) {
+		if x509ca.IsCA(c) {
 			out = append(out, c)
 		}
 	}

@@ -67,7 +67,9 @@ type SpiffeFederationSpec struct {
 	// JSON). SPIRE needs it to authenticate an https_spiffe endpoint of the
 	// foreign trust domain the first time. It is written when the
 	// relationship is created and whenever it changes here; in between,
-	// SPIRE keeps the bundle up to date from the endpoint.
+	// SPIRE keeps the bundle up to date from the endpoint. Every X.509
+	// authority must be a CA; with https_spiffe there must be one, and one
+	// must be valid when the bundle is written.
 	// +kubebuilder:validation:MaxLength=262144
 	// +optional
 	TrustDomainBundle string `json:"trustDomainBundle,omitempty"`

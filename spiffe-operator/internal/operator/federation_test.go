@@ -95,6 +95,13 @@ func gone(obj client.Object) func() bool {
 // caPEM returns a fresh self-signed CA certificate in PEM and its DER.
 func caPEM(cn string) (string, []byte) {
 	GinkgoHelper()
+	return certPEM(cn, func(*x509.Certificate) {})
+}
+
+// certPEM returns a fresh self-signed certificate, a CA valid for the next
+// hour unless mut says otherwise, in PEM and its DER.
+func certPEM(cn string, mut func(*x509.Certificate)) (string, []byte) {
+	GinkgoHelper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	Expect(err).NotTo(HaveOccurred())
 	tmpl := &x509.Certificate{
@@ -102,6 +109,7 @@ func caPEM(cn string) (string, []byte) {
 		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
+	mut(tmpl)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	Expect(err).NotTo(HaveOccurred())
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), der
@@ -279,6 +287,10 @@ var _ = Describe("SpiffeFederation", func() {
 	})
 
 	It("reports input only the operator can judge in a condition and writes nothing", func() {
+		leaf, _ := certPEM("a peer", func(c *x509.Certificate) { c.IsCA, c.KeyUsage = false, x509.KeyUsageDigitalSignature })
+		expired, _ := certPEM("an old CA", func(c *x509.Certificate) {
+			c.NotBefore, c.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+		})
 		jwks := `{"keys":[{"kty":"EC","use":"x509-svid","crv":"P-256","x":"AAAA","y":"BBBB","x5c":["bm90IGEgY2VydA=="]}]}`
 		for name, c := range map[string]struct {
 			mut    func(*v1alpha1.SpiffeFederationSpec)
@@ -288,10 +300,12 @@ var _ = Describe("SpiffeFederation", func() {
 			"bad PEM": {func(s *v1alpha1.SpiffeFederationSpec) {
 				s.TrustDomainBundle = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"
 			}, spiffefederation.ReasonInvalidTrustDomainBundle},
-			"text":             {func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = "not a bundle" }, spiffefederation.ReasonInvalidTrustDomainBundle},
-			"bad bundle JSON":  {func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = jwks }, spiffefederation.ReasonInvalidTrustDomainBundle},
-			"empty JWKS":       {func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = `{"keys":[]}` }, spiffefederation.ReasonInvalidTrustDomainBundle},
-			"URL with a user:": {func(s *v1alpha1.SpiffeFederationSpec) { s.BundleEndpointURL = "https://user:pw@bundle.test" }, spiffefederation.ReasonInvalidBundleEndpointURL},
+			"text":                       {func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = "not a bundle" }, spiffefederation.ReasonInvalidTrustDomainBundle},
+			"bad bundle JSON":            {func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = jwks }, spiffefederation.ReasonInvalidTrustDomainBundle},
+			"empty JWKS":                 {func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = `{"keys":[]}` }, spiffefederation.ReasonInvalidTrustDomainBundle},
+			"a leaf in the start bundle": {func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = leaf }, spiffefederation.ReasonInvalidTrustDomainBundle},
+			"an expired start bundle":    {func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = expired }, spiffefederation.ReasonInvalidTrustDomainBundle},
+			"URL with a user:":           {func(s *v1alpha1.SpiffeFederationSpec) { s.BundleEndpointURL = "https://user:pw@bundle.test" }, spiffefederation.ReasonInvalidBundleEndpointURL},
 		} {
 			name := "badinput-" + strings.ToLower(strings.NewReplacer(" ", "-", ":", "").Replace(name))
 			f := federation(name, name+".test", c.mut)

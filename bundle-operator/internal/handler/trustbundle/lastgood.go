@@ -86,7 +86,7 @@ func formatsRecorded(st *v1alpha1.TrustBundleStatus) bool {
 // The status is re-validated with the rules every source passes: each
 // recorded certificate must be one CERTIFICATE block that parses and matches
 // its recorded SHA-256, the certificates together must render the recorded
-// fingerprint (nothing added, nothing lost), at least one must be a CA
+// fingerprint (nothing added, nothing lost), every one must be a CA and one
 // valid at now, and every authority of a trust domain must be one of them.
 // It returns errNeverPublished when there is no bundle to give.
 func lastGood(st *v1alpha1.TrustBundleStatus, now time.Time) (*formats, error) {
@@ -111,6 +111,9 @@ func lastGood(st *v1alpha1.TrustBundleStatus, now time.Time) (*formats, error) {
 		}
 		certs = append(certs, parsed[0])
 		bySHA[p.SHA256] = parsed[0]
+	}
+	if err := bundle.RequireCAs(certs); err != nil {
+		return nil, fmt.Errorf("last published bundle: %w", err)
 	}
 	if err := bundle.RequireValidCA(certs, now); err != nil {
 		return nil, fmt.Errorf("last published bundle: %w", err)

@@ -123,12 +123,15 @@ func TestLastGoodRebuildsThePublishedBytes(t *testing.T) {
 // describe one valid published bundle gives nothing: nothing published, a
 // certificate that breaks the parsing rules, one that is not the recorded
 // one, a set of certificates that is not the published fingerprint (added
-// or lost), no CA valid any more, or an unreadable JWT authority.
+// or lost), a certificate that is no CA, no CA valid any more, or an
+// unreadable JWT authority.
 func TestLastGoodRefusesWhatWasNotPublished(t *testing.T) {
 	a, b, extra := testpki.ValidCA("a"), testpki.ValidCA("b"), testpki.ValidCA("extra")
 	good, _ := publishedStatus(t, spireContent("example.org", []*x509.Certificate{a.Cert, b.Cert}, jwtAuthorities(t)))
 	expired := testpki.ExpiredCA("expired")
 	expiredStatus, _ := publishedStatus(t, spireContent("example.org", []*x509.Certificate{expired.Cert}, jwtAuthorities(t)))
+	leaf := testpki.TweakedCA("leaf", func(c *x509.Certificate) { c.IsCA, c.KeyUsage = false, x509.KeyUsageDigitalSignature })
+	leafStatus, _ := publishedStatus(t, spireContent("example.org", []*x509.Certificate{a.Cert, leaf.Cert}, jwtAuthorities(t)))
 
 	cases := []struct {
 		name   string
@@ -162,6 +165,10 @@ func TestLastGoodRefusesWhatWasNotPublished(t *testing.T) {
 			return st
 		}, "status.fingerprint is"},
 		{"no CA valid now", func() *v1alpha1.TrustBundleStatus { return expiredStatus.DeepCopy() }, bundle.ReasonNoValidCA},
+		// The status is the operator's, but whoever may write it could
+		// put a leaf beside a CA, with a fingerprint to match; a source
+		// could never have published it, so neither may the last good bundle.
+		{"a certificate that is no CA", func() *v1alpha1.TrustBundleStatus { return leafStatus.DeepCopy() }, bundle.ReasonNotCA},
 		{"an unreadable JWT authority", func() *v1alpha1.TrustBundleStatus {
 			st := good.DeepCopy()
 			st.Formats.JWTAuthorities[0].PublicKey = []byte("not a key")
@@ -177,7 +184,7 @@ func TestLastGoodRefusesWhatWasNotPublished(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := lastGood(tc.status(), time.Now())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("lastGood() = %v, %v; want an error containing %q", f, err, tc.want)
+				t.Fatalf("lastGood() = %v (formats given: %t); want an error containing %q", err, f != nil, tc.want)
 			}
 		})
 	}

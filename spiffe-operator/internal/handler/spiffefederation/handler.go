@@ -40,7 +40,9 @@ const (
 	// invalid with https_spiffe, or set with https_web.
 	ReasonInvalidEndpointSPIFFEID = "InvalidEndpointSPIFFEID"
 	// ReasonInvalidTrustDomainBundle: spec.trustDomainBundle is neither PEM
-	// certificates nor a SPIFFE bundle, or holds no authority.
+	// certificates nor a SPIFFE bundle, holds no authority or a certificate
+	// that is no CA, holds no X.509 authority with https_spiffe, or, when
+	// it is to be written, no CA valid at that time.
 	ReasonInvalidTrustDomainBundle = "InvalidTrustDomainBundle"
 	// ReasonForeignRelationship: SPIRE holds a relationship for the trust
 	// domain that this object did not create; it is left alone.
@@ -71,6 +73,17 @@ type Handler struct {
 	// ClaimDelay is how long after recording its claim the object is
 	// reconciled again to create the relationship.
 	ClaimDelay time.Duration
+	// Now returns the time a start bundle's validity is judged at; nil is
+	// time.Now.
+	Now func() time.Time
+}
+
+// now returns the handler's current time.
+func (h *Handler) now() time.Time {
+	if h.Now == nil {
+		return time.Now()
+	}
+	return h.Now()
 }
 
 var _ handler.Handler[*v1alpha1.SpiffeFederation] = &Handler{}
@@ -129,6 +142,11 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFedera
 	case have != nil:
 		return foreign(obj, td)
 	case !h.DryRun:
+		if err := d.writableAt(h.now()); err != nil {
+			// No claim for a bundle that cannot be written: the trust
+			// domain stays free for another object meanwhile.
+			return notWritten(err)
+		}
 		st.RemoveCondition(TypeConflict)
 		st.ClaimedTrustDomain = td
 		return ctrlerrors.WithReason(ReasonClaimed, ctrlerrors.RetryableWithDelayErrorf(h.ClaimDelay,
@@ -140,6 +158,19 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFedera
 	// it was last written; in between SPIRE refreshes it from the endpoint.
 	writeBundle := d.bundle != nil && (have == nil || d.bundleSHA256 != st.TrustDomainBundleSHA256)
 	want := d.relationship
+	if writeBundle {
+		if err := d.writableAt(h.now()); err != nil {
+			// A relationship this object holds, gone from SPIRE, is made
+			// again without the bundle it was given once and that has
+			// expired since: that bundle could authenticate nothing now,
+			// and without it SPIRE uses the domain's bundle it holds.
+			if !held || have != nil || d.bundleSHA256 != st.TrustDomainBundleSHA256 {
+				return notWritten(err)
+			}
+			writeBundle = false
+			log.Info("recreating the federation relationship without its start bundle, which is no longer valid", "trustDomain", td, "reason", err.Error())
+		}
+	}
 	if writeBundle {
 		want.TrustDomainBundle = d.bundle
 	}
@@ -172,6 +203,12 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeFedera
 	return nil
 }
 
+// notWritten is the Blocked error of a start bundle that may not be written now.
+func notWritten(err error) error {
+	return ctrlerrors.WithReason(ReasonInvalidTrustDomainBundle, ctrlerrors.BlockedErrorf(
+		"spec.trustDomainBundle is not written to SPIRE: %w", err))
+}
+
 // foreign reports the relationship for td as not this object's.
 func foreign(obj *v1alpha1.SpiffeFederation, td string) error {
 	return conflict(obj, ReasonForeignRelationship, fmt.Sprintf(
@@ -187,7 +224,7 @@ func foreign(obj *v1alpha1.SpiffeFederation, td string) error {
 func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeFederation) error {
 	td := obj.Status.RelationshipTrustDomain
 	if td == "" && obj.Status.ClaimedTrustDomain != "" {
-		d, fe := build(&obj.Spec, h.TrustDomain)
+		d, fe := read(&obj.Spec, h.TrustDomain)
 		if fe != nil || d.relationship.TrustDomain != obj.Status.ClaimedTrustDomain {
 			return nil
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 
 	"github.com/trustplane/trustplane/common/pemcerts"
+	"github.com/trustplane/trustplane/common/x509ca"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
 
@@ -30,6 +31,27 @@ type desired struct {
 	bundle *types.Bundle
 	// bundleSHA256 is the hex SHA-256 of the spec's trustDomainBundle; empty when it has none.
 	bundleSHA256 string
+	// x509Authorities are the bundle's X.509 authorities, parsed.
+	x509Authorities []*x509.Certificate
+}
+
+// writableAt returns an error unless the spec's bundle may be written to
+// SPIRE at now: when it holds X.509 authorities, one of them must be valid
+// then. A bundle of expired or not yet valid CAs breaks every handshake
+// with the domain (and with https_spiffe, the endpoint's own) from the
+// moment SPIRE holds it. It is judged when the bundle is written, not in
+// every pass: once written, SPIRE keeps it fresh from the endpoint.
+func (d *desired) writableAt(now time.Time) error {
+	if len(d.x509Authorities) == 0 {
+		return nil
+	}
+	for _, c := range d.x509Authorities {
+		if x509ca.ValidAt(c, now) {
+			return nil
+		}
+	}
+	return fmt.Errorf("none of its %d X.509 authorities is valid at %s: give the domain's current CAs",
+		len(d.x509Authorities), now.UTC().Format(time.RFC3339))
 }
 
 // fieldError is a spec field that failed validation.
@@ -40,9 +62,55 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return fmt.Sprintf("%s: %v", e.field, e.err) }
 
-// build validates spec into the relationship to hold. serverTD, when set,
-// is the SPIRE server's own trust domain, with which it cannot federate.
+// build validates spec into the relationship to hold: read, then the rules
+// its start bundle's authorities must meet (checkAuthorities). serverTD,
+// when set, is the SPIRE server's own trust domain, with which it cannot
+// federate.
 func build(spec *v1alpha1.SpiffeFederationSpec, serverTD string) (*desired, *fieldError) {
+	d, fe := read(spec, serverTD)
+	if fe != nil {
+		return nil, fe
+	}
+	if err := checkAuthorities(spec, d); err != nil {
+		return nil, &fieldError{ReasonInvalidTrustDomainBundle, "spec.trustDomainBundle", err}
+	}
+	return d, nil
+}
+
+// checkAuthorities applies to the start bundle of d the rules an authority
+// must meet: every X.509 authority is a CA and names no other trust domain
+// than the spec's in a spiffe:// URI SAN (a SPIRE CA names its own), and
+// with https_spiffe served from the federated domain itself there is an
+// X.509 authority to authenticate the endpoint with.
+func checkAuthorities(spec *v1alpha1.SpiffeFederationSpec, d *desired) error {
+	if d.bundle == nil {
+		return nil
+	}
+	td := d.relationship.TrustDomain
+	for i, c := range d.x509Authorities {
+		if !x509ca.IsCA(c) {
+			return fmt.Errorf("X.509 authority %d (%s) is not a CA: basic constraints are absent or CA:FALSE, or its key usage leaves out keyCertSign", i+1, c.Subject)
+		}
+		if other := x509ca.OtherTrustDomains(c, td); len(other) > 0 {
+			return fmt.Errorf("X.509 authority %d (%s) names the trust domain %s in its SPIFFE ID, not %s: a trust domain's bundle holds only its own CAs",
+				i+1, c.Subject, other[0], td)
+		}
+	}
+	if spec.BundleEndpointProfile == v1alpha1.ProfileHTTPSSPIFFE && len(d.x509Authorities) == 0 {
+		// SPIRE authenticates the endpoint with the bundle of the endpoint
+		// ID's trust domain: only when that is this domain must the start
+		// bundle hold an X.509 authority.
+		if id, err := spiffeid.FromString(spec.EndpointSPIFFEID); err == nil && id.TrustDomain().Name() == td {
+			return errors.New("bundleEndpointProfile https_spiffe authenticates the endpoint, whose SPIFFE ID is in this trust domain, with the bundle's X.509 authorities, and this bundle has none")
+		}
+	}
+	return nil
+}
+
+// read parses spec into the relationship it describes, with the checks its
+// fields need to be read at all; Delete reads with it, so an object whose
+// bundle a later rule refuses still deletes what it created.
+func read(spec *v1alpha1.SpiffeFederationSpec, serverTD string) (*desired, *fieldError) {
 	td, err := spiffeid.TrustDomainFromString(string(spec.TrustDomain))
 	if err != nil {
 		return nil, &fieldError{ReasonInvalidTrustDomain, "spec.trustDomain", err}
@@ -76,7 +144,7 @@ func build(spec *v1alpha1.SpiffeFederationSpec, serverTD string) (*desired, *fie
 	}
 	d := &desired{relationship: rel}
 	if spec.TrustDomainBundle != "" {
-		if d.bundle, err = parseBundle(td, []byte(spec.TrustDomainBundle)); err != nil {
+		if d.bundle, d.x509Authorities, err = parseBundle(td, []byte(spec.TrustDomainBundle)); err != nil {
 			return nil, &fieldError{ReasonInvalidTrustDomainBundle, "spec.trustDomainBundle", err}
 		}
 		sum := sha256.Sum256([]byte(spec.TrustDomainBundle))
@@ -103,23 +171,27 @@ func checkURL(s string) error {
 }
 
 // parseBundle reads a SPIFFE bundle (JWKS JSON) or PEM certificates into
-// SPIRE's form. It refuses a bundle without any authority.
-func parseBundle(td spiffeid.TrustDomain, data []byte) (*types.Bundle, error) {
+// SPIRE's form, and returns its X.509 authorities parsed too. It refuses a
+// bundle without any authority, and a SPIFFE bundle checkKeys refuses.
+func parseBundle(td spiffeid.TrustDomain, data []byte) (*types.Bundle, []*x509.Certificate, error) {
 	out := &types.Bundle{TrustDomain: td.Name()}
 	var certs []*x509.Certificate
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
 		if err := checkRefreshHint(trimmed); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if err := checkKeys(trimmed); err != nil {
+			return nil, nil, err
 		}
 		b, err := spiffebundle.Parse(td, trimmed)
 		if err != nil {
-			return nil, fmt.Errorf("not a SPIFFE bundle: %w", err)
+			return nil, nil, fmt.Errorf("not a SPIFFE bundle: %w", err)
 		}
 		certs = b.X509Authorities()
 		for keyID, key := range b.JWTAuthorities() {
 			der, err := x509.MarshalPKIXPublicKey(key)
 			if err != nil {
-				return nil, fmt.Errorf("JWT authority %q: %w", keyID, err)
+				return nil, nil, fmt.Errorf("JWT authority %q: %w", keyID, err)
 			}
 			out.JwtAuthorities = append(out.JwtAuthorities, &types.JWTKey{PublicKey: der, KeyId: keyID})
 		}
@@ -135,7 +207,7 @@ func parseBundle(td spiffeid.TrustDomain, data []byte) (*types.Bundle, error) {
 		// would skip it and hand SPIRE the rest as the domain's authorities.
 		parsed, err := pemcerts.Parse(data)
 		if err != nil {
-			return nil, fmt.Errorf("neither a SPIFFE bundle (JSON) nor PEM certificates: %w", err)
+			return nil, nil, fmt.Errorf("neither a SPIFFE bundle (JSON) nor PEM certificates: %w", err)
 		}
 		certs = parsed
 	}
@@ -143,9 +215,45 @@ func parseBundle(td spiffeid.TrustDomain, data []byte) (*types.Bundle, error) {
 		out.X509Authorities = append(out.X509Authorities, &types.X509Certificate{Asn1: c.Raw})
 	}
 	if len(out.X509Authorities) == 0 && len(out.JwtAuthorities) == 0 {
-		return nil, errors.New("the bundle holds no authority")
+		return nil, nil, errors.New("the bundle holds no authority")
 	}
-	return out, nil
+	return out, certs, nil
+}
+
+// checkKeys refuses a SPIFFE bundle that go-spiffe would read as less than
+// it holds: a key whose use is neither x509-svid nor jwt-svid (go-spiffe
+// skips it without a word), two JWT authorities of one key ID (it keeps
+// the last), and a key carrying private members, which must never be
+// published and which the PEM form refuses too.
+func checkKeys(doc []byte) error {
+	var raw struct {
+		Keys []map[string]json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(doc, &raw); err != nil {
+		return nil // spiffebundle.Parse judges the document
+	}
+	kids := map[string]bool{}
+	for i, k := range raw.Keys {
+		for _, private := range []string{"d", "p", "q", "dp", "dq", "qi", "k"} {
+			if _, ok := k[private]; ok {
+				return fmt.Errorf("keys[%d] holds the private or secret key member %q: a bundle holds public keys only", i, private)
+			}
+		}
+		var use, kid string
+		_ = json.Unmarshal(k["use"], &use)
+		_ = json.Unmarshal(k["kid"], &kid)
+		switch use {
+		case "x509-svid":
+		case "jwt-svid":
+			if kids[kid] {
+				return fmt.Errorf("keys[%d]: two JWT authorities have the key ID %q", i, kid)
+			}
+			kids[kid] = true
+		default:
+			return fmt.Errorf("keys[%d] has use %q: a SPIFFE bundle's keys are x509-svid or jwt-svid", i, use)
+		}
+	}
+	return nil
 }
 
 // checkRefreshHint refuses a SPIFFE bundle whose spiffe_refresh_hint is
