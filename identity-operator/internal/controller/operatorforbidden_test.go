@@ -120,8 +120,12 @@ var _ = Describe("A binding admission refused, then an operator role without cre
 		b := r.setHint("web", "bad")
 		Eventually(r.reason("web")).WithTimeout(30 * time.Second).Should(Equal(v1alpha1.ReasonManagedOutputApplyFailed))
 		Eventually(func() bool { return apierrors.IsNotFound(r.c.Get(ctx, key, &spiffev1alpha1.SpiffeEntry{})) }).WithTimeout(30 * time.Second).Should(BeTrue())
-		Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: "web"}, b)).To(Succeed())
-		Expect(failures(b)).To(ContainElement(v1alpha1.ConditionRenderFailure + "=" + v1alpha1.ReasonManagedOutputApplyFailed))
+		// The pass that withdraws writes its status after the delete: wait
+		// for it rather than read the status once.
+		Eventually(func(g Gomega) []string {
+			g.Expect(r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: "web"}, b)).To(Succeed())
+			return failures(b)
+		}).WithTimeout(30 * time.Second).Should(ContainElement(v1alpha1.ConditionRenderFailure + "=" + v1alpha1.ReasonManagedOutputApplyFailed))
 
 		By("the operator's role loses create on SpiffeEntries; a label change runs a pass")
 		r.revokeSpiffeEntryVerbs("create")

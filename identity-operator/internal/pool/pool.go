@@ -169,7 +169,10 @@ func StripPodTemplate(obj any) (any, error) {
 func InferencePoolSelector(u *unstructured.Unstructured) (map[string]string, error) {
 	raw, _, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "selector")
 	if err != nil {
-		return nil, fmt.Errorf("read selector of InferencePool %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		// spec itself is no object: a shape the pool's schema refuses, as
+		// final as a selector that does not decode, never a transient error.
+		return nil, &selector.Error{Reason: v1alpha1.ReasonInvalidPoolSelector,
+			Message: fmt.Sprintf("the selector of InferencePool %s/%s cannot be read: %v", u.GetNamespace(), u.GetName(), err)}
 	}
 	return selector.DecodePoolSelector(raw)
 }
