@@ -68,8 +68,9 @@ type SpiffeFederationSpec struct {
 	// foreign trust domain the first time. It is written when the
 	// relationship is created and whenever it changes here; in between,
 	// SPIRE keeps the bundle up to date from the endpoint. Every X.509
-	// authority must be a CA; with https_spiffe there must be one, and one
-	// must be valid when the bundle is written.
+	// authority must be a CA of this trust domain; with https_spiffe and an
+	// endpoint in this trust domain there must be one; and one must be
+	// valid when the bundle is written.
 	// +kubebuilder:validation:MaxLength=262144
 	// +optional
 	TrustDomainBundle string `json:"trustDomainBundle,omitempty"`

@@ -166,6 +166,29 @@ var _ = Describe("SpiffeFederation", func() {
 		Expect(relationship("life-bystander.test")).NotTo(BeNil())
 	})
 
+	It("makes a held relationship deleted in SPIRE again after its start bundle expired", func() {
+		notAfter := time.Now().Add(5 * time.Second)
+		bundle, _ := certPEM("shortlived.test CA", func(c *x509.Certificate) { c.NotAfter = notAfter })
+		f := federation("shortlived", "shortlived.test", func(s *v1alpha1.SpiffeFederationSpec) { s.TrustDomainBundle = bundle })
+		Expect(k8s.Create(ctx, f)).To(Succeed())
+		Eventually(federationReady(f)).Should(Equal("True/Ready"))
+		Expect(relationship("shortlived.test")).NotTo(BeNil())
+
+		By("the start bundle expires and someone deletes the relationship in SPIRE")
+		Eventually(func() bool { return time.Now().After(notAfter.Add(time.Second)) }).WithTimeout(15 * time.Second).Should(BeTrue())
+		Expect(federations().Delete(ctx, "shortlived.test")).To(Succeed())
+		patch := client.MergeFrom(f.DeepCopy())
+		f.Annotations = map[string]string{"example.test/touched": "yes"}
+		Expect(k8s.Patch(ctx, f, patch)).To(Succeed())
+
+		By("the object makes it again, without the expired bundle, and stays Ready")
+		Eventually(endpointOf("shortlived.test")).Should(Equal("https://bundle.shortlived.test/shortlived"))
+		Consistently(federationReady(f), 2*time.Second).Should(Equal("True/Ready"))
+		Expect(k8s.Delete(ctx, f)).To(Succeed())
+		Eventually(gone(f)).Should(BeTrue())
+		Expect(relationship("shortlived.test")).To(BeNil())
+	})
+
 	It("neither overwrites nor deletes a relationship it did not create", func() {
 		foreign := &types.FederationRelationship{TrustDomain: "foreign.test", BundleEndpointUrl: "https://by-hand.foreign.test",
 			BundleEndpointProfile: &types.FederationRelationship_HttpsWeb{HttpsWeb: &types.HTTPSWebProfile{}}}
