@@ -163,6 +163,7 @@ var _ = Describe("Rejections: any failure sets one failure condition and writes 
 		Eventually(readyReason(ctx, ns, name)).Should(Equal(v1alpha1.ReasonTargetPoolNotFound))
 		Eventually(entryExists(ctx, ns, name)).Should(BeFalse())
 		Eventually(clusterSPIFFEIDExists(ctx, ns, name)).Should(BeFalse())
-		Expect(getBinding(ctx, ns, name)(Default).Status.Outputs).To(BeEmpty())
+		// The withdrawing pass writes its status after the deletes.
+		Eventually(func(g Gomega) []v1alpha1.OutputReference { return getBinding(ctx, ns, name)(g).Status.Outputs }).Should(BeEmpty())
 	}, SpecTimeout(time.Minute))
 })

@@ -36,6 +36,9 @@ const (
 	operatorSA        = "identity-operator"
 )
 
+// poolMissingGrace is the operator's --pool-missing-grace in this suite.
+const poolMissingGrace = 3 * time.Second
+
 var (
 	cp     *testenv.ControlPlane
 	k8s    client.Client
@@ -91,10 +94,11 @@ var _ = BeforeSuite(func() {
 		Manager:             manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
 		OrphanSweepInterval: 300 * time.Millisecond,
 		Handler: identitybinding.Options{
-			TrustDomain:     spiffeid.RequireTrustDomainFromString(trustDomain),
-			ParentID:        parentID,
-			Outputs:         outputs,
-			WithdrawalRetry: 200 * time.Millisecond,
+			TrustDomain:      spiffeid.RequireTrustDomainFromString(trustDomain),
+			ParentID:         parentID,
+			Outputs:          outputs,
+			WithdrawalRetry:  200 * time.Millisecond,
+			PoolMissingGrace: poolMissingGrace,
 		},
 	}
 	mgr, err := ctrl.NewManager(operatorConfig, setup.ManagerOptions(s, scheme))

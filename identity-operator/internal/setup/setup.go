@@ -33,13 +33,19 @@ import (
 // Keys of the operator's own settings (flags; env vars upper-cased with
 // underscores, e.g. TRUST_DOMAIN).
 const (
-	KeyTrustDomain     = "trust-domain"
-	KeyParentID        = "parent-id"
-	KeyOutput          = "output"
-	KeyClassName       = "cluster-spiffeid-class-name"
-	KeyCRDMissingRetry = "crd-missing-retry"
-	KeyMaxSVIDTTL      = "max-svid-ttl"
+	KeyTrustDomain      = "trust-domain"
+	KeyParentID         = "parent-id"
+	KeyOutput           = "output"
+	KeyClassName        = "cluster-spiffeid-class-name"
+	KeyCRDMissingRetry  = "crd-missing-retry"
+	KeyPoolMissingGrace = "pool-missing-grace"
+	KeyMaxSVIDTTL       = "max-svid-ttl"
 )
+
+// DefaultPoolMissingGrace is how long a Ready binding keeps its outputs
+// once its pool is not found, unless configured otherwise: long enough for
+// a pool deleted with its pods orphaned to be made again.
+const DefaultPoolMissingGrace = 30 * time.Second
 
 // Settings are the operator's own settings.
 type Settings struct {
@@ -95,6 +101,7 @@ func addFlags(fs *pflag.FlagSet) {
 	fs.StringSlice(KeyOutput, []string{string(output.KindSpiffeEntry)}, "outputs to write: spiffeentry, clusterspiffeid or both (env OUTPUT, comma-separated)")
 	fs.String(KeyClassName, "", "className of ClusterSPIFFEID outputs (env CLUSTER_SPIFFEID_CLASS_NAME)")
 	fs.Duration(KeyCRDMissingRetry, 0, "retry interval while the InferencePool CRD is missing; 0 means 1m (env CRD_MISSING_RETRY)")
+	fs.Duration(KeyPoolMissingGrace, DefaultPoolMissingGrace, "how long a Ready binding keeps its outputs once its pool is not found, so that a pool replaced (deleted and made again, its pods running on) leaves no pod without an entry; 0 withdraws them at once (env POOL_MISSING_GRACE)")
 	fs.Duration(KeyMaxSVIDTTL, identitybinding.DefaultMaxSVIDTTL, "longest x509SVIDTTL or jwtSVIDTTL a binding may ask for; longer is refused with SVIDTTLTooLong (env MAX_SVID_TTL)")
 }
 
@@ -128,6 +135,10 @@ func Load(v *viper.Viper) (Settings, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyOutput, err))
 	}
 	s.ClassName = v.GetString(KeyClassName)
+	grace := v.GetDuration(KeyPoolMissingGrace)
+	if grace < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative, got %s", KeyPoolMissingGrace, grace))
+	}
 	maxTTL := v.GetDuration(KeyMaxSVIDTTL)
 	if maxTTL <= 0 {
 		errs = append(errs, fmt.Errorf("%s must be positive, got %s", KeyMaxSVIDTTL, maxTTL))
@@ -139,12 +150,13 @@ func Load(v *viper.Viper) (Settings, error) {
 		return Settings{}, errors.Join(errs...)
 	}
 	s.Handler = identitybinding.Options{
-		TrustDomain:     s.TrustDomain,
-		ParentID:        s.ParentID,
-		Outputs:         s.Outputs,
-		ClassName:       s.ClassName,
-		CRDMissingRetry: v.GetDuration(KeyCRDMissingRetry),
-		MaxSVIDTTL:      maxTTL,
+		TrustDomain:      s.TrustDomain,
+		ParentID:         s.ParentID,
+		Outputs:          s.Outputs,
+		ClassName:        s.ClassName,
+		CRDMissingRetry:  v.GetDuration(KeyCRDMissingRetry),
+		MaxSVIDTTL:       maxTTL,
+		PoolMissingGrace: grace,
 	}
 	return s, nil
 }

@@ -43,13 +43,16 @@ func TestLoadDefaultsAndOverrides(t *testing.T) {
 	if s.Handler.MaxSVIDTTL != 24*time.Hour {
 		t.Errorf("default max SVID TTL = %s, want 24h", s.Handler.MaxSVIDTTL)
 	}
+	if s.Handler.PoolMissingGrace != 30*time.Second {
+		t.Errorf("default pool missing grace = %s, want 30s", s.Handler.PoolMissingGrace)
+	}
 
 	s, err = load(t, map[string]string{"TRUST_DOMAIN": "example.org", "DEFAULT_ENVIRONMENT": "dev"},
-		"--output=spiffeentry,clusterspiffeid", "--parent-id=spiffe://example.org/nodes", "--max-svid-ttl=2h")
+		"--output=spiffeentry,clusterspiffeid", "--parent-id=spiffe://example.org/nodes", "--max-svid-ttl=2h", "--pool-missing-grace=0s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Outputs) != 2 || s.ParentID != "spiffe://example.org/nodes" || s.Framework.DefaultEnvironment != "dev" || s.Handler.MaxSVIDTTL != 2*time.Hour {
+	if len(s.Outputs) != 2 || s.ParentID != "spiffe://example.org/nodes" || s.Framework.DefaultEnvironment != "dev" || s.Handler.MaxSVIDTTL != 2*time.Hour || s.Handler.PoolMissingGrace != 0 {
 		t.Errorf("overrides not applied: %+v", s)
 	}
 }
@@ -65,6 +68,7 @@ func TestLoadRejectsInvalidSettings(t *testing.T) {
 		"invalid parent":                 {map[string]string{"TRUST_DOMAIN": "example.org"}, []string{"--parent-id=nope"}, KeyParentID},
 		"unknown output":                 {map[string]string{"TRUST_DOMAIN": "example.org"}, []string{"--output=registry"}, "unknown output"},
 		"non-positive max SVID TTL":      {map[string]string{"TRUST_DOMAIN": "example.org"}, []string{"--max-svid-ttl=0s"}, KeyMaxSVIDTTL},
+		"negative pool missing grace":    {map[string]string{"TRUST_DOMAIN": "example.org"}, []string{"--pool-missing-grace=-1s"}, KeyPoolMissingGrace},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

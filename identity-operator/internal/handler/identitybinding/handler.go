@@ -52,6 +52,11 @@ type Options struct {
 	// MaxSVIDTTL is the longest X509-SVID or JWT-SVID TTL a binding may ask
 	// for; zero means DefaultMaxSVIDTTL.
 	MaxSVIDTTL time.Duration
+	// PoolMissingGrace is how long a Ready binding keeps its outputs once
+	// its pool is not found, so that a pool replaced (deleted and made
+	// again, its pods running on) never leaves those pods without an
+	// entry; zero withdraws them at once.
+	PoolMissingGrace time.Duration
 	// APIReader reads uncached (the manager's API reader in production): the
 	// InferencePool CRD, to confirm it is really not served before bindings
 	// are told it is missing and their outputs withdrawn. Nil means the
@@ -87,6 +92,9 @@ type Handler struct {
 	// forbidden are the bindings whose output writes admission has been
 	// forbidding (confirmForbidden).
 	forbidden forbiddenRuns
+	// missing are the Ready bindings whose pool is not found, in their
+	// grace (PoolMissingGrace).
+	missing missingPools
 }
 
 var (
@@ -203,6 +211,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 	if err != nil {
 		return h.poolFailure(ctx, j, b, err)
 	}
+	h.missing.forget(client.ObjectKeyFromObject(b))
 	selectors, err := selector.Render(selector.Input{
 		Namespace:      b.Namespace,
 		ServiceAccount: b.Spec.ServiceAccountName,
@@ -292,6 +301,7 @@ func (h *Handler) Delete(ctx context.Context, b *v1alpha1.IdentityBinding) error
 func (h *Handler) Forget(key types.NamespacedName) {
 	h.refusals.forget(key)
 	h.forbidden.forget(key)
+	h.missing.forget(key)
 }
 
 // checkTTLs refuses SVID TTLs that are negative or not whole seconds
@@ -329,6 +339,17 @@ func (h *Handler) poolFailure(ctx context.Context, j *janitor.Client, b *v1alpha
 			return fErr
 		}
 		return ctrlerrors.WithReason(re.Reason, ctrlerrors.RetryableWithDelayErrorf(h.opts.CRDMissingRetry, "%w", err))
+	case errors.As(err, &re) && re.Reason == v1alpha1.ReasonTargetPoolNotFound && h.opts.PoolMissingGrace > 0:
+		if since, ok := h.missing.since(client.ObjectKeyFromObject(b), b, time.Now()); ok {
+			if left := h.opts.PoolMissingGrace - time.Since(since); left > 0 {
+				// %v, not %w: within the grace this is no refusal of
+				// the spec, and the outputs stay as they are.
+				return ctrlerrors.WithReason(re.Reason, ctrlerrors.RetryableWithDelayErrorf(left,
+					"%v; the outputs are kept for %s after the pool went, as a pool replaced keeps its pods: they are withdrawn unless it comes back",
+					err, h.opts.PoolMissingGrace))
+			}
+		}
+		return h.fail(ctx, j, b, v1alpha1.ConditionInvalidRef, reasoned(re.Reason, err))
 	case errors.As(err, &re):
 		return h.fail(ctx, j, b, v1alpha1.ConditionInvalidRef, reasoned(re.Reason, err))
 	case errors.As(err, &se):
