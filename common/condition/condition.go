@@ -226,16 +226,27 @@ func validMessage(m string) string {
 
 // cutMessage returns m when it fits MaxMessageLength, else its beginning,
 // cut at a character boundary, followed by how many bytes were cut.
-func cutMessage(m string) string {
-	if len(m) <= MaxMessageLength {
+func cutMessage(m string) string { return Cut(m, MaxMessageLength) }
+
+// Cut returns m when it fits limit bytes, else its beginning, cut at a
+// character boundary, followed by how many bytes were cut, limit bytes in
+// all. A status message that quotes what a user wrote (an annotation, a
+// rendered value) is cut with it, so that no input can grow the status
+// past what the API server stores. A limit too small for the note gives
+// the beginning alone.
+func Cut(m string, limit int) string {
+	if len(m) <= limit {
 		return m
 	}
 	note := func(kept int) string { return fmt.Sprintf(" ... (%d bytes cut)", len(m)-kept) }
+	if limit < len(note(0)) {
+		return m[:wholeRunes(m, max(limit, 0))]
+	}
 	// Start with room for the longest note, then grow the prefix while the
 	// note of the bytes it cuts, which gets no longer, leaves room.
-	kept := wholeRunes(m, MaxMessageLength-len(note(0)))
+	kept := wholeRunes(m, limit-len(note(0)))
 	for {
-		more := wholeRunes(m, MaxMessageLength-len(note(kept)))
+		more := wholeRunes(m, limit-len(note(kept)))
 		if more <= kept {
 			return m[:kept] + note(kept)
 		}

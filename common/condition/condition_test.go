@@ -196,3 +196,37 @@ func TestSetMakesAMessageValidUTF8AsTheStatusWriteWould(t *testing.T) {
 		}
 	}
 }
+
+// TestCutKeepsWithinAnyLimit checks Cut at limits small and large with the
+// same independent count: the result fits the limit, is valid UTF-8, is a
+// prefix of the message (with a note counting exactly the bytes cut when
+// the limit leaves room for one), and no whole character more would fit.
+func TestCutKeepsWithinAnyLimit(t *testing.T) {
+	for _, limit := range []int{0, 1, 5, 19, 20, 64, 1024} {
+		for _, m := range []string{"", "short", strings.Repeat("a", 1025), "x" + strings.Repeat("é", 700), strings.Repeat("𝄞", 400), strings.Repeat("\x01", 5000)} {
+			got := condition.Cut(m, limit)
+			if len(m) <= limit {
+				if got != m {
+					t.Errorf("limit %d: a message of %d bytes was changed", limit, len(m))
+				}
+				continue
+			}
+			if len(got) > limit || !utf8.ValidString(got) {
+				t.Fatalf("limit %d: cut to %d bytes (valid UTF-8: %v)", limit, len(got), utf8.ValidString(got))
+			}
+			kept, note := got, ""
+			if i := strings.LastIndex(got, " ... ("); i >= 0 {
+				kept, note = got[:i], got[i:]
+				if want := fmt.Sprintf(" ... (%d bytes cut)", len(m)-len(kept)); note != want {
+					t.Errorf("limit %d: note %q, want %q", limit, note, want)
+				}
+			}
+			if !strings.HasPrefix(m, kept) {
+				t.Fatalf("limit %d: the kept part is not a prefix of the message", limit)
+			}
+			if _, next := utf8.DecodeRuneInString(m[len(kept):]); len(kept)+next+len(note) <= limit {
+				t.Errorf("limit %d: cut %d bytes where %d would do", limit, len(m)-len(kept), len(m)-len(kept)-next)
+			}
+		}
+	}
+}

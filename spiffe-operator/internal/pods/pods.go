@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/labelset"
 )
@@ -63,12 +64,23 @@ func (o *Object) GetLabels() map[string]string { return o.LabelSet.Map() }
 // SetLabels implements metav1.Object.
 func (o *Object) SetLabels(l map[string]string) { o.LabelSet = labelset.FromMap(l) }
 
-// FromPod returns the Object of a typed pod.
+// keptAnnotationValue is how much of an annotation's value an Object keeps:
+// one byte over the longest SPIFFE ID, so that a longer value, which no
+// template can render into an entry, is still refused as too long, while
+// whoever creates pods cannot make the shared cache hold up to 256 KiB of
+// annotations a pod for every policy of the cluster.
+const keptAnnotationValue = entries.MaxIDLength + 1
+
+// FromPod returns the Object of a typed pod. An annotation's value is kept
+// up to keptAnnotationValue bytes.
 func FromPod(p *corev1.Pod) *Object {
 	var annotations map[string]string
 	for k, v := range p.Annotations {
 		if k == lastApplied {
 			continue
+		}
+		if len(v) > keptAnnotationValue {
+			v = v[:keptAnnotationValue]
 		}
 		if annotations == nil {
 			annotations = make(map[string]string, len(p.Annotations))

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/handler"
@@ -34,6 +35,12 @@ const Kind = "SpiffeRegistration"
 
 // maxFailures caps status.failures.
 const maxFailures = 5
+
+// maxFailureMessage caps each status.failures[].message: a message may
+// quote a value a pod's owner wrote (an annotation of up to 256 KiB), and
+// the status of a policy that selects every namespace's pods must stay
+// writable whatever one namespace's pods carry.
+const maxFailureMessage = 1024
 
 // Handler registers the workloads a SpiffeRegistration selects.
 type Handler struct {
@@ -351,6 +358,9 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 	st.EntriesRegistered = int32(c.registered)
 	st.EntriesMasked = int32(c.masked)
 	st.EntriesFailed = int32(len(failures))
+	for i := range failures {
+		failures[i].Message = condition.Cut(failures[i].Message, maxFailureMessage)
+	}
 	st.Failures = failures[:min(len(failures), maxFailures)]
 	if len(st.Failures) == 0 {
 		st.Failures = nil
