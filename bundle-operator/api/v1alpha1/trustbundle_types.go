@@ -242,6 +242,13 @@ type PublishedCertificate struct {
 	// source still held it for a while.
 	// +optional
 	FromSPIRE bool `json:"fromSPIRE,omitempty"`
+	// FromPublicRoots is whether the CA has been, while published, one of
+	// the public roots. The mark stays while the CA stays published, so a
+	// public root is never retained once no source supplies it: not when
+	// the publicRoots source is removed, nor when a newer root set drops or
+	// constrains it.
+	// +optional
+	FromPublicRoots bool `json:"fromPublicRoots,omitempty"`
 	// PEM is the certificate, kept so that it can be retained after it left
 	// the sources and the bundle rebuilt for new targets while a source
 	// fails. Empty when the bundle was too large for the status to hold it.

@@ -1,7 +1,9 @@
 package source
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 
 	nssroots "golang.org/x/crypto/x509roots/fallback/bundle"
 
@@ -30,4 +32,17 @@ func publicRoots() ([]*x509.Certificate, error) {
 		certs = append(certs, c...)
 	}
 	return certs, nil
+}
+
+// PublicRootSHA256s returns the SHA-256 (hex, of the DER) of every root of
+// the pinned public root set, those with a distrust-after constraint
+// included: a CA that is one of them is a public root, whichever source
+// supplied it, and is never retained once no source supplies it.
+func PublicRootSHA256s() map[string]bool {
+	set := map[string]bool{}
+	for r := range nssroots.Roots() {
+		sum := sha256.Sum256(r.Certificate)
+		set[hex.EncodeToString(sum[:])] = true
+	}
+	return set
 }

@@ -76,9 +76,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if tb.Spec.Options.RetainRemovedFor != nil {
 		grace = tb.Spec.Options.RetainRemovedFor.Duration
 	}
-	fromSpire := previouslyFromSpire(&tb.Status, res.Local != nil)
+	publicRoots := source.PublicRootSHA256s()
+	never := neverRetained(&tb.Status, res.Local != nil, publicRoots)
 	var certs []v1alpha1.PublishedCertificate
-	c.all, certs = retain(c.all, tb.Status.Certificates, fromSpire, grace, tb.Spec.Options.DropExpired, now)
+	c.all, certs = retain(c.all, tb.Status.Certificates, never, grace, tb.Spec.Options.DropExpired, now)
 
 	// 3. Render every format once.
 	f := newFormats(c)
@@ -86,7 +87,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if err != nil {
 		return fmt.Errorf("record bundle: %w", err)
 	}
-	markFromSPIRE(certs, tb.Status.Certificates, rec)
+	markOrigins(certs, tb.Status.Certificates, rec, publicRoots)
 
 	// Nothing is written that Kubernetes would refuse: a target or a status
 	// over its size limit fails here, before any write, so every target

@@ -17,12 +17,14 @@ import (
 // Secret or inline source this keeps peers that still present certificates
 // of the old CA trusted.
 //
-// A CA that was in SPIRE's bundle (fromSpire) is never retained: SPIRE
-// keeps a rotated CA in its bundle until it expires, so one that leaves
-// early was revoked, and keeping it would keep trusting a compromised key.
+// A CA never retained (never) is dropped at once: one that was in SPIRE's
+// bundle, since SPIRE keeps a rotated CA in its bundle until it expires, so
+// one that leaves early was revoked, and keeping it would keep trusting a
+// compromised key; and a public root, which leaves because the publicRoots
+// source was removed or the root set dropped or constrained it.
 //
 // It returns the bundle to publish and its status record.
-func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, fromSpire func(sha256 string) bool, grace time.Duration, dropExpired bool, now time.Time) (*bundle.Bundle, []v1alpha1.PublishedCertificate) {
+func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, never func(sha256 string) bool, grace time.Duration, dropExpired bool, now time.Time) (*bundle.Bundle, []v1alpha1.PublishedCertificate) {
 	inSource := map[string]bool{}
 	for _, c := range current.Certificates() {
 		inSource[c.SHA256] = true
@@ -31,7 +33,7 @@ func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, fr
 	certs := current.X509()
 	if grace > 0 {
 		for _, p := range previous {
-			if inSource[p.SHA256] || fromSpire(p.SHA256) {
+			if inSource[p.SHA256] || never(p.SHA256) {
 				continue
 			}
 			left := metav1.NewTime(now)
@@ -44,8 +46,8 @@ func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, fr
 			parsed, err := bundle.ParsePEM([]byte(p.PEM))
 			if err != nil || len(parsed) != 1 || bundle.NewCertificate(parsed[0]).SHA256 != p.SHA256 {
 				// A status we cannot read, or whose PEM is not the
-				// certificate its hash names (the hash decided it is not
-				// SPIRE's), retains nothing.
+				// certificate its hash names (the hash decided it may be
+				// retained), retains nothing.
 				continue
 			}
 			if dropExpired && now.After(parsed[0].NotAfter) {
@@ -74,13 +76,38 @@ func previouslyFromSpire(st *v1alpha1.TrustBundleStatus, hasSpireSource bool) fu
 	return func(sha string) bool { return set[sha] }
 }
 
-// markFromSPIRE sets FromSPIRE on each of certs that is an authority of a
-// trust domain read from SPIRE now (rec) or was marked in previous: the
-// mark stays while the CA stays published (see retain).
-func markFromSPIRE(certs, previous []v1alpha1.PublishedCertificate, rec *v1alpha1.PublishedFormats) {
-	marked := spireAuthorities(previous, rec)
+// neverRetained returns whether a certificate of the last published bundle
+// may not be retained: it was from SPIRE (previouslyFromSpire), is marked
+// FromPublicRoots, or is one of the public roots (publicRoots, the pinned
+// set; a status written before the mark existed has no mark to read).
+func neverRetained(st *v1alpha1.TrustBundleStatus, hasSpireSource bool, publicRoots map[string]bool) func(string) bool {
+	fromSpire := previouslyFromSpire(st, hasSpireSource)
+	marked := map[string]bool{}
+	for _, c := range st.Certificates {
+		if c.FromPublicRoots {
+			marked[c.SHA256] = true
+		}
+	}
+	return func(sha string) bool { return fromSpire(sha) || marked[sha] || publicRoots[sha] }
+}
+
+// markOrigins sets FromSPIRE on each of certs that is an authority of a
+// trust domain read from SPIRE now (rec) or was marked in previous, and
+// FromPublicRoots on each that is a public root now (publicRoots) or was
+// marked in previous: the marks stay while the CA stays published (see
+// retain).
+func markOrigins(certs, previous []v1alpha1.PublishedCertificate, rec *v1alpha1.PublishedFormats, publicRoots map[string]bool) {
+	fromSpire := spireAuthorities(previous, rec)
+	wasPublic := map[string]bool{}
+	for _, c := range previous {
+		if c.FromPublicRoots {
+			wasPublic[c.SHA256] = true
+		}
+	}
 	for i := range certs {
-		certs[i].FromSPIRE = marked[certs[i].SHA256]
+		sha := certs[i].SHA256
+		certs[i].FromSPIRE = fromSpire[sha]
+		certs[i].FromPublicRoots = publicRoots[sha] || wasPublic[sha]
 	}
 }
 

@@ -168,3 +168,31 @@ func TestRetainKeepsNothingWhosePEMIsNotTheCertificateItsHashNames(t *testing.T)
 		t.Errorf("an intact record: kept %d certificates, want 2 (the current one and the retained one)", intact.Len())
 	}
 }
+
+// TestRetainNeverKeepsAPublicRoot proves that a CA marked FromPublicRoots
+// is never retained, though the current root set no longer holds it (a
+// newer set dropped it), while a CA that left a ConfigMap still is; and
+// that markOrigins marks a public root of the current set and keeps an
+// earlier mark while the CA stays published.
+func TestRetainNeverKeepsAPublicRoot(t *testing.T) {
+	now := time.Now()
+	dropped, fromConfigMap, current := testpki.ValidCA("dropped from NSS"), testpki.ValidCA("configmap"), testpki.ValidCA("current")
+	before := bundle.New([]*x509.Certificate{dropped.Cert, fromConfigMap.Cert, current.Cert}, nil)
+	st := &v1alpha1.TrustBundleStatus{Certificates: published(before, nil)}
+	sha := func(ca testpki.CA) string { return bundle.NewCertificate(ca.Cert).SHA256 }
+	for i := range st.Certificates {
+		st.Certificates[i].FromPublicRoots = st.Certificates[i].SHA256 == sha(dropped)
+	}
+	got, _ := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), st.Certificates, neverRetained(st, false, map[string]bool{}), time.Hour, false, now)
+	if has(got, dropped) || !has(got, fromConfigMap) {
+		t.Errorf("retained %v; want the public root dropped and the ConfigMap's CA kept", got)
+	}
+
+	certs := published(before, nil)
+	markOrigins(certs, st.Certificates, nil, map[string]bool{sha(current): true})
+	for _, c := range certs {
+		if want := c.SHA256 == sha(dropped) || c.SHA256 == sha(current); c.FromPublicRoots != want {
+			t.Errorf("%s: FromPublicRoots = %v, want %v", c.Subject, c.FromPublicRoots, want)
+		}
+	}
+}
