@@ -10,12 +10,12 @@ import (
 	"context"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/common/condition"
+	commonctrl "github.com/trustplane/trustplane/common/controller"
 	"github.com/trustplane/trustplane/common/labels"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 )
@@ -38,9 +38,19 @@ func attackEdit(t *testing.T, c client.Client, key types.NamespacedName, edit fu
 	}
 }
 
-func inConflict(b *v1alpha1.IdentityBinding) bool {
-	cd := condition.Find(b, v1alpha1.ConditionConflict)
-	return cd != nil && cd.Status == metav1.ConditionTrue
+// secondBindingOutput creates the binding b2 of team, in prod on the pool
+// llm2 (same service account and variant as b1, another SPIFFE ID), gives
+// it three passes of op and returns its output, nil when it wrote none.
+func secondBindingOutput(t *testing.T, c client.Client, op *commonctrl.Controller[*v1alpha1.IdentityBinding]) *spiffev1alpha1.SpiffeEntry {
+	t.Helper()
+	b2 := attackBindingIn("team", "b2", "prod", "llm2")
+	if err := c.Create(context.Background(), b2); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		attackReconcile(t, op, client.ObjectKeyFromObject(b2))
+	}
+	return attackEntry(t, c, "team", "b2")
 }
 
 // TestAdversarialStrippedFinalizerLeavesNoSecondOutputInTheGroup: the tenant
@@ -68,14 +78,7 @@ func TestAdversarialStrippedFinalizerLeavesNoSecondOutputInTheGroup(t *testing.T
 	if attackEntry(t, c, "team", "b1") == nil {
 		t.Fatal("precondition: the orphan output is gone already")
 	}
-	b2 := attackBindingIn("team", "b2", "prod", "llm2")
-	if err := c.Create(context.Background(), b2); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		attackReconcile(t, op, client.ObjectKeyFromObject(b2))
-	}
-	if e := attackEntry(t, c, "team", "b2"); e != nil {
+	if e := secondBindingOutput(t, c, op); e != nil {
 		t.Fatalf("b2 wrote %s beside the orphan of b1: two identities (%s and %s) for the pods of one group",
 			e.Name, e.Spec.SpiffeID, attackEntry(t, c, "team", "b1").Spec.SpiffeID)
 	}
@@ -104,14 +107,7 @@ func TestAdversarialGhostEnvironmentOutputStillBlocksItsOldGroup(t *testing.T) {
 	if attackEntry(t, c, "team", "b1") == nil {
 		t.Fatal("precondition: the ghost output is gone")
 	}
-	b2 := attackBindingIn("team", "b2", "prod", "llm2")
-	if err := c.Create(context.Background(), b2); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		attackReconcile(t, op, client.ObjectKeyFromObject(b2))
-	}
-	if e := attackEntry(t, c, "team", "b2"); e != nil {
+	if e := secondBindingOutput(t, c, op); e != nil {
 		t.Fatalf("b2 wrote %s (%s) while b1's stale output (%s) selects the same pods", e.Name, e.Spec.SpiffeID, attackEntry(t, c, "team", "b1").Spec.SpiffeID)
 	}
 }
