@@ -49,3 +49,24 @@ helm.sh/chart: {{ (index . 0).Chart.Name }}-{{ (index . 0).Chart.Version }}
 {{- if $d -}}{{- toJson $d -}}{{- break -}}{{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The leader election lease of an operator, named as its process names it
+(common/manager InstanceName): <operator>.trustplane.dev, or for a class of
+spiffe-operator (flags.className) <operator>-<class>.trustplane.dev, or
+<operator>-<first 16 hex digits of the class's SHA-256>.trustplane.dev where
+that would be no DNS subdomain. Call with (list $name $v). */}}
+{{- define "trustplane.leaseName" -}}
+{{- $name := index . 0 -}}
+{{- $class := "" -}}
+{{- if eq $name "spiffe-operator" }}{{ $class = (index ((index . 1).flags | default dict) "className") | default "" }}{{ end -}}
+{{- if not $class -}}
+{{- printf "%s.trustplane.dev" $name -}}
+{{- else -}}
+{{- $n := printf "%s-%s.trustplane.dev" $name $class -}}
+{{- if and (le (len $n) 253) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $n) -}}
+{{- $n -}}
+{{- else -}}
+{{- printf "%s-%s.trustplane.dev" $name (sha256sum $class | trunc 16) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
