@@ -82,12 +82,7 @@ func previouslyFromSpire(st *v1alpha1.TrustBundleStatus, hasSpireSource bool) fu
 // set; a status written before the mark existed has no mark to read).
 func neverRetained(st *v1alpha1.TrustBundleStatus, hasSpireSource bool, publicRoots map[string]bool) func(string) bool {
 	fromSpire := previouslyFromSpire(st, hasSpireSource)
-	marked := map[string]bool{}
-	for _, c := range st.Certificates {
-		if c.FromPublicRoots {
-			marked[c.SHA256] = true
-		}
-	}
+	marked := publicRootMarks(st.Certificates)
 	return func(sha string) bool { return fromSpire(sha) || marked[sha] || publicRoots[sha] }
 }
 
@@ -98,17 +93,23 @@ func neverRetained(st *v1alpha1.TrustBundleStatus, hasSpireSource bool, publicRo
 // retain).
 func markOrigins(certs, previous []v1alpha1.PublishedCertificate, rec *v1alpha1.PublishedFormats, publicRoots map[string]bool) {
 	fromSpire := spireAuthorities(previous, rec)
-	wasPublic := map[string]bool{}
-	for _, c := range previous {
-		if c.FromPublicRoots {
-			wasPublic[c.SHA256] = true
-		}
-	}
+	wasPublic := publicRootMarks(previous)
 	for i := range certs {
 		sha := certs[i].SHA256
 		certs[i].FromSPIRE = fromSpire[sha]
 		certs[i].FromPublicRoots = publicRoots[sha] || wasPublic[sha]
 	}
+}
+
+// publicRootMarks returns the SHA-256 of each of certs marked FromPublicRoots.
+func publicRootMarks(certs []v1alpha1.PublishedCertificate) map[string]bool {
+	set := map[string]bool{}
+	for _, c := range certs {
+		if c.FromPublicRoots {
+			set[c.SHA256] = true
+		}
+	}
+	return set
 }
 
 // spireAuthorities returns the SHA-256 of each of certs marked FromSPIRE

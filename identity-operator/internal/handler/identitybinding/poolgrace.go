@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/common/condition"
@@ -37,7 +38,7 @@ func (m *missingPools) since(key types.NamespacedName, b *v1alpha1.IdentityBindi
 		return run.since, run.generation == b.Generation
 	}
 	ready := condition.Find(b, condition.TypeReady)
-	if len(b.Status.Outputs) == 0 || ready == nil || ready.Status != "True" || ready.ObservedGeneration != b.Generation {
+	if len(b.Status.Outputs) == 0 || ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != b.Generation {
 		return time.Time{}, false
 	}
 	if m.of == nil {
