@@ -505,10 +505,10 @@ func TestRBACIsTheOperatorsRBAC(t *testing.T) {
 }
 
 // configPolicies counts the ValidatingAdmissionPolicies in
-// identity-operator/config/policy, read from the files themselves.
-func configPolicies(t *testing.T) int {
+// identity-operator/config/<dir>, read from the files themselves.
+func configPolicies(t *testing.T, dir string) int {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(env.root, "identity-operator", "config", "policy", "*.yaml"))
+	paths, err := filepath.Glob(filepath.Join(env.root, "identity-operator", "config", dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +529,7 @@ func configPolicies(t *testing.T) int {
 		}
 	}
 	if n == 0 {
-		t.Fatal("no ValidatingAdmissionPolicy in identity-operator/config/policy")
+		t.Fatalf("no ValidatingAdmissionPolicy in identity-operator/config/%s", dir)
 	}
 	return n
 }
@@ -537,12 +537,16 @@ func configPolicies(t *testing.T) int {
 // TestAdmissionPoliciesAreOnByDefault proves identity-operator's admission
 // policies come with the chart unless switched off, their parameters in the
 // release namespace, and that allowedGroups and allowedUsers replace
-// config/policy's.
+// config/policy's; the policy that limits the operator's own writes
+// (config/rbac) comes with the operator whatever the switch.
 func TestAdmissionPoliciesAreOnByDefault(t *testing.T) {
 	r := mustTemplate(t, "chart-default", nil)
-	if n, want := len(r.find("ValidatingAdmissionPolicy")), configPolicies(t); n != want {
-		t.Errorf("%d ValidatingAdmissionPolicies, want the %d of identity-operator/config/policy", n, want)
+	own := configPolicies(t, "rbac")
+	if n, want := len(r.find("ValidatingAdmissionPolicy")), configPolicies(t, "policy")+own; n != want {
+		t.Errorf("%d ValidatingAdmissionPolicies, want the %d of identity-operator/config/policy and config/rbac", n, want)
 	}
+	r.object(t, "ValidatingAdmissionPolicy", "identity-operator-outputs.trustplane.dev")
+	r.object(t, "ValidatingAdmissionPolicyBinding", "identity-operator-outputs.trustplane.dev")
 	for _, b := range r.find("ValidatingAdmissionPolicyBinding") {
 		if ref, ok, _ := unstructuredMap(b.Object, "spec", "paramRef", "namespace"); ok && ref != "chart-default" {
 			t.Errorf("binding %s reads its parameters from namespace %v", b.GetName(), ref)
@@ -557,8 +561,13 @@ func TestAdmissionPoliciesAreOnByDefault(t *testing.T) {
 		t.Errorf("allowedGroups %v, want the value's", g)
 	}
 	off := mustTemplate(t, "chart-default", nil, "identityOperator.admissionPolicies.enabled=false")
-	if n := len(off.find("ValidatingAdmissionPolicy")) + len(off.find("ValidatingAdmissionPolicyBinding")); n != 0 {
-		t.Errorf("%d policies and bindings with the policies switched off", n)
+	if n := len(off.find("ValidatingAdmissionPolicy")) + len(off.find("ValidatingAdmissionPolicyBinding")); n != 2*own {
+		t.Errorf("%d policies and bindings with the policies switched off, want only the operator's own %d", n, 2*own)
+	}
+	off.object(t, "ValidatingAdmissionPolicy", "identity-operator-outputs.trustplane.dev")
+	without := mustTemplate(t, "chart-default", nil, "identityOperator.enabled=false")
+	if n := len(without.find("ValidatingAdmissionPolicy")); n != 0 {
+		t.Errorf("%d policies without identity-operator", n)
 	}
 }
 
@@ -773,11 +782,12 @@ func TestInstallersApplyCleanly(t *testing.T) {
 			if strings.Contains(again, "configured") || strings.Contains(again, "created") {
 				t.Errorf("a second apply changed objects:\n%s", again)
 			}
-			// The CRDs go again, so that a Helm release can own them later
-			// (the namespaced objects live in the installers' namespace,
-			// which the chart tests do not use).
+			// The CRDs and the admission policies (cluster-scoped, named as
+			// the chart names them) go again, so that a Helm release can own
+			// them later (the namespaced objects live in the installers'
+			// namespace, which the chart tests do not use).
 			for _, obj := range objs {
-				if obj.GetKind() == "CustomResourceDefinition" {
+				if k := obj.GetKind(); k == "CustomResourceDefinition" || strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
 					deleteAndWait(t, obj)
 				}
 			}

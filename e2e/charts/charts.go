@@ -51,6 +51,9 @@ func copies(root string) (map[string]string, error) {
 			add(path.Join(o.Name, "rbac", r), path.Join(o.Name, "config", "rbac", r))
 		}
 	}
+	for _, f := range []string{"output_policy.yaml", "output_policy_binding.yaml"} {
+		add(path.Join("identity-operator", "rbac", f), path.Join("identity-operator", "config", "rbac", f))
+	}
 	add("bundle-operator/rbac/source_role.yaml", "bundle-operator/config/rbac/source_role.yaml")
 	add("bundle-operator/rbac/secret_targets_role.yaml", "bundle-operator/config/components/secret-targets/role.yaml")
 	add("bundle-operator/rbac/secret_sources_role.yaml", "bundle-operator/config/components/secret-sources/role.yaml")

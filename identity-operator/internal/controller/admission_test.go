@@ -46,7 +46,13 @@ func applyPolicyManifests(ctx context.Context) {
 	}
 	Expect(yaml.Unmarshal(data, &kustomization)).To(Succeed())
 	Expect(kustomization.Resources).NotTo(BeEmpty())
-	for _, f := range kustomization.Resources {
+	createManifests(ctx, dir, kustomization.Resources...)
+}
+
+// createManifests creates the one object of each file in dir, unchanged;
+// objects that exist already are left as they are.
+func createManifests(ctx context.Context, dir string, files ...string) {
+	for _, f := range files {
 		data, err := os.ReadFile(filepath.Join(dir, f))
 		Expect(err).NotTo(HaveOccurred())
 		u := &unstructured.Unstructured{}

@@ -75,6 +75,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8s = cp.Client
 	operatorConfig = installOperatorRBAC(context.Background(), cp)
+	installOutputPolicy(context.Background())
 	testenv.ObserveRequests(operatorConfig, outputLists.see)
 	// The client limits the operator runs with (common/manager's defaults),
 	// not client-go's 5 requests a second.

@@ -1,0 +1,173 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/common/labels"
+	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/output"
+	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
+	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+)
+
+// installOutputPolicy creates the policy config/rbac puts beside the
+// operator's ClusterRole, before the operator starts, so that every spec of
+// the suite also proves it admits what the operator writes; it returns once
+// the API server enforces it.
+func installOutputPolicy(ctx context.Context) {
+	createManifests(ctx, filepath.Join(testsupport.ModuleRoot(), "config", "rbac"), "output_policy.yaml", "output_policy_binding.yaml")
+	asOperator, err := client.New(operatorConfig, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() error {
+		probe := outputEntry("probe-output-policy", []string{"unix:uid:0"})
+		err := asOperator.Create(ctx, probe)
+		if err == nil {
+			Expect(k8s.Delete(ctx, probe)).To(Succeed())
+		}
+		return err
+	}, 30*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("select pods by namespace")))
+}
+
+// outputEntry is a SpiffeEntry shaped as the operator's output of a
+// binding default/web, with the given selectors.
+func outputEntry(name string, selectors []string) *spiffev1alpha1.SpiffeEntry {
+	return &spiffev1alpha1.SpiffeEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			labels.OwnerKind: "IdentityBinding", labels.OwnerUID: "3f1c0e7a-0000-4000-8000-000000000001",
+			labels.OwnerName: "web", labels.OwnerNamespace: "default",
+		}},
+		Spec: spiffev1alpha1.SpiffeEntrySpec{
+			SpiffeID:  "spiffe://" + trustDomain + "/ns/default/sa/web",
+			ParentID:  parentID,
+			Selectors: selectors,
+		},
+	}
+}
+
+// Whoever holds identity-operator's service account token holds its
+// ClusterRole, which may create, change and delete every SpiffeEntry and
+// ClusterSPIFFEID: RBAC names no narrower set. The policy in config/rbac
+// holds that account to what the operator writes.
+var _ = Describe("The output policy: identity-operator's service account writes only what the operator writes", Ordered, func() {
+	var asOperator client.Client
+	// selectors is a set the operator renders: namespace, service account,
+	// a pool label and the boundary.
+	selectors := []string{"k8s:ns:default", "k8s:pod-label:app:web", "k8s:pod-label:" + v1alpha1.BoundaryLabel + ":stable", "k8s:sa:web"}
+	seq := 0
+	name := func() string { seq++; return fmt.Sprintf("output-policy-%d", seq) }
+
+	BeforeAll(func() {
+		var err error
+		asOperator, err = client.New(operatorConfig, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("admits an output shaped as the operator's, and its change and deletion", func(ctx context.Context) {
+		e := outputEntry(name(), selectors)
+		Expect(asOperator.Create(ctx, e)).To(Succeed())
+		e.Spec.Selectors = append([]string{"k8s:pod-label:tier:front"}, selectors...)
+		Expect(asOperator.Update(ctx, e)).To(Succeed())
+		Expect(asOperator.Delete(ctx, e)).To(Succeed())
+	})
+
+	It("refuses an admin, downstream, federating or DNS-named entry", func(ctx context.Context) {
+		for what, mutate := range map[string]func(*spiffev1alpha1.SpiffeEntry){
+			"admin":      func(e *spiffev1alpha1.SpiffeEntry) { e.Spec.Admin = true },
+			"downstream": func(e *spiffev1alpha1.SpiffeEntry) { e.Spec.Downstream = true },
+			"federatesWith": func(e *spiffev1alpha1.SpiffeEntry) {
+				e.Spec.FederatesWith = []spiffev1alpha1.TrustDomainName{"partner.test"}
+			},
+			"dnsNames": func(e *spiffev1alpha1.SpiffeEntry) { e.Spec.DNSNames = []string{"web.default.svc"} },
+		} {
+			e := outputEntry(name(), selectors)
+			mutate(e)
+			Expect(asOperator.Create(ctx, e)).To(MatchError(ContainSubstring("no admin, downstream")), what)
+
+			By("nor turns an output into one: " + what)
+			e = outputEntry(name(), selectors)
+			Expect(asOperator.Create(ctx, e)).To(Succeed())
+			mutate(e)
+			Expect(asOperator.Update(ctx, e)).To(MatchError(ContainSubstring("no admin, downstream")), what)
+		}
+	})
+
+	It("refuses selectors that could match a pod without the boundary label, or outside one namespace and service account", func(ctx context.Context) {
+		for what, set := range map[string][]string{
+			"a unix selector":            append([]string{"unix:uid:0"}, selectors...),
+			"a node selector":            append([]string{"k8s:node-name:node-1"}, selectors...),
+			"no boundary selector":       {"k8s:ns:default", "k8s:sa:web", "k8s:pod-label:app:web"},
+			"two boundary selectors":     append([]string{"k8s:pod-label:" + v1alpha1.BoundaryLabel + ":canary"}, selectors...),
+			"no namespace selector":      {"k8s:sa:web", "k8s:pod-label:" + v1alpha1.BoundaryLabel + ":stable"},
+			"two namespace selectors":    append([]string{"k8s:ns:kube-system"}, selectors...),
+			"no service account":         {"k8s:ns:default", "k8s:pod-label:" + v1alpha1.BoundaryLabel + ":stable"},
+			"a pod UID instead of label": {"k8s:ns:default", "k8s:sa:web", "k8s:pod-uid:3f1c0e7a-0000-4000-8000-000000000002"},
+		} {
+			Expect(asOperator.Create(ctx, outputEntry(name(), set))).To(MatchError(ContainSubstring("select pods by namespace")), what)
+		}
+	})
+
+	It("refuses to create, change or delete an entry that is not an output, or to make one out of an output", func(ctx context.Context) {
+		foreign := outputEntry(name(), []string{"unix:uid:0"})
+		foreign.Labels = nil
+		foreign.Spec.Admin = true
+		Expect(k8s.Create(ctx, foreign)).To(Succeed(), "the admin makes an entry of its own")
+
+		unlabelled := outputEntry(name(), selectors)
+		unlabelled.Labels = nil
+		Expect(asOperator.Create(ctx, unlabelled)).To(MatchError(ContainSubstring("only its own outputs")))
+
+		Expect(asOperator.Get(ctx, client.ObjectKeyFromObject(foreign), foreign)).To(Succeed())
+		Expect(asOperator.Delete(ctx, foreign)).To(MatchError(ContainSubstring("only its own outputs")))
+		foreign.Labels = map[string]string{labels.OwnerKind: "IdentityBinding"}
+		Expect(asOperator.Update(ctx, foreign)).To(MatchError(ContainSubstring("only its own outputs")))
+
+		By("the admin's entry is still there, unchanged")
+		kept := &spiffev1alpha1.SpiffeEntry{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(foreign), kept)).To(Succeed())
+		Expect(kept.Labels).To(BeEmpty())
+		Expect(kept.Spec.Admin).To(BeTrue())
+
+		By("nor may it take the owner label off an output")
+		e := outputEntry(name(), selectors)
+		Expect(asOperator.Create(ctx, e)).To(Succeed())
+		delete(e.Labels, labels.OwnerKind)
+		Expect(asOperator.Update(ctx, e)).To(MatchError(ContainSubstring("only its own outputs")))
+	})
+
+	It("refuses a ClusterSPIFFEID that selects pods without the boundary label or beyond one named namespace", func(ctx context.Context) {
+		d := output.Desired{Namespace: "default", ServiceAccount: "web", Variant: "stable", SPIFFEID: "spiffe://" + trustDomain + "/ns/default/sa/web",
+			ParentID: parentID, Selectors: selectors, PoolLabels: map[string]string{"app": "web"}}
+		build := func(mutate func(spec map[string]any)) *unstructured.Unstructured {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+			u.SetName(name())
+			u.SetLabels(map[string]string{labels.OwnerKind: "IdentityBinding"})
+			spec := d.ClusterSPIFFEIDSpec()
+			mutate(spec)
+			u.Object["spec"] = spec
+			return u
+		}
+		Expect(asOperator.Create(ctx, build(func(map[string]any) {}))).To(Succeed(), "the operator's own shape")
+		for what, mutate := range map[string]func(map[string]any){
+			"no boundary label in the pod selector": func(s map[string]any) { s["podSelector"] = map[string]any{"matchLabels": map[string]any{"app": "web"}} },
+			"every namespace":                       func(s map[string]any) { s["namespaceSelector"] = map[string]any{} },
+			"admin":                                 func(s map[string]any) { s["admin"] = true },
+			"DNS names":                             func(s map[string]any) { s["dnsNameTemplates"] = []any{"web.default.svc"} },
+			"a unix selector template":              func(s map[string]any) { s["workloadSelectorTemplates"] = []any{"unix:uid:0"} },
+		} {
+			err := asOperator.Create(ctx, build(mutate))
+			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%s: want a refusal, got %v", what, err)
+			Expect(err).To(MatchError(ContainSubstring("identity-operator")), what)
+		}
+	})
+})
