@@ -2,14 +2,12 @@ package controller_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -95,9 +93,9 @@ var _ = Describe("Admission policy: workload pod templates pick no variant unles
 		Expect(k8s.Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "workload-writer"},
 			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets", "deployments/scale", "replicasets/scale"}, Verbs: []string{"get", "create", "update", "patch"}},
+				{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: []string{"get", "create", "update", "patch"}},
 				{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: []string{"get", "create", "update", "patch"}},
-				{APIGroups: []string{""}, Resources: []string{"replicationcontrollers", "replicationcontrollers/scale"}, Verbs: []string{"get", "create", "update", "patch"}},
+				{APIGroups: []string{""}, Resources: []string{"replicationcontrollers"}, Verbs: []string{"get", "create", "update", "patch"}},
 			},
 		})).To(Succeed())
 		Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
@@ -182,64 +180,6 @@ var _ = Describe("Admission policy: workload pod templates pick no variant unles
 		labelled := workloadKinds["CronJob"](ns, "group-cronjob", "")
 		Expect(dev.Patch(ctx, labelled, client.RawPatch(types.JSONPatchType, imagePatch))).To(MatchError(ContainSubstring(v1alpha1.BoundaryLabel)))
 		Expect(setter.Patch(ctx, labelled, client.RawPatch(types.JSONPatchType, imagePatch))).To(Succeed())
-	})
-
-	// A ReplicaSet keeps the template of a variant its Deployment has moved
-	// off, at zero replicas. Raising its replicas, or resuming a labelled
-	// Job, would start pods of that variant from a template the platform
-	// no longer runs, so only allowed principals may start more pods of
-	// one; anyone may stop them.
-	It("a user outside the allowed principals cannot start more pods of a labelled ReplicaSet, ReplicationController or Job, but may stop them", func(ctx context.Context) {
-		replicas := func(n int) client.Patch {
-			return client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)))
-		}
-		for _, kind := range []string{"ReplicaSet", "ReplicationController"} {
-			obj := workloadKinds[kind](ns, "group-"+strings.ToLower(kind), "")
-			Expect(dev.Patch(ctx, obj, replicas(0))).To(Succeed(), kind)
-			Expect(dev.Patch(ctx, obj, replicas(3))).To(MatchError(ContainSubstring("start more pods")), kind)
-			Expect(setter.Patch(ctx, obj, replicas(3))).To(Succeed(), kind)
-			Expect(dev.Patch(ctx, obj, replicas(1))).To(Succeed(), kind)
-
-			By("an unlabelled " + kind + " scales for anyone")
-			plain := workloadKinds[kind](ns, "plain-"+strings.ToLower(kind), "")
-			Expect(dev.Patch(ctx, plain, replicas(3))).To(Succeed(), kind)
-		}
-
-		job := workloadKinds["Job"](ns, "group-job", "")
-		parallelism := func(n int) client.Patch {
-			return client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"parallelism":%d}}`, n)))
-		}
-		suspend := func(b bool) client.Patch {
-			return client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"suspend":%t}}`, b)))
-		}
-		Expect(dev.Patch(ctx, job, parallelism(4))).To(MatchError(ContainSubstring("start more pods")))
-		Expect(dev.Patch(ctx, job, parallelism(0))).To(Succeed())
-		Expect(setter.Patch(ctx, job, parallelism(2))).To(Succeed())
-		Expect(dev.Patch(ctx, job, suspend(true))).To(Succeed())
-		Expect(dev.Patch(ctx, job, suspend(false))).To(MatchError(ContainSubstring("start more pods")))
-		Expect(setter.Patch(ctx, job, suspend(false))).To(Succeed())
-	})
-
-	// The scale subresource's requests carry a Scale, not the ReplicaSet,
-	// so no policy can see whether its template carries the label: a
-	// user outside the allowed principals may lower the replicas of any
-	// ReplicaSet or ReplicationController through it, and raise none.
-	It("a user outside the allowed principals cannot raise a ReplicaSet's or ReplicationController's replicas through its scale subresource", func(ctx context.Context) {
-		scaleTo := func(c client.Client, obj client.Object, n int32) error {
-			s := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: obj.GetName()}, Spec: autoscalingv1.ScaleSpec{Replicas: n}}
-			return c.SubResource("scale").Update(ctx, obj, client.WithSubResourceBody(s))
-		}
-		for _, kind := range []string{"ReplicaSet", "ReplicationController"} {
-			for _, prefix := range []string{"group-", "plain-"} {
-				obj := workloadKinds[kind](ns, prefix+strings.ToLower(kind), "")
-				Expect(scaleTo(dev, obj, 0)).To(Succeed(), prefix+kind)
-				Expect(scaleTo(dev, obj, 2)).To(MatchError(ContainSubstring("scale")), prefix+kind)
-				Expect(scaleTo(setter, obj, 2)).To(Succeed(), prefix+kind)
-				Expect(scaleTo(named, obj, 3)).To(Succeed(), prefix+kind)
-			}
-		}
-		By("a Deployment's scale subresource stays open: its pods come from its current template")
-		Expect(scaleTo(dev, workloadKinds["Deployment"](ns, "group-deployment", ""), 5)).To(Succeed())
 	})
 
 	It("reads the parameter's lists with the spaces around entries trimmed", func(ctx context.Context) {
