@@ -47,7 +47,7 @@ func outputEntry(name string, selectors []string) *spiffev1alpha1.SpiffeEntry {
 			labels.OwnerName: "web", labels.OwnerNamespace: "default",
 		}},
 		Spec: spiffev1alpha1.SpiffeEntrySpec{
-			SpiffeID:  "spiffe://" + trustDomain + "/ns/default/sa/web",
+			SpiffeID:  "spiffe://" + trustDomain + "/ns/default/sa/web/stable",
 			ParentID:  parentID,
 			Selectors: selectors,
 		},
@@ -145,7 +145,7 @@ var _ = Describe("The output policy: identity-operator's service account writes 
 	})
 
 	It("refuses a ClusterSPIFFEID that selects pods without the boundary label or beyond one named namespace", func(ctx context.Context) {
-		d := output.Desired{Namespace: "default", ServiceAccount: "web", Variant: "stable", SPIFFEID: "spiffe://" + trustDomain + "/ns/default/sa/web",
+		d := output.Desired{Namespace: "default", ServiceAccount: "web", Variant: "stable", SPIFFEID: "spiffe://" + trustDomain + "/ns/default/sa/web/stable",
 			ParentID: parentID, Selectors: selectors, PoolLabels: map[string]string{"app": "web"}}
 		build := func(mutate func(spec map[string]any)) *unstructured.Unstructured {
 			u := &unstructured.Unstructured{}
