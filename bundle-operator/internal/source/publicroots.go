@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"sync"
 
 	nssroots "golang.org/x/crypto/x509roots/fallback/bundle"
 
@@ -34,15 +35,20 @@ func publicRoots() ([]*x509.Certificate, error) {
 	return certs, nil
 }
 
-// PublicRootSHA256s returns the SHA-256 (hex, of the DER) of every root of
-// the pinned public root set, those with a distrust-after constraint
-// included: a CA that is one of them is a public root, whichever source
-// supplied it, and is never retained once no source supplies it.
-func PublicRootSHA256s() map[string]bool {
+// IsPublicRoot reports whether sha (the hex SHA-256 of a certificate's DER)
+// is a root of the pinned public root set, those with a distrust-after
+// constraint included: a CA that is one of them is a public root,
+// whichever source supplied it, and is never retained once no source
+// supplies it. The set is built once, at the first call.
+func IsPublicRoot(sha string) bool { return publicRootSHA256s()[sha] }
+
+// publicRootSHA256s is the set IsPublicRoot reads, computed once from the
+// pinned roots and never changed after.
+var publicRootSHA256s = sync.OnceValue(func() map[string]bool {
 	set := map[string]bool{}
 	for r := range nssroots.Roots() {
 		sum := sha256.Sum256(r.Certificate)
 		set[hex.EncodeToString(sum[:])] = true
 	}
 	return set
-}
+})

@@ -2,6 +2,8 @@ package source_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/source"
+	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
 )
 
 // TestPublicRoots proves the publicRoots source: every unconstrained root
@@ -49,5 +52,32 @@ func TestPublicRoots(t *testing.T) {
 	path, version, _ := strings.Cut(source.PublicRootsVersion, "@")
 	if !strings.Contains(string(mod), path+" "+version) {
 		t.Errorf("go.mod does not require %s %s: PublicRootsVersion and go.mod disagree", path, version)
+	}
+}
+
+// TestIsPublicRootKnowsEveryPinnedRootAndNothingElse proves IsPublicRoot
+// against the pinned set read here: every root, constrained ones included,
+// is one, with the same answer on a second call (the set is built once);
+// a CA of the test PKI and a hash one bit off a root's are not.
+func TestIsPublicRootKnowsEveryPinnedRootAndNothingElse(t *testing.T) {
+	n := 0
+	for r := range nssroots.Roots() {
+		sum := sha256.Sum256(r.Certificate)
+		sha := hex.EncodeToString(sum[:])
+		if !source.IsPublicRoot(sha) || !source.IsPublicRoot(sha) {
+			t.Errorf("root %s is not a public root", sha)
+		}
+		sum[0] ^= 1
+		if source.IsPublicRoot(hex.EncodeToString(sum[:])) {
+			t.Errorf("a hash one bit off root %s is a public root", sha)
+		}
+		n++
+	}
+	if n < 100 {
+		t.Fatalf("the pinned set has %d roots", n)
+	}
+	own := sha256.Sum256(testpki.ValidCA("not-public").Cert.Raw)
+	if source.IsPublicRoot(hex.EncodeToString(own[:])) {
+		t.Error("a test CA is a public root")
 	}
 }

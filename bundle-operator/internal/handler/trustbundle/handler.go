@@ -76,8 +76,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if tb.Spec.Options.RetainRemovedFor != nil {
 		grace = tb.Spec.Options.RetainRemovedFor.Duration
 	}
-	publicRoots := source.PublicRootSHA256s()
-	never := neverRetained(&tb.Status, res.Local != nil, publicRoots)
+	never := neverRetained(&tb.Status, res.Local != nil, source.IsPublicRoot)
 	var certs []v1alpha1.PublishedCertificate
 	c.all, certs = retain(c.all, tb.Status.Certificates, never, grace, tb.Spec.Options.DropExpired, now)
 
@@ -87,7 +86,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if err != nil {
 		return fmt.Errorf("record bundle: %w", err)
 	}
-	markOrigins(certs, tb.Status.Certificates, rec, publicRoots)
+	markOrigins(certs, tb.Status.Certificates, rec, source.IsPublicRoot)
 
 	// Nothing is written that Kubernetes would refuse: a target or a status
 	// over its size limit fails here, before any write, so every target

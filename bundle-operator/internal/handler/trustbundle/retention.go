@@ -78,26 +78,26 @@ func previouslyFromSpire(st *v1alpha1.TrustBundleStatus, hasSpireSource bool) fu
 
 // neverRetained returns whether a certificate of the last published bundle
 // may not be retained: it was from SPIRE (previouslyFromSpire), is marked
-// FromPublicRoots, or is one of the public roots (publicRoots, the pinned
+// FromPublicRoots, or is one of the public roots (isPublicRoot, the pinned
 // set; a status written before the mark existed has no mark to read).
-func neverRetained(st *v1alpha1.TrustBundleStatus, hasSpireSource bool, publicRoots map[string]bool) func(string) bool {
+func neverRetained(st *v1alpha1.TrustBundleStatus, hasSpireSource bool, isPublicRoot func(string) bool) func(string) bool {
 	fromSpire := previouslyFromSpire(st, hasSpireSource)
 	marked := publicRootMarks(st.Certificates)
-	return func(sha string) bool { return fromSpire(sha) || marked[sha] || publicRoots[sha] }
+	return func(sha string) bool { return fromSpire(sha) || marked[sha] || isPublicRoot(sha) }
 }
 
 // markOrigins sets FromSPIRE on each of certs that is an authority of a
 // trust domain read from SPIRE now (rec) or was marked in previous, and
-// FromPublicRoots on each that is a public root now (publicRoots) or was
+// FromPublicRoots on each that is a public root now (isPublicRoot) or was
 // marked in previous: the marks stay while the CA stays published (see
 // retain).
-func markOrigins(certs, previous []v1alpha1.PublishedCertificate, rec *v1alpha1.PublishedFormats, publicRoots map[string]bool) {
+func markOrigins(certs, previous []v1alpha1.PublishedCertificate, rec *v1alpha1.PublishedFormats, isPublicRoot func(string) bool) {
 	fromSpire := spireAuthorities(previous, rec)
 	wasPublic := publicRootMarks(previous)
 	for i := range certs {
 		sha := certs[i].SHA256
 		certs[i].FromSPIRE = fromSpire[sha]
-		certs[i].FromPublicRoots = publicRoots[sha] || wasPublic[sha]
+		certs[i].FromPublicRoots = isPublicRoot(sha) || wasPublic[sha]
 	}
 }
 

@@ -183,13 +183,13 @@ func TestRetainNeverKeepsAPublicRoot(t *testing.T) {
 	for i := range st.Certificates {
 		st.Certificates[i].FromPublicRoots = st.Certificates[i].SHA256 == sha(dropped)
 	}
-	got, _ := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), st.Certificates, neverRetained(st, false, map[string]bool{}), time.Hour, false, now)
+	got, _ := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), st.Certificates, neverRetained(st, false, func(string) bool { return false }), time.Hour, false, now)
 	if has(got, dropped) || !has(got, fromConfigMap) {
 		t.Errorf("retained %v; want the public root dropped and the ConfigMap's CA kept", got)
 	}
 
 	certs := published(before, nil)
-	markOrigins(certs, st.Certificates, nil, map[string]bool{sha(current): true})
+	markOrigins(certs, st.Certificates, nil, func(s string) bool { return s == sha(current) })
 	for _, c := range certs {
 		if want := c.SHA256 == sha(dropped) || c.SHA256 == sha(current); c.FromPublicRoots != want {
 			t.Errorf("%s: FromPublicRoots = %v, want %v", c.Subject, c.FromPublicRoots, want)
