@@ -505,10 +505,10 @@ func TestRBACIsTheOperatorsRBAC(t *testing.T) {
 }
 
 // configPolicies counts the ValidatingAdmissionPolicies in
-// identity-operator/config/<dir>, read from the files themselves.
-func configPolicies(t *testing.T, dir string) int {
+// <operator>/config/<dir>, read from the files themselves.
+func configPolicies(t *testing.T, operator, dir string) int {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(env.root, "identity-operator", "config", dir, "*.yaml"))
+	paths, err := filepath.Glob(filepath.Join(env.root, operator, "config", dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +529,7 @@ func configPolicies(t *testing.T, dir string) int {
 		}
 	}
 	if n == 0 {
-		t.Fatalf("no ValidatingAdmissionPolicy in identity-operator/config/%s", dir)
+		t.Fatalf("no ValidatingAdmissionPolicy in %s/config/%s", operator, dir)
 	}
 	return n
 }
@@ -538,15 +538,19 @@ func configPolicies(t *testing.T, dir string) int {
 // policies come with the chart unless switched off, their parameters in the
 // release namespace, and that allowedGroups and allowedUsers replace
 // config/policy's; the policy that limits the operator's own writes
-// (config/rbac) comes with the operator whatever the switch.
+// (config/rbac) comes with the operator whatever the switch, and so does
+// bundle-operator's.
 func TestAdmissionPoliciesAreOnByDefault(t *testing.T) {
 	r := mustTemplate(t, "chart-default", nil)
-	own := configPolicies(t, "rbac")
-	if n, want := len(r.find("ValidatingAdmissionPolicy")), configPolicies(t, "policy")+own; n != want {
-		t.Errorf("%d ValidatingAdmissionPolicies, want the %d of identity-operator/config/policy and config/rbac", n, want)
+	identityOwn, bundleOwn := configPolicies(t, "identity-operator", "rbac"), configPolicies(t, "bundle-operator", "rbac")
+	own := identityOwn + bundleOwn
+	if n, want := len(r.find("ValidatingAdmissionPolicy")), configPolicies(t, "identity-operator", "policy")+own; n != want {
+		t.Errorf("%d ValidatingAdmissionPolicies, want the %d of identity-operator/config/policy and the operators' config/rbac", n, want)
 	}
-	r.object(t, "ValidatingAdmissionPolicy", "identity-operator-outputs.trustplane.dev")
-	r.object(t, "ValidatingAdmissionPolicyBinding", "identity-operator-outputs.trustplane.dev")
+	for _, name := range []string{"identity-operator-outputs.trustplane.dev", "bundle-operator-injection.trustplane.dev"} {
+		r.object(t, "ValidatingAdmissionPolicy", name)
+		r.object(t, "ValidatingAdmissionPolicyBinding", name)
+	}
 	for _, b := range r.find("ValidatingAdmissionPolicyBinding") {
 		if ref, ok, _ := unstructuredMap(b.Object, "spec", "paramRef", "namespace"); ok && ref != "chart-default" {
 			t.Errorf("binding %s reads its parameters from namespace %v", b.GetName(), ref)
@@ -566,8 +570,8 @@ func TestAdmissionPoliciesAreOnByDefault(t *testing.T) {
 	}
 	off.object(t, "ValidatingAdmissionPolicy", "identity-operator-outputs.trustplane.dev")
 	without := mustTemplate(t, "chart-default", nil, "identityOperator.enabled=false")
-	if n := len(without.find("ValidatingAdmissionPolicy")); n != 0 {
-		t.Errorf("%d policies without identity-operator", n)
+	if n := len(without.find("ValidatingAdmissionPolicy")); n != bundleOwn {
+		t.Errorf("%d policies without identity-operator, want bundle-operator's own %d", n, bundleOwn)
 	}
 }
 

@@ -50,9 +50,15 @@ func copies(root string) (map[string]string, error) {
 		for _, r := range []string{"role.yaml", "leader_election_role.yaml"} {
 			add(path.Join(o.Name, "rbac", r), path.Join(o.Name, "config", "rbac", r))
 		}
-	}
-	for _, f := range []string{"output_policy.yaml", "output_policy_binding.yaml"} {
-		add(path.Join("identity-operator", "rbac", f), path.Join("identity-operator", "config", "rbac", f))
+		// The admission policy that holds the operator's own writes, where
+		// it has one.
+		own, err := filepath.Glob(filepath.Join(root, o.Name, "config", "rbac", "*_policy*.yaml"))
+		if err != nil {
+			return nil, fmt.Errorf("%s policies: %w", o.Name, err)
+		}
+		for _, p := range own {
+			add(path.Join(o.Name, "rbac", filepath.Base(p)), path.Join(o.Name, "config", "rbac", filepath.Base(p)))
+		}
 	}
 	add("bundle-operator/rbac/source_role.yaml", "bundle-operator/config/rbac/source_role.yaml")
 	add("bundle-operator/rbac/secret_targets_role.yaml", "bundle-operator/config/components/secret-targets/role.yaml")
