@@ -108,6 +108,7 @@ var _ = Describe("The injection policy: bundle-operator's service account change
 			"a webhook's rules":           {vwc, jsonPatch(`[{"op":"add","path":"/webhooks/0/rules","value":[{"apiGroups":["*"],"apiVersions":["*"],"operations":["*"],"resources":["*"]}]}]`)},
 			"a webhook's name":            {vwc, jsonPatch(`[{"op":"replace","path":"/webhooks/1/name","value":"third.example.com"}]`)},
 			"a webhook removed":           {mwc, jsonPatch(`[{"op":"remove","path":"/webhooks/1"}]`)},
+			"the webhooks' order":         {mwc, jsonPatch(`[{"op":"move","from":"/webhooks/1","path":"/webhooks/0"}]`)},
 			"the inject annotation":       {vwc, jsonPatch(`[{"op":"remove","path":"/metadata/annotations"}]`)},
 			"a label":                     {mwc, jsonPatch(`[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`)},
 			"an APIService's service":     {apis, jsonPatch(`[{"op":"replace","path":"/spec/service/name","value":"attacker"}]`)},
@@ -127,7 +128,12 @@ var _ = Describe("The injection policy: bundle-operator's service account change
 		Expect(asOperator.Patch(ctx, plain.obj.DeepCopy(), caBundlePatch("/webhooks/0/clientConfig/caBundle", "x"))).
 			To(MatchError(ContainSubstring("only objects annotated")))
 
-		By("while a caBundle of an annotated object may change")
-		Expect(asOperator.Patch(ctx, crd.DeepCopy(), caBundlePatch("/spec/conversion/webhook/clientConfig/caBundle", testpki.ValidCA("another").PEM()))).To(Succeed())
+		By("while a caBundle of an annotated object may change, as the operator applies it")
+		another := base64.StdEncoding.EncodeToString([]byte(testpki.ValidCA("another").PEM()))
+		apply := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"conversion": map[string]any{
+			"webhook": map[string]any{"clientConfig": map[string]any{"caBundle": another}}}}}}
+		apply.SetGroupVersionKind(crd.GroupVersionKind())
+		apply.SetName(crd.GetName())
+		Expect(asOperator.Apply(ctx, client.ApplyConfigurationFromUnstructured(apply), client.FieldOwner(target.FieldManager), client.ForceOwnership)).To(Succeed())
 	})
 })
