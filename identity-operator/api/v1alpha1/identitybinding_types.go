@@ -44,6 +44,23 @@ const (
 	ConditionRenderFailure = "RenderFailure"
 )
 
+// ConditionBoundaryEnforced reports, on every binding, whether the identity
+// boundary's admission policies (config/policy) are in force. It is not a
+// failure condition and leaves Ready alone: without the policies the
+// binding still renders its outputs, but whoever may create a pod can give
+// it the variant label.
+const ConditionBoundaryEnforced = "BoundaryEnforced"
+
+// Reasons of BoundaryEnforced.
+const (
+	// ReasonAdmissionPoliciesInForce: every policy is installed and bound
+	// with the Deny action.
+	ReasonAdmissionPoliciesInForce = "AdmissionPoliciesInForce"
+	// ReasonAdmissionPoliciesMissing: a policy or its binding is missing,
+	// or the binding does not deny; the message names them.
+	ReasonAdmissionPoliciesMissing = "AdmissionPoliciesMissing"
+)
+
 // Reasons of the failure conditions (and of Ready=False).
 const (
 	// ReasonTargetPoolNotFound (InvalidRef): the referenced pool does not exist.

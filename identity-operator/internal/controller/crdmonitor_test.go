@@ -33,12 +33,12 @@ func TestTheCRDMonitorRequeuesAfterAFailedListOfBindings(t *testing.T) {
 			return c.List(ctx, l, o...)
 		}}).Build()
 	requeued := make(chan event.TypedGenericEvent[*v1alpha1.IdentityBinding], 10)
-	m := &crdMonitor{reader: fake.NewClientBuilder().Build(), bindings: bindings, serving: &pool.Serving{},
-		requeue: requeued, log: logr.Discard()}
+	serving := &pool.Serving{}
+	m := newCRDMonitor(fake.NewClientBuilder().Build(), bindings, serving, requeued, 0, logr.Discard())
 	ctx := context.Background()
 
 	m.check(ctx)
-	if why := m.serving.NotServing(); why != "is not installed" {
+	if why := serving.NotServing(); why != "is not installed" {
 		t.Fatalf("no CRD: want it recorded as not installed, got %q", why)
 	}
 	if len(requeued) != 0 {

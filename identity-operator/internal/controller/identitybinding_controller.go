@@ -26,6 +26,7 @@ import (
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/boundary"
 	"github.com/trustplane/trustplane/identity-operator/internal/index"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
 	"github.com/trustplane/trustplane/identity-operator/internal/pool"
@@ -41,6 +42,7 @@ const Name = "identitybinding"
 // +kubebuilder:rbac:groups=spire.spiffe.io,resources=clusterspiffeids,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=inferencepools.inference.networking.k8s.io,verbs=get
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,resourceNames=identity-boundary.trustplane.dev;identity-boundary-immutable.trustplane.dev;identity-boundary-workloads.trustplane.dev,verbs=get
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -69,6 +71,10 @@ type SetupOptions struct {
 	// to the handler): a CRD deleted, or no longer serving v1, is noticed
 	// without a restart.
 	CRDServing *pool.Serving
+	// Boundary, when set, is kept up to date by reading the identity
+	// boundary's admission policies every CRDPollInterval (give the same
+	// one to the handler, which reports it on every binding).
+	Boundary *boundary.State
 }
 
 // Setup registers the indexes and the controller c with mgr. It fails with
@@ -123,25 +129,26 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c *controller.Controller[*v1al
 	if interval <= 0 {
 		interval = DefaultCRDPollInterval
 	}
-	var crdChanged chan event.TypedGenericEvent[*v1alpha1.IdentityBinding]
-	if opts.CRDServing != nil {
-		crdChanged = make(chan event.TypedGenericEvent[*v1alpha1.IdentityBinding])
-		b = b.WatchesRawSource(source.Channel(crdChanged, &handler.TypedEnqueueRequestForObject[*v1alpha1.IdentityBinding]{}))
+	// polled carries the bindings a monitor's read concerns.
+	var polled chan event.TypedGenericEvent[*v1alpha1.IdentityBinding]
+	if opts.CRDServing != nil || opts.Boundary != nil {
+		polled = make(chan event.TypedGenericEvent[*v1alpha1.IdentityBinding])
+		b = b.WatchesRawSource(source.Channel(polled, &handler.TypedEnqueueRequestForObject[*v1alpha1.IdentityBinding]{}))
 	}
 	ctl, err := b.Build(&controller.Reconciler[*v1alpha1.IdentityBinding]{Controller: c, NewObject: newObject})
 	if err != nil {
 		return fmt.Errorf("build controller %s: %w", c.Name(), err)
 	}
 	if opts.CRDServing != nil {
-		if err := mgr.Add(&crdMonitor{
-			reader:   mgr.GetAPIReader(),
-			bindings: mgr.GetClient(),
-			serving:  opts.CRDServing,
-			requeue:  crdChanged,
-			interval: interval,
-			log:      mgr.GetLogger().WithValues("controller", c.Name(), "runnable", "inferencepool-crd-monitor"),
-		}); err != nil {
+		log := mgr.GetLogger().WithValues("controller", c.Name(), "runnable", "inferencepool-crd-monitor")
+		if err := mgr.Add(newCRDMonitor(mgr.GetAPIReader(), mgr.GetClient(), opts.CRDServing, polled, interval, log)); err != nil {
 			return fmt.Errorf("add the InferencePool CRD monitor: %w", err)
+		}
+	}
+	if opts.Boundary != nil {
+		log := mgr.GetLogger().WithValues("controller", c.Name(), "runnable", "boundary-policy-monitor")
+		if err := mgr.Add(newBoundaryMonitor(mgr.GetAPIReader(), mgr.GetClient(), opts.Boundary, polled, interval, log)); err != nil {
+			return fmt.Errorf("add the boundary policy monitor: %w", err)
 		}
 	}
 	if err := mgr.Add(&orphanSweeper{

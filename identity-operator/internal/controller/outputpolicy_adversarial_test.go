@@ -41,17 +41,7 @@ var _ = Describe("Adversarial: the output policy against the operator's stolen t
 		}
 	}
 	csid := func(mutate func(map[string]any)) *unstructured.Unstructured {
-		d := output.Desired{Namespace: "default", ServiceAccount: "web", Variant: "stable",
-			SPIFFEID: "spiffe://" + trustDomain + "/ns/default/sa/web/stable", ParentID: parentID,
-			Selectors: sel, PoolLabels: map[string]string{"app": "web"}}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
-		u.SetName(name())
-		u.SetLabels(map[string]string{labels.OwnerKind: "IdentityBinding"})
-		spec := d.ClusterSPIFFEIDSpec()
-		mutate(spec)
-		u.Object["spec"] = spec
-		return u
+		return outputClusterSPIFFEID(name(), sel, mutate)
 	}
 	// refuse asserts that a write was refused; if it went through, the
 	// object is deleted (as admin) so the suite stays clean.

@@ -54,6 +54,22 @@ func outputEntry(name string, selectors []string) *spiffev1alpha1.SpiffeEntry {
 	}
 }
 
+// outputClusterSPIFFEID is a ClusterSPIFFEID shaped as the operator's
+// output of a binding default/web of variant stable, with the given
+// selectors, its spec then changed by mutate.
+func outputClusterSPIFFEID(name string, selectors []string, mutate func(spec map[string]any)) *unstructured.Unstructured {
+	d := output.Desired{Namespace: "default", ServiceAccount: "web", Variant: "stable", SPIFFEID: "spiffe://" + trustDomain + "/ns/default/sa/web/stable",
+		ParentID: parentID, Selectors: selectors, PoolLabels: map[string]string{"app": "web"}}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
+	u.SetName(name)
+	u.SetLabels(map[string]string{labels.OwnerKind: "IdentityBinding"})
+	spec := d.ClusterSPIFFEIDSpec()
+	mutate(spec)
+	u.Object["spec"] = spec
+	return u
+}
+
 // Whoever holds identity-operator's service account token holds its
 // ClusterRole, which may create, change and delete every SpiffeEntry and
 // ClusterSPIFFEID: RBAC names no narrower set. The policy in config/rbac
@@ -145,17 +161,8 @@ var _ = Describe("The output policy: identity-operator's service account writes 
 	})
 
 	It("refuses a ClusterSPIFFEID that selects pods without the boundary label or beyond one named namespace", func(ctx context.Context) {
-		d := output.Desired{Namespace: "default", ServiceAccount: "web", Variant: "stable", SPIFFEID: "spiffe://" + trustDomain + "/ns/default/sa/web/stable",
-			ParentID: parentID, Selectors: selectors, PoolLabels: map[string]string{"app": "web"}}
 		build := func(mutate func(spec map[string]any)) *unstructured.Unstructured {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(output.ClusterSPIFFEIDGVK())
-			u.SetName(name())
-			u.SetLabels(map[string]string{labels.OwnerKind: "IdentityBinding"})
-			spec := d.ClusterSPIFFEIDSpec()
-			mutate(spec)
-			u.Object["spec"] = spec
-			return u
+			return outputClusterSPIFFEID(name(), selectors, mutate)
 		}
 		Expect(asOperator.Create(ctx, build(func(map[string]any) {}))).To(Succeed(), "the operator's own shape")
 		for what, mutate := range map[string]func(map[string]any){

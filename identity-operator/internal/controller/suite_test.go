@@ -39,6 +39,10 @@ const (
 // poolMissingGrace is the operator's --pool-missing-grace in this suite.
 const poolMissingGrace = 3 * time.Second
 
+// boundaryPollInterval is how often the suite's operator reads the
+// InferencePool CRD and the identity boundary's admission policies.
+const boundaryPollInterval = time.Second
+
 var (
 	cp     *testenv.ControlPlane
 	k8s    client.Client
@@ -76,6 +80,10 @@ var _ = BeforeSuite(func() {
 	k8s = cp.Client
 	operatorConfig = installOperatorRBAC(context.Background(), cp)
 	installOutputPolicy(context.Background())
+	// The identity boundary's policies are in force from the start, so the
+	// BoundaryEnforced condition of every binding changes only inside the
+	// spec that takes one of them away.
+	applyPolicyManifests(context.Background())
 	testenv.ObserveRequests(operatorConfig, outputLists.see)
 	// The client limits the operator runs with (common/manager's defaults),
 	// not client-go's 5 requests a second.
@@ -94,6 +102,7 @@ var _ = BeforeSuite(func() {
 		Outputs:             outputs,
 		Manager:             manager.Options{MetricsAddr: "0", ProbeAddr: "0"},
 		OrphanSweepInterval: 300 * time.Millisecond,
+		CRDPollInterval:     boundaryPollInterval,
 		Handler: identitybinding.Options{
 			TrustDomain:      spiffeid.RequireTrustDomainFromString(trustDomain),
 			ParentID:         parentID,

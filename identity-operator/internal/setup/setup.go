@@ -24,6 +24,7 @@ import (
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/boundary"
 	ibcontroller "github.com/trustplane/trustplane/identity-operator/internal/controller"
 	"github.com/trustplane/trustplane/identity-operator/internal/handler/identitybinding"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
@@ -66,7 +67,8 @@ type Settings struct {
 	Handler identitybinding.Options
 	// CRDPollInterval is how often the operator checks whether the
 	// InferencePool CRD has been installed, while it is missing; 0 means
-	// 30s (ibcontroller.DefaultCRDPollInterval). Not a flag: tests shorten it.
+	// 30s (ibcontroller.DefaultCRDPollInterval); the identity boundary's
+	// admission policies are read as often. Not a flag: tests shorten it.
 	CRDPollInterval time.Duration
 	// OrphanSweepInterval is how often outputs whose binding is gone are
 	// deleted; 0 means 5m (ibcontroller.DefaultOrphanSweepInterval). Not a
@@ -214,6 +216,8 @@ func register(ctx context.Context, mgr ctrl.Manager, s Settings, m *controller.M
 	s.Handler.Informers = mgr.GetCache()
 	serving := &pool.Serving{}
 	s.Handler.CRDServing = serving
+	policies := &boundary.State{}
+	s.Handler.Boundary = policies
 	h, err := identitybinding.New(mgr.GetClient(), s.Handler)
 	if err != nil {
 		return fmt.Errorf("build handler: %w", err)
@@ -231,5 +235,6 @@ func register(ctx context.Context, mgr ctrl.Manager, s Settings, m *controller.M
 		CRDPollInterval:     s.CRDPollInterval,
 		OrphanSweepInterval: s.OrphanSweepInterval,
 		CRDServing:          serving,
+		Boundary:            policies,
 	})
 }

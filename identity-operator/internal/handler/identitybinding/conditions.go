@@ -90,3 +90,25 @@ func (h *Handler) fail(ctx context.Context, j *janitor.Client, b *v1alpha1.Ident
 	setFailure(b, condType, reason, cause.Error()+"; no output is kept")
 	return reasoned(reason, ctrlerrors.BlockedErrorf("%w", cause))
 }
+
+// reportBoundary sets the condition BoundaryEnforced from what was last read
+// of the identity boundary's admission policies: True when they are in
+// force; False, naming what is missing, when not. It does not touch Ready:
+// a binding renders its outputs either way, and the condition says what the
+// identity rests on. Before any read it leaves the condition as it is.
+func (h *Handler) reportBoundary(b *v1alpha1.IdentityBinding) {
+	why, known := h.opts.Boundary.Get()
+	switch {
+	case !known:
+	case why == "":
+		condition.SetStatus(b, v1alpha1.ConditionBoundaryEnforced, true, v1alpha1.ReasonAdmissionPoliciesInForce,
+			"the identity boundary's admission policies are in force: only their allowed principals may give a pod the variant label")
+	default:
+		condition.SetStatus(b, v1alpha1.ConditionBoundaryEnforced, false, v1alpha1.ReasonAdmissionPoliciesMissing,
+			condition.Cut("whoever may create a pod can give it this variant's label, and so this identity: "+why+
+				"; install identity-operator/config/policy", maxBoundaryMessage))
+	}
+}
+
+// maxBoundaryMessage bounds the BoundaryEnforced message.
+const maxBoundaryMessage = 1024

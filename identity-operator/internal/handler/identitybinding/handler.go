@@ -20,6 +20,7 @@ import (
 	"github.com/trustplane/trustplane/common/janitor"
 
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/identity-operator/internal/boundary"
 	"github.com/trustplane/trustplane/identity-operator/internal/idtemplate"
 	"github.com/trustplane/trustplane/identity-operator/internal/output"
 	"github.com/trustplane/trustplane/identity-operator/internal/pool"
@@ -68,6 +69,11 @@ type Options struct {
 	// report InferencePoolCRDMissing, whatever the cache still holds. Nil
 	// leaves that to the "no matches" check alone.
 	CRDServing *pool.Serving
+	// Boundary is what the operator last read of the identity boundary's
+	// admission policies (the controller's boundary monitor sets it): every
+	// pass reports it in the condition BoundaryEnforced. Nil, or nothing
+	// read yet, sets no condition.
+	Boundary *boundary.State
 	// Informers is the cache behind the handler's client (the manager's
 	// cache in production): a pool is read only once the cache's informer
 	// for its kind has synced, so a pass never waits for one that cannot
@@ -170,6 +176,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 	// only if they differ from what is stored. The SPIFFE ID is set only
 	// once the pass ends Ready.
 	b.Status.SPIFFEID = ""
+	h.reportBoundary(b)
 
 	// 1. The spec alone: variant, service account, SPIFFE ID.
 	if err := selector.ValidateVariant(b.Spec.IdentityBoundary.Variant); err != nil {
