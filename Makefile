@@ -50,7 +50,7 @@ test: tools vet ## build what is missing, vet, and run every module's tests (e2e
 	go test -count=1 $(GO_TEST_FLAGS) $(PKGS)
 	$(MAKE) --no-print-directory e2e-deployed E2E_DEPLOYED_LABELS=smoke E2E_DEPLOYED_FLAGS=
 	$(MAKE) --no-print-directory e2e-installer E2E_INSTALLER_FLAGS=
-	$(MAKE) --no-print-directory e2e-helm E2E_HELM_FLAGS=
+	$(MAKE) --no-print-directory e2e-helm E2E_HELM_FLAGS= E2E_HELM_LABELS=smoke
 	$(MAKE) fuzz
 
 fuzz: ## run each fuzz target of FUZZ_TARGETS for its budget (or FUZZ_TIME)
