@@ -2,6 +2,8 @@ package boundary_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,33 +16,54 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trustplane/trustplane/identity-operator/internal/boundary"
 )
 
-// installed returns every policy of boundary.Policies with a binding of the
-// same name that denies, as config/policy installs them, changed by edit.
-func installed(edit func(name string, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) []client.Object) []client.Object {
+// installed returns every policy of boundary.Policies with its binding, as
+// config/policy ships them (read from its files), changed by edit.
+func installed(t *testing.T, edit func(name string, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) []client.Object) []client.Object {
+	t.Helper()
+	dir := filepath.Join("..", "..", "config", "policy")
+	read := func(file string, into any) {
+		raw, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(raw, into); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	files := map[string]string{
+		"identity-boundary.trustplane.dev":           "identity-boundary",
+		"identity-boundary-immutable.trustplane.dev": "identity-boundary-immutable",
+		"identity-boundary-workloads.trustplane.dev": "identity-boundary-workloads",
+	}
 	var out []client.Object
 	for _, name := range boundary.Policies() {
-		p := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
-				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		read(files[name]+"-policy.yaml", p)
+		read(files[name]+"-binding.yaml", b)
+		if p.Name != name || b.Name != name {
+			t.Fatalf("config/policy names %s and %s, want %s", p.Name, b.Name, name)
+		}
 		out = append(out, edit(name, p, b)...)
 	}
 	return out
 }
 
-// TestReadNamesEveryPolicyOrBindingNotInForce: the real API server case
-// (a binding deleted, then warning only) is the controller suite's
-// BoundaryEnforced spec; this covers every shape Read tells apart.
+// TestReadNamesEveryPolicyOrBindingNotInForce: config/policy as shipped is
+// in force, and each change of it that opens the boundary is named. The
+// real API server case (a binding deleted, then warning only) is the
+// controller suite's BoundaryEnforced spec.
 func TestReadNamesEveryPolicyOrBindingNotInForce(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	first, second := boundary.Policies()[0], boundary.Policies()[1]
+	first, second, third := boundary.Policies()[0], boundary.Policies()[1], boundary.Policies()[2]
 	for _, tc := range []struct {
 		name string
 		edit func(string, *admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) []client.Object
@@ -70,9 +93,40 @@ func TestReadNamesEveryPolicyOrBindingNotInForce(t *testing.T) {
 			}
 			return []client.Object{p, b}
 		}, []string{"binding " + second + " does not deny"}},
+		{"a policy that fails open", func(n string, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) []client.Object {
+			if n == second {
+				ignore := admissionregistrationv1.Ignore
+				p.Spec.FailurePolicy = &ignore
+			}
+			return []client.Object{p, b}
+		}, []string{"policy " + second + " fails open"}},
+		{"parameters read from the request's namespace", func(n string, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) []client.Object {
+			if n == first {
+				b.Spec.ParamRef.Namespace = ""
+			}
+			return []client.Object{p, b}
+		}, []string{"binding " + first + " does not read its parameters from the ConfigMap identity-boundary-admission of a fixed namespace"}},
+		{"requests allowed while the parameters are missing", func(n string, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) []client.Object {
+			if n == third {
+				allow := admissionregistrationv1.AllowAction
+				b.Spec.ParamRef.ParameterNotFoundAction = &allow
+			}
+			return []client.Object{p, b}
+		}, []string{"binding " + third + " allows requests while its parameters are missing"}},
+		{"namespaces, resources and objects left out", func(n string, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) []client.Object {
+			switch n {
+			case first:
+				b.Spec.MatchResources.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"boundary": "on"}}
+			case second:
+				b.Spec.MatchResources = &admissionregistrationv1.MatchResources{ExcludeResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{}}}
+			case third:
+				b.Spec.MatchResources = &admissionregistrationv1.MatchResources{ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"checked": "yes"}}}
+			}
+			return []client.Object{p, b}
+		}, []string{"binding " + first + " leaves out namespaces", "binding " + second + " narrows or excludes resources", "binding " + third + " leaves out objects"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(s).WithObjects(installed(tc.edit)...).Build()
+			c := fake.NewClientBuilder().WithScheme(s).WithObjects(installed(t, tc.edit)...).Build()
 			why, err := boundary.Read(context.Background(), c)
 			if err != nil {
 				t.Fatal(err)

@@ -102,7 +102,7 @@ func (h *Handler) reportBoundary(b *v1alpha1.IdentityBinding) {
 	case !known:
 	case why == "":
 		condition.SetStatus(b, v1alpha1.ConditionBoundaryEnforced, true, v1alpha1.ReasonAdmissionPoliciesInForce,
-			"the identity boundary's admission policies are in force: only their allowed principals may give a pod the variant label")
+			"the identity boundary's admission policies are installed, bound to deny in every namespace, fail closed and read the platform's parameters")
 	default:
 		condition.SetStatus(b, v1alpha1.ConditionBoundaryEnforced, false, v1alpha1.ReasonAdmissionPoliciesMissing,
 			condition.Cut("whoever may create a pod can give it this variant's label, and so this identity: "+why+
