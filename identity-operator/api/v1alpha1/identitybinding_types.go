@@ -59,6 +59,9 @@ const (
 	// ReasonAdmissionPoliciesMissing: a policy or its binding is missing,
 	// or the binding does not deny; the message names them.
 	ReasonAdmissionPoliciesMissing = "AdmissionPoliciesMissing"
+	// ReasonAdmissionPoliciesUnreadable (status Unknown): the operator
+	// could not read the policies for several intervals in a row.
+	ReasonAdmissionPoliciesUnreadable = "AdmissionPoliciesUnreadable"
 )
 
 // Reasons of the failure conditions (and of Ready=False).

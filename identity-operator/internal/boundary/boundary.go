@@ -81,30 +81,58 @@ func Read(ctx context.Context, r client.Reader) (string, error) {
 // State is what the operator last read of the policies, shared by the
 // runnable that reads them and the handler that reports them.
 type State struct {
-	mu    sync.Mutex
-	known bool
-	why   string
+	mu sync.Mutex
+	r  Reading
+}
+
+// Reading is what State knows.
+type Reading struct {
+	// Known is set once a read succeeded or the reads have failed for a
+	// while.
+	Known bool
+	// Why the boundary is not in force; "" when it is (see Read).
+	Why string
+	// Unreadable, when set, is why the policies could not be read for
+	// several intervals in a row: nothing is known either way.
+	Unreadable string
 }
 
 // Set records a successful read (why as Read returns it) and reports
 // whether it changed what was known.
 func (s *State) Set(why string) bool {
+	return s.set(Reading{Known: true, Why: why})
+}
+
+// SetUnreadable records that the policies could not be read for a while
+// (why) and reports whether that changed what was known. While they stay
+// unreadable the first reason stands, so errors worded differently from
+// one read to the next change nothing.
+func (s *State) SetUnreadable(why string) bool {
+	s.mu.Lock()
+	unreadable := s.r.Unreadable != ""
+	s.mu.Unlock()
+	if unreadable {
+		return false
+	}
+	return s.set(Reading{Known: true, Unreadable: why})
+}
+
+func (s *State) set(r Reading) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	changed := !s.known || s.why != why
-	s.known, s.why = true, why
+	changed := s.r != r
+	s.r = r
 	return changed
 }
 
-// Get returns why the boundary is not in force ("" when it is) and whether
-// any read has succeeded yet; a nil State knows nothing.
-func (s *State) Get() (why string, known bool) {
+// Get returns what is known; a nil State knows nothing.
+func (s *State) Get() Reading {
 	if s == nil {
-		return "", false
+		return Reading{}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.why, s.known
+	return s.r
 }
 
 // scopeProblems names what the binding of policy name leaves out: a

@@ -157,10 +157,11 @@ func TestReadNamesEveryPolicyOrBindingNotInForce(t *testing.T) {
 }
 
 // TestStateKnowsOnlyWhatWasRead: nothing is known before the first read; a
-// change, and only a change, is reported; a nil State knows nothing.
+// change, and only a change, is reported; unreadable keeps its first reason
+// until a read succeeds; a nil State knows nothing.
 func TestStateKnowsOnlyWhatWasRead(t *testing.T) {
 	var s boundary.State
-	if _, known := s.Get(); known {
+	if s.Get().Known {
 		t.Fatal("known before any read")
 	}
 	if !s.Set("") {
@@ -172,11 +173,20 @@ func TestStateKnowsOnlyWhatWasRead(t *testing.T) {
 	if !s.Set("policy x is not installed") {
 		t.Fatal("a new problem is a change")
 	}
-	if why, known := s.Get(); !known || why != "policy x is not installed" {
-		t.Fatalf("got %q, %v", why, known)
+	if r := s.Get(); !r.Known || r.Why != "policy x is not installed" || r.Unreadable != "" {
+		t.Fatalf("got %+v", r)
+	}
+	if !s.SetUnreadable("forbidden") || s.SetUnreadable("timeout") {
+		t.Fatal("becoming unreadable is one change, however the next errors read")
+	}
+	if r := s.Get(); r.Unreadable != "forbidden" || r.Why != "" {
+		t.Fatalf("got %+v", r)
+	}
+	if !s.Set("") || s.Get().Unreadable != "" {
+		t.Fatal("a read that succeeds again ends the unreadable state")
 	}
 	var none *boundary.State
-	if _, known := none.Get(); known {
+	if none.Get().Known {
 		t.Fatal("a nil State knows something")
 	}
 }

@@ -33,9 +33,15 @@ type pollMonitor struct {
 	affected func(ctx context.Context) ([]*v1alpha1.IdentityBinding, error)
 	// logChange says what a change means for the bindings.
 	logChange func(why string)
-	requeue   chan<- event.TypedGenericEvent[*v1alpha1.IdentityBinding]
-	interval  time.Duration
-	log       logr.Logger
+	// unreadable, when set, records that read has failed
+	// unreadableAfter times in a row (with the last error) and reports
+	// whether that changed what was known; the affected bindings are then
+	// requeued as for a change.
+	unreadable      func(err error) bool
+	unreadableAfter int
+	requeue         chan<- event.TypedGenericEvent[*v1alpha1.IdentityBinding]
+	interval        time.Duration
+	log             logr.Logger
 
 	// lastErr is the last read error logged, so a lasting one (RBAC of an
 	// older release) is logged once, not every interval.
@@ -44,7 +50,15 @@ type pollMonitor struct {
 	// requeue of every affected binding (the list failed, or ctx ended):
 	// the next check tries again.
 	requeuePending bool
+	// failures counts the reads that failed in a row.
+	failures int
 }
+
+// boundaryUnreadableAfter is how many reads of the boundary's policies in a
+// row must fail before the bindings say nothing is known (about a minute
+// and a half at the default interval): one failed read is most often the
+// API server briefly away.
+const boundaryUnreadableAfter = 3
 
 // newCRDMonitor reads the InferencePool CRD and records in serving whether
 // it serves v1 InferencePools. The REST mapper keeps a mapping it learned
@@ -100,7 +114,15 @@ func newBoundaryMonitor(reader, bindings client.Reader, state *boundary.State, r
 				log.Info("the identity boundary's admission policies are in force")
 			}
 		},
-		requeue: requeue, interval: interval, log: log,
+		unreadable: func(err error) bool {
+			changed := state.SetUnreadable(err.Error())
+			if changed {
+				log.Error(err, "the identity boundary's admission policies cannot be read: bindings report BoundaryEnforced Unknown until they can")
+			}
+			return changed
+		},
+		unreadableAfter: boundaryUnreadableAfter,
+		requeue:         requeue, interval: interval, log: log,
 	}
 }
 
@@ -126,12 +148,17 @@ func (m *pollMonitor) check(ctx context.Context) {
 			m.log.Error(err, "reading "+m.what+"; what was last read stands", "interval", m.interval)
 			m.lastErr = msg
 		}
-		return
-	}
-	m.lastErr = ""
-	if m.record(why) {
+		m.failures++
+		if m.unreadable == nil || m.failures < m.unreadableAfter || !m.unreadable(err) {
+			return
+		}
 		m.requeuePending = true
-		m.logChange(why)
+	} else {
+		m.lastErr, m.failures = "", 0
+		if m.record(why) {
+			m.requeuePending = true
+			m.logChange(why)
+		}
 	}
 	if !m.requeuePending {
 		return

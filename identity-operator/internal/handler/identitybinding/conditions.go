@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/trustplane/trustplane/common/condition"
 	"github.com/trustplane/trustplane/common/ctrlerrors"
 	"github.com/trustplane/trustplane/common/janitor"
@@ -93,19 +95,25 @@ func (h *Handler) fail(ctx context.Context, j *janitor.Client, b *v1alpha1.Ident
 
 // reportBoundary sets the condition BoundaryEnforced from what was last read
 // of the identity boundary's admission policies: True when they are in
-// force; False, naming what is missing, when not. It does not touch Ready:
-// a binding renders its outputs either way, and the condition says what the
-// identity rests on. Before any read it leaves the condition as it is.
+// force; False, naming what is missing, when not; Unknown when they could
+// not be read for a while. It does not touch Ready: a binding renders its
+// outputs either way, and the condition says what the identity rests on.
+// Before any read it leaves the condition as it is.
 func (h *Handler) reportBoundary(b *v1alpha1.IdentityBinding) {
-	why, known := h.opts.Boundary.Get()
+	r := h.opts.Boundary.Get()
 	switch {
-	case !known:
-	case why == "":
+	case !r.Known:
+	case r.Unreadable != "":
+		condition.Set(b, metav1.Condition{Type: v1alpha1.ConditionBoundaryEnforced, Status: metav1.ConditionUnknown,
+			Reason: v1alpha1.ReasonAdmissionPoliciesUnreadable,
+			Message: condition.Cut("the operator cannot read the identity boundary's admission policies, so it cannot tell whether they are in force: "+
+				r.Unreadable, maxBoundaryMessage)})
+	case r.Why == "":
 		condition.SetStatus(b, v1alpha1.ConditionBoundaryEnforced, true, v1alpha1.ReasonAdmissionPoliciesInForce,
 			"the identity boundary's admission policies are installed, bound to deny in every namespace, fail closed and read the platform's parameters")
 	default:
 		condition.SetStatus(b, v1alpha1.ConditionBoundaryEnforced, false, v1alpha1.ReasonAdmissionPoliciesMissing,
-			condition.Cut("whoever may create a pod can give it this variant's label, and so this identity: "+why+
+			condition.Cut("whoever may create a pod can give it this variant's label, and so this identity: "+r.Why+
 				"; install identity-operator/config/policy", maxBoundaryMessage))
 	}
 }
