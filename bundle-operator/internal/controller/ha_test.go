@@ -27,12 +27,7 @@ var _ = Describe("SPIRE in HA", func() {
 			}
 			Expect(ha.Cleanup()).To(Succeed())
 		})
-		stopManager()
-		stopManager = startManagerAs(cp.Config, strings.Join(ha.SocketPaths(), ","))
-		DeferCleanup(func() {
-			stopManager()
-			stopManager = startManager()
-		})
+		runManagerAs(cp.Config, strings.Join(ha.SocketPaths(), ","))
 
 		group := unique("ha")
 		ns := newNamespace(ctx, map[string]string{"group": group})

@@ -43,11 +43,7 @@ var _ = Describe("Adversarial: the injection policy against bundle-operator's st
 	}
 
 	BeforeAll(func(ctx context.Context) {
-		cfg := operatorIdentity(ctx)
-		var err error
-		asOperator, err = client.New(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-		installInjectionPolicy(ctx, asOperator)
+		_, asOperator = operatorUnderInjectionPolicy(ctx)
 		vwc = webhookConfig(target.ValidatingWebhookConfigurationGVK, unique("inj-adv-vwc"), noBundle)
 		mwc = webhookConfig(target.MutatingWebhookConfigurationGVK, unique("inj-adv-mwc"), noBundle)
 		apis = apiService(unique("injadvapis"), noBundle)

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -19,10 +20,14 @@ import (
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
 )
 
-// installInjectionPolicy creates the policy config/rbac puts beside the
-// operator's ClusterRole, unchanged, and returns once the API server
-// enforces it on the operator's service account (asOperator).
-func installInjectionPolicy(ctx context.Context, asOperator client.Client) {
+// operatorUnderInjectionPolicy creates the operator's service account with
+// its RBAC (operatorIdentity) and the policy config/rbac puts beside its
+// ClusterRole, unchanged, and returns the account's configuration and a
+// client of it once the API server enforces the policy on it.
+func operatorUnderInjectionPolicy(ctx context.Context) (*rest.Config, client.Client) {
+	cfg := operatorIdentity(ctx)
+	asOperator, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
 	for _, f := range []string{"injection_policy.yaml", "injection_policy_binding.yaml"} {
 		raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", f))
 		Expect(err).NotTo(HaveOccurred())
@@ -37,6 +42,7 @@ func installInjectionPolicy(ctx context.Context, asOperator client.Client) {
 	Eventually(func() error {
 		return asOperator.Patch(ctx, probe.obj.DeepCopy(), caBundlePatch("/webhooks/0/clientConfig/caBundle", "probe"))
 	}, 30*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("only objects annotated")))
+	return cfg, asOperator
 }
 
 // caBundlePatch is a JSON patch that sets the caBundle at path to the
@@ -56,11 +62,8 @@ var _ = Describe("The injection policy: bundle-operator's service account change
 	var objs []injectable
 
 	BeforeAll(func(ctx context.Context) {
-		cfg := operatorIdentity(ctx)
-		var err error
-		asOperator, err = client.New(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-		installInjectionPolicy(ctx, asOperator)
+		var cfg *rest.Config
+		cfg, asOperator = operatorUnderInjectionPolicy(ctx)
 
 		DeferCleanup(func(ctx context.Context) {
 			for _, o := range objs {
@@ -69,12 +72,7 @@ var _ = Describe("The injection policy: bundle-operator's service account change
 		})
 
 		By("the operator runs as its service account under the policy")
-		stopManager()
-		stopManager = startManagerAs(cfg, spireSrv.SocketPath)
-		DeferCleanup(func() {
-			stopManager()
-			stopManager = startManager()
-		})
+		runManagerAs(cfg, spireSrv.SocketPath)
 	})
 
 	It("admits the operator's injection into every kind", func(ctx context.Context) {

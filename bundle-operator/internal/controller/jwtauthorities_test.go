@@ -43,12 +43,7 @@ var _ = Describe("JWT authorities a real spire-server holds", func() {
 		sp, err := testenv.StartSpire(testenv.SpireOptions{TrustDomain: "example.org"})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(sp.Cleanup()).To(Succeed()) })
-		stopManager()
-		stopManager = startManagerAs(cp.Config, sp.SocketPath)
-		DeferCleanup(func() {
-			stopManager()
-			stopManager = startManager()
-		})
+		runManagerAs(cp.Config, sp.SocketPath)
 
 		By("an X25519 key, which SPIRE accepts and a JWKS cannot hold")
 		x, err := ecdh.X25519().GenerateKey(rand.Reader)

@@ -165,12 +165,7 @@ func targetCacheLists(ctx context.Context, cfg *rest.Config) int64 {
 var _ = Describe("The generated RBAC", func() {
 	It("is enough for every path, and each ConfigMap right it holds is needed", func(ctx context.Context) {
 		cfg := operatorIdentity(ctx)
-		stopManager()
-		stopManager = startManagerAs(cfg, spireSrv.SocketPath)
-		DeferCleanup(func() {
-			stopManager()
-			stopManager = startManager()
-		})
+		runManagerAs(cfg, spireSrv.SocketPath)
 		clusterRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "bundle-operator-manager-role"}}
 		sourceRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: sourceNamespace, Name: "bundle-operator-sources"}}
 

@@ -78,12 +78,7 @@ var _ = Describe("The first sync", func() {
 				statusRequests.Add(1)
 			}
 		})
-		stopManager()
-		stopManager = startManagerAs(cfg, spireSrv.SocketPath)
-		DeferCleanup(func() {
-			stopManager()
-			stopManager = startManager()
-		})
+		runManagerAs(cfg, spireSrv.SocketPath)
 
 		// Watch from before the creation, so that the creation and every
 		// later write of the status are events.

@@ -82,6 +82,18 @@ var _ = BeforeSuite(func() {
 // cmd/main.go wires it, and returns a function that stops it.
 func startManager() context.CancelFunc { return startManagerAs(cp.Config, spireSrv.SocketPath) }
 
+// runManagerAs replaces the suite's operator, for the rest of the calling
+// spec or container, by one running as cfg against the SPIRE sockets
+// spireSocket (comma-separated), and brings the suite's own back after it.
+func runManagerAs(cfg *rest.Config, spireSocket string) {
+	stopManager()
+	stopManager = startManagerAs(cfg, spireSocket)
+	DeferCleanup(func() {
+		stopManager()
+		stopManager = startManager()
+	})
+}
+
 // startManagerAs is startManager with the identity and transport of cfg,
 // reading the spire-server of spireSocket.
 func startManagerAs(cfg *rest.Config, spireSocket string) context.CancelFunc {

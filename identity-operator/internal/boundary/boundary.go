@@ -108,13 +108,17 @@ func (s *State) Set(why string) bool {
 // unreadable the first reason stands, so errors worded differently from
 // one read to the next change nothing.
 func (s *State) SetUnreadable(why string) bool {
+	if why == "" {
+		// An empty reason would read as "in force".
+		why = "the read failed"
+	}
 	s.mu.Lock()
-	unreadable := s.r.Unreadable != ""
-	s.mu.Unlock()
-	if unreadable {
+	defer s.mu.Unlock()
+	if s.r.Unreadable != "" {
 		return false
 	}
-	return s.set(Reading{Known: true, Unreadable: why})
+	s.r = Reading{Known: true, Unreadable: why}
+	return true
 }
 
 func (s *State) set(r Reading) bool {

@@ -185,6 +185,9 @@ func TestStateKnowsOnlyWhatWasRead(t *testing.T) {
 	if !s.Set("") || s.Get().Unreadable != "" {
 		t.Fatal("a read that succeeds again ends the unreadable state")
 	}
+	if !s.SetUnreadable("") || s.Get().Unreadable == "" {
+		t.Fatal("an error without words must not read as in force")
+	}
 	var none *boundary.State
 	if none.Get().Known {
 		t.Fatal("a nil State knows something")

@@ -59,11 +59,7 @@ var _ = Describe("Adversarial: the output policy against the operator's stolen t
 		return e
 	}
 
-	BeforeEach(func() {
-		var err error
-		asOperator, err = client.New(operatorConfig, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-	})
+	BeforeEach(func() { asOperator = operatorClient() })
 
 	It("refuses an entry naming another namespace's SPIFFE ID for labelled pods it selects", func(ctx context.Context) {
 		e := entry(sel)

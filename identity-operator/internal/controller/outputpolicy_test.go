@@ -26,8 +26,7 @@ import (
 // the API server enforces it.
 func installOutputPolicy(ctx context.Context) {
 	createManifests(ctx, filepath.Join(testsupport.ModuleRoot(), "config", "rbac"), "output_policy.yaml", "output_policy_binding.yaml")
-	asOperator, err := client.New(operatorConfig, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	asOperator := operatorClient()
 	Eventually(func() error {
 		probe := outputEntry("probe-output-policy", []string{"unix:uid:0"})
 		err := asOperator.Create(ctx, probe)
@@ -36,6 +35,15 @@ func installOutputPolicy(ctx context.Context) {
 		}
 		return err
 	}, 30*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("select pods by namespace")))
+}
+
+// operatorClient is a client of the operator's identity: its service
+// account, holding config/rbac/role.yaml only.
+func operatorClient() client.Client {
+	GinkgoHelper()
+	c, err := client.New(operatorConfig, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
 }
 
 // outputEntry is a SpiffeEntry shaped as the operator's output of a
@@ -82,11 +90,7 @@ var _ = Describe("The output policy: identity-operator's service account writes 
 	seq := 0
 	name := func() string { seq++; return fmt.Sprintf("output-policy-%d", seq) }
 
-	BeforeAll(func() {
-		var err error
-		asOperator, err = client.New(operatorConfig, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-	})
+	BeforeAll(func() { asOperator = operatorClient() })
 
 	It("admits an output shaped as the operator's, and its change and deletion", func(ctx context.Context) {
 		e := outputEntry(name(), selectors)

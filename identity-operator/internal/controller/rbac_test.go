@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	spiffev1alpha1 "github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
@@ -18,8 +17,7 @@ import (
 // is denied what the role does not grant.
 var _ = Describe("RBAC: the operator runs under its generated ClusterRole only", func() {
 	It("denies the operator's identity what role.yaml does not grant", func(ctx context.Context) {
-		c, err := client.New(operatorConfig, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		c := operatorClient()
 		Expect(apierrors.IsForbidden(c.List(ctx, &corev1.SecretList{}))).To(BeTrue(), "secrets must be out of reach")
 		Expect(apierrors.IsForbidden(c.List(ctx, &corev1.PodList{}))).To(BeTrue(), "the operator never reads pods")
 		Expect(c.List(ctx, &spiffev1alpha1.SpiffeEntryList{})).To(Succeed(), "the role grants SpiffeEntries")
