@@ -150,6 +150,7 @@ func (d *Deployed) writeOverlay(op string, image operatorimage.Operator) error {
 		{"name": "KUBERNETES_SERVICE_HOST", "value": api.Hostname()},
 		{"name": "KUBERNETES_SERVICE_PORT", "value": api.Port()},
 	}
+	var patches []any
 	container := map[string]any{"name": "manager", "imagePullPolicy": "Never"}
 	pod := map[string]any{"containers": []any{container}}
 	switch op {
@@ -165,8 +166,17 @@ func (d *Deployed) writeOverlay(op string, image operatorimage.Operator) error {
 		env = append(env, map[string]any{"name": "TRUST_DOMAIN", "value": d.td},
 			map[string]any{"name": "CLUSTER_NAME", "value": ClusterName})
 	case "identity-operator":
-		env = append(env, map[string]any{"name": "TRUST_DOMAIN", "value": d.td},
-			map[string]any{"name": "PARENT_ID", "value": d.AgentParentID()})
+		// Its trust domain and parent are in the ConfigMap the admission
+		// policy on its writes reads too (config/manager/settings.yaml).
+		settings, err := yaml.Marshal(map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "identity-operator-settings", "namespace": Namespace},
+			"data":     map[string]any{"TRUST_DOMAIN": d.td, "PARENT_ID": d.AgentParentID()},
+		})
+		if err != nil {
+			return err
+		}
+		patches = append(patches, map[string]any{"target": map[string]any{"kind": "ConfigMap", "name": "identity-operator-settings"}, "patch": string(settings)})
 	case "bundle-operator":
 		// As on the local cluster: the specs wait for SPIRE bundle changes.
 		env = append(env, map[string]any{"name": "POLL_INTERVAL", "value": "2s"})
@@ -184,7 +194,7 @@ func (d *Deployed) writeOverlay(op string, image operatorimage.Operator) error {
 	kustomization, err := yaml.Marshal(map[string]any{
 		"resources": []string{base},
 		"images":    []any{map[string]any{"name": op, "newName": repo, "newTag": tag}},
-		"patches":   []any{map[string]any{"target": map[string]any{"kind": "Deployment", "name": op}, "patch": string(patch)}},
+		"patches":   append([]any{map[string]any{"target": map[string]any{"kind": "Deployment", "name": op}, "patch": string(patch)}}, patches...),
 	})
 	if err != nil {
 		return err

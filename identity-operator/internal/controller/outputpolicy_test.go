@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +26,8 @@ import (
 // the suite also proves it admits what the operator writes; it returns once
 // the API server enforces it.
 func installOutputPolicy(ctx context.Context) {
+	// The suite's operator runs with the settings config/manager ships.
+	createManifests(ctx, filepath.Join(testsupport.ModuleRoot(), "config", "manager"), "settings.yaml")
 	createManifests(ctx, filepath.Join(testsupport.ModuleRoot(), "config", "rbac"), "output_policy.yaml", "output_policy_binding.yaml")
 	asOperator := operatorClient()
 	Eventually(func() error {
@@ -36,6 +39,15 @@ func installOutputPolicy(ctx context.Context) {
 		return err
 	}, 30*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("select pods by namespace")))
 }
+
+// settingsConfigMap holds the operator's settings, which the output policy
+// reads as its parameters (config/manager/settings.yaml).
+const settingsConfigMap = "identity-operator-settings"
+
+// outputSelectors is a set the operator renders for a binding default/web
+// of variant stable: namespace, service account, a pool label and the
+// boundary.
+var outputSelectors = []string{"k8s:ns:default", "k8s:pod-label:app:web", "k8s:pod-label:" + v1alpha1.BoundaryLabel + ":stable", "k8s:sa:web"}
 
 // operatorClient is a client of the operator's identity: its service
 // account, holding config/rbac/role.yaml only.
@@ -84,9 +96,7 @@ func outputClusterSPIFFEID(name string, selectors []string, mutate func(spec map
 // holds that account to what the operator writes.
 var _ = Describe("The output policy: identity-operator's service account writes only what the operator writes", Ordered, func() {
 	var asOperator client.Client
-	// selectors is a set the operator renders: namespace, service account,
-	// a pool label and the boundary.
-	selectors := []string{"k8s:ns:default", "k8s:pod-label:app:web", "k8s:pod-label:" + v1alpha1.BoundaryLabel + ":stable", "k8s:sa:web"}
+	selectors := outputSelectors
 	seq := 0
 	name := func() string { seq++; return fmt.Sprintf("output-policy-%d", seq) }
 
@@ -164,6 +174,48 @@ var _ = Describe("The output policy: identity-operator's service account writes 
 		Expect(asOperator.Update(ctx, e)).To(MatchError(ContainSubstring("only its own outputs")))
 	})
 
+	It("refuses a trust domain, parent ID, SVID TTL or ClusterSPIFFEID class other than the operator's settings", func(ctx context.Context) {
+		long, longer := metav1.Duration{Duration: 48 * time.Hour}, metav1.Duration{Duration: 25 * time.Hour}
+		atMost := metav1.Duration{Duration: 24 * time.Hour}
+		for what, mutate := range map[string]func(*spiffev1alpha1.SpiffeEntry){
+			"another trust domain's SPIFFE ID (and parent)": func(e *spiffev1alpha1.SpiffeEntry) {
+				e.Spec.SpiffeID = "spiffe://other.test/ns/default/sa/web/stable"
+				e.Spec.ParentID = "spiffe://other.test/k8s-cluster-nodes"
+			},
+			"another parent (one agent's own ID)": func(e *spiffev1alpha1.SpiffeEntry) {
+				e.Spec.ParentID = "spiffe://" + trustDomain + "/spire/agent/x509pop/attacker"
+			},
+			"an X509-SVID TTL over the maximum": func(e *spiffev1alpha1.SpiffeEntry) { e.Spec.X509SVIDTTL = &long },
+			"a JWT-SVID TTL over the maximum":   func(e *spiffev1alpha1.SpiffeEntry) { e.Spec.JWTSVIDTTL = &longer },
+		} {
+			e := outputEntry(name(), selectors)
+			mutate(e)
+			Expect(asOperator.Create(ctx, e)).To(MatchError(ContainSubstring(settingsConfigMap)), what)
+
+			By("nor turns an output into one: " + what)
+			e = outputEntry(name(), selectors)
+			Expect(asOperator.Create(ctx, e)).To(Succeed())
+			mutate(e)
+			Expect(asOperator.Update(ctx, e)).To(MatchError(ContainSubstring(settingsConfigMap)), what)
+		}
+		e := outputEntry(name(), selectors)
+		e.Spec.X509SVIDTTL, e.Spec.JWTSVIDTTL = &atMost, &atMost
+		Expect(asOperator.Create(ctx, e)).To(Succeed(), "TTLs of the maximum itself")
+
+		for what, mutate := range map[string]func(map[string]any){
+			"another class":                     func(s map[string]any) { s["className"] = "production" },
+			"an X509-SVID TTL over the maximum": func(s map[string]any) { s["ttl"] = "48h" },
+			"a JWT-SVID TTL over the maximum":   func(s map[string]any) { s["jwtTtl"] = "25h0m0s" },
+			"another trust domain's SPIFFE ID": func(s map[string]any) {
+				s["spiffeIDTemplate"] = "spiffe://other.test/ns/default/sa/web/stable"
+			},
+		} {
+			Expect(asOperator.Create(ctx, outputClusterSPIFFEID(name(), selectors, mutate))).To(MatchError(ContainSubstring(settingsConfigMap)), what)
+		}
+		Expect(asOperator.Create(ctx, outputClusterSPIFFEID(name(), selectors, func(s map[string]any) { s["ttl"], s["jwtTtl"] = "24h", "1h" }))).
+			To(Succeed(), "TTLs within the maximum")
+	})
+
 	It("refuses a ClusterSPIFFEID that selects pods without the boundary label or beyond one named namespace", func(ctx context.Context) {
 		build := func(mutate func(spec map[string]any)) *unstructured.Unstructured {
 			return outputClusterSPIFFEID(name(), selectors, mutate)
@@ -180,5 +232,29 @@ var _ = Describe("The output policy: identity-operator's service account writes 
 			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%s: want a refusal, got %v", what, err)
 			Expect(err).To(MatchError(ContainSubstring("identity-operator")), what)
 		}
+	})
+})
+
+// Without its parameters the policy cannot say what the operator's settings
+// are, so it refuses everything rather than admit anything.
+var _ = Describe("The output policy while the operator's settings ConfigMap is missing", Serial, func() {
+	It("refuses every write of the operator's account", func(ctx context.Context) {
+		write := func(ctx context.Context) error {
+			e := outputEntry(fmt.Sprintf("no-settings-%d", time.Now().UnixNano()), outputSelectors)
+			err := operatorClient().Create(ctx, e)
+			if err == nil {
+				Expect(k8s.Delete(ctx, e)).To(Succeed())
+			}
+			return err
+		}
+		settings := &corev1.ConfigMap{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: settingsConfigMap}, settings)).To(Succeed())
+		Expect(k8s.Delete(ctx, settings)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: settings.Namespace, Name: settings.Name},
+				Data: settings.Data})).To(Succeed())
+			Eventually(write).WithContext(ctx).Should(Succeed())
+		})
+		Eventually(write).WithContext(ctx).Should(MatchError(ContainSubstring("no params found")))
 	})
 })
