@@ -28,13 +28,7 @@ func operatorUnderInjectionPolicy(ctx context.Context) (*rest.Config, client.Cli
 	cfg := operatorIdentity(ctx)
 	asOperator, err := client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
-	for _, f := range []string{"injection_policy.yaml", "injection_policy_binding.yaml"} {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", f))
-		Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal(raw, &u.Object)).To(Succeed())
-		Expect(client.IgnoreAlreadyExists(cp.Client.Create(ctx, u))).To(Succeed(), f)
-	}
+	installManifests(ctx, "injection_policy.yaml", "injection_policy_binding.yaml")
 	probe := webhookConfig(target.ValidatingWebhookConfigurationGVK, unique("policy-probe"), "none")
 	probe.obj.SetAnnotations(nil)
 	Expect(cp.Client.Create(ctx, probe.obj.DeepCopy())).To(Succeed())
@@ -43,6 +37,18 @@ func operatorUnderInjectionPolicy(ctx context.Context) (*rest.Config, client.Cli
 		return asOperator.Patch(ctx, probe.obj.DeepCopy(), caBundlePatch("/webhooks/0/clientConfig/caBundle", "probe"))
 	}, 30*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("only objects annotated")))
 	return cfg, asOperator
+}
+
+// installManifests creates the objects of files in config/rbac, unchanged,
+// unless they exist.
+func installManifests(ctx context.Context, files ...string) {
+	for _, f := range files {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", f))
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{}
+		Expect(yaml.Unmarshal(raw, &u.Object)).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(cp.Client.Create(ctx, u))).To(Succeed(), f)
+	}
 }
 
 // caBundlePatch is a JSON patch that sets the caBundle at path to the

@@ -43,6 +43,9 @@ var (
 	// stopManager stops the running operator; operatorCache is its cache.
 	stopManager   context.CancelFunc
 	operatorCache cache.Cache
+	// operatorConfig is the operator's identity: its service account
+	// (operatorUnderPolicies).
+	operatorConfig *rest.Config
 )
 
 func TestController(t *testing.T) {
@@ -74,13 +77,17 @@ var _ = BeforeSuite(func() {
 		Expect(spireSrv.Cleanup()).To(Succeed())
 	})
 	Expect(cp.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sourceNamespace}})).To(Succeed())
+	// The operator runs as its service account, holding only its RBAC and
+	// held by its admission policies, as deployed: every spec also shows
+	// that they let it do its work.
+	operatorConfig, _ = operatorUnderPolicies(context.Background())
 	stopManager = startManager()
 	DeferCleanup(func() { stopManager() })
 })
 
 // startManager runs the operator's controller in this process, as
 // cmd/main.go wires it, and returns a function that stops it.
-func startManager() context.CancelFunc { return startManagerAs(cp.Config, spireSrv.SocketPath) }
+func startManager() context.CancelFunc { return startManagerAs(operatorConfig, spireSrv.SocketPath) }
 
 // runManagerAs replaces the suite's operator, for the rest of the calling
 // spec or container, by one running as cfg against the SPIRE sockets

@@ -118,7 +118,7 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, name string, pem []by
 	obj.SetGroupVersionKind(ClusterTrustBundleGVK)
 	obj.SetName(name)
 	obj.SetLabels(labels)
-	obj.SetAnnotations(map[string]string{AnnotationHash: hash})
+	obj.SetAnnotations(map[string]string{AnnotationHash: hash, AnnotationKeys: "trustBundle"})
 	if err != nil && !fillOnly {
 		// Not in the cache: create it only where no object of its name
 		// exists. One that does was created since the cache last saw the

@@ -504,7 +504,7 @@ func applyObject(d Desired, ns, hash string) *unstructured.Unstructured {
 			"name":        d.Name,
 			"namespace":   ns,
 			"labels":      labels,
-			"annotations": map[string]any{AnnotationHash: hash},
+			"annotations": map[string]any{AnnotationHash: hash, AnnotationKeys: keysAnnotation(d.Data)},
 		},
 	}}
 	if len(data) > 0 || len(binaryData) == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,14 @@ const (
 	// AnnotationHash holds the hash of the data we wrote, so an unchanged
 	// bundle is recognised from metadata alone.
 	AnnotationHash = "bundle.trustplane.dev/hash"
+	// AnnotationKeys lists, comma-separated, the keys of a target the
+	// operator writes (a ClusterTrustBundle's: trustBundle). The admission
+	// policy on the operator's writes (config/rbac/target_policy.yaml) lets
+	// it change an existing key only when the key is listed here or its
+	// field manager owns it, and list only keys it may change, so that it
+	// can repair its own key after a hand edit took the key's ownership,
+	// and never change a key of someone else's.
+	AnnotationKeys = "bundle.trustplane.dev/keys"
 	// maxFailuresNamed caps the failures a Report names.
 	maxFailuresNamed = 5
 )
@@ -82,6 +91,11 @@ func Hash(data map[string][]byte) string {
 		h.Write(data[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// keysAnnotation is the value of AnnotationKeys for data's keys.
+func keysAnnotation[V any](data map[string]V) string {
+	return strings.Join(slices.Sorted(maps.Keys(data)), ",")
 }
 
 // ownedBy reports whether have, an object's labels, make it a target of

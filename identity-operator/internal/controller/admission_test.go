@@ -79,6 +79,17 @@ func relabel(ctx context.Context, c client.Client, ns, name string, mutate func(
 var _ = Describe("Admission policy: the boundary label is platform controlled and immutable", Ordered, func() {
 	var ns string
 	var setter, dev client.Client
+	// createLabelled creates, as the configured group, a pod with the
+	// label, and deletes it.
+	createLabelled := func(ctx context.Context) error {
+		probe := pod(ns, "", map[string]string{v1alpha1.BoundaryLabel: "v1"})
+		probe.GenerateName = "probe-"
+		err := setter.Create(ctx, probe)
+		if err == nil {
+			Expect(k8s.Delete(ctx, probe)).To(Succeed())
+		}
+		return err
+	}
 
 	BeforeAll(func(ctx context.Context) {
 		applyPolicyManifests(ctx)
@@ -234,6 +245,27 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 		Expect(addDebugContainer(dev, "plain", "debug")).To(Succeed())
 	})
 
+	// bundle-operator's token may create a ConfigMap labelled as a
+	// TrustBundle's target in any namespace: parameters so labelled allow
+	// no one, so that token cannot list itself while they are missing.
+	It("refuses the configured group while the parameters carry a TrustBundle target's label", func(ctx context.Context) {
+		params := &corev1.ConfigMap{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "trustplane-system", Name: "identity-boundary-admission"}, params)).To(Succeed())
+		forged := params.DeepCopy()
+		forged.ResourceVersion, forged.UID, forged.ManagedFields = "", "", nil
+		forged.Labels = map[string]string{"bundle.trustplane.dev/trustbundle": "planted", "trustplane.dev/owner-uid": "3f1c0e7a-0000-4000-8000-00000000000c"}
+		Expect(k8s.Delete(ctx, params)).To(Succeed())
+		Expect(k8s.Create(ctx, forged)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(k8s.Delete(ctx, forged)).To(Succeed())
+			params.ResourceVersion, params.UID = "", ""
+			Expect(k8s.Create(ctx, params)).To(Succeed())
+			Eventually(createLabelled).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		})
+		Eventually(createLabelled).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).
+			Should(MatchError(ContainSubstring("may create pods with the identity.trustplane.dev/variant label")))
+	})
+
 	It("without the parameter, status updates of labelled pods still succeed and the label stays immutable", func(ctx context.Context) {
 		params := &corev1.ConfigMap{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "trustplane-system", Name: "identity-boundary-admission"}, params)).To(Succeed())
@@ -243,15 +275,7 @@ var _ = Describe("Admission policy: the boundary label is platform controlled an
 			Expect(k8s.Create(ctx, params)).To(Succeed())
 		})
 		By("waiting until labelled pod creation fails closed, which shows the deletion is seen")
-		Eventually(func() error {
-			probe := pod(ns, "", map[string]string{v1alpha1.BoundaryLabel: "v1"})
-			probe.GenerateName = "probe-"
-			err := setter.Create(ctx, probe)
-			if err == nil {
-				Expect(k8s.Delete(ctx, probe)).To(Succeed())
-			}
-			return err
-		}, 30*time.Second, 250*time.Millisecond).Should(HaveOccurred())
+		Eventually(createLabelled).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(HaveOccurred())
 
 		By("ephemeral containers on labelled pods fail closed, even for an allowed principal")
 		p := &corev1.Pod{}

@@ -237,24 +237,42 @@ var _ = Describe("The output policy: identity-operator's service account writes 
 
 // Without its parameters the policy cannot say what the operator's settings
 // are, so it refuses everything rather than admit anything.
-var _ = Describe("The output policy while the operator's settings ConfigMap is missing", Serial, func() {
-	It("refuses every write of the operator's account", func(ctx context.Context) {
-		write := func(ctx context.Context) error {
-			e := outputEntry(fmt.Sprintf("no-settings-%d", time.Now().UnixNano()), outputSelectors)
-			err := operatorClient().Create(ctx, e)
-			if err == nil {
-				Expect(k8s.Delete(ctx, e)).To(Succeed())
-			}
-			return err
+var _ = Describe("The output policy while the operator's settings ConfigMap is missing or forged", Serial, func() {
+	write := func(ctx context.Context) error {
+		e := outputEntry(fmt.Sprintf("no-settings-%d", time.Now().UnixNano()), outputSelectors)
+		err := operatorClient().Create(ctx, e)
+		if err == nil {
+			Expect(k8s.Delete(ctx, e)).To(Succeed())
 		}
+		return err
+	}
+	// takeSettings deletes the settings ConfigMap, and puts it back after
+	// the spec, once the operator's account may write again.
+	takeSettings := func(ctx context.Context) *corev1.ConfigMap {
 		settings := &corev1.ConfigMap{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: settingsConfigMap}, settings)).To(Succeed())
 		Expect(k8s.Delete(ctx, settings)).To(Succeed())
 		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: settings.Namespace, Name: settings.Name}}))).To(Succeed())
 			Expect(k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: settings.Namespace, Name: settings.Name},
 				Data: settings.Data})).To(Succeed())
-			Eventually(write).WithContext(ctx).Should(Succeed())
+			Eventually(write).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		})
-		Eventually(write).WithContext(ctx).Should(MatchError(ContainSubstring("no params found")))
+		return settings
+	}
+
+	It("refuses every write of the operator's account while it is missing", func(ctx context.Context) {
+		takeSettings(ctx)
+		Eventually(write).WithContext(ctx).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("no params found")))
+	})
+
+	// bundle-operator's token may create a ConfigMap labelled as a
+	// TrustBundle's target in any namespace: one such is no settings.
+	It("refuses every write while the settings carry a TrustBundle target's label", func(ctx context.Context) {
+		settings := takeSettings(ctx)
+		Expect(k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: settings.Namespace, Name: settings.Name,
+			Labels: map[string]string{"bundle.trustplane.dev/trustbundle": "planted", labels.OwnerUID: "3f1c0e7a-0000-4000-8000-00000000000b"}},
+			Data: settings.Data})).To(Succeed())
+		Eventually(write).WithContext(ctx).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("TRUST_DOMAIN of ConfigMap " + settingsConfigMap)))
 	})
 })
