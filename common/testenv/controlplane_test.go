@@ -99,3 +99,37 @@ rules:
 		Expect(err).To(MatchError(ContainSubstring("read role")))
 	})
 })
+
+var _ = Describe("CreateManifests", func() {
+	It("creates every document of each file, leaves what exists, and names the document it cannot read", func(ctx context.Context) {
+		cp, err := testapi.StartControlPlane()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cp.Stop)
+		dir := GinkgoT().TempDir()
+		two := filepath.Join(dir, "two.yaml")
+		Expect(os.WriteFile(two, []byte(`# a comment first
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: first, namespace: default}
+data: {k: "1"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: second, namespace: default}
+data: {k: "2"}
+`), 0o600)).To(Succeed())
+		Expect(testenv.CreateManifests(ctx, cp.Client, two)).To(Succeed())
+		for name, want := range map[string]string{"first": "1", "second": "2"} {
+			cm := &corev1.ConfigMap{}
+			Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, cm)).To(Succeed())
+			Expect(cm.Data).To(Equal(map[string]string{"k": want}))
+		}
+		By("again: the objects exist, and are left as they are")
+		Expect(testenv.CreateManifests(ctx, cp.Client, two)).To(Succeed())
+
+		bad := filepath.Join(dir, "bad.yaml")
+		Expect(os.WriteFile(bad, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok, namespace: default}\n---\n: not yaml: [\n"), 0o600)).To(Succeed())
+		Expect(testenv.CreateManifests(ctx, cp.Client, bad)).To(MatchError(ContainSubstring("bad.yaml, document 2")))
+		Expect(testenv.CreateManifests(ctx, cp.Client, filepath.Join(dir, "missing.yaml"))).To(MatchError(ContainSubstring("read manifest")))
+	})
+})

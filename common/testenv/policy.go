@@ -3,9 +3,14 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // Refusal is an admission policy that refuses writes of one resource: a
@@ -59,4 +64,51 @@ func RefuseWrites(ctx context.Context, c client.Client, r Refusal) ([]client.Obj
 		created = append(created, obj)
 	}
 	return created, nil
+}
+
+// CreateManifests creates, through c, every object of the YAML files at
+// paths (documents separated by "---" lines) as they are written, and
+// leaves those that exist: how a suite installs the admission policies an
+// operator ships beside its RBAC. A policy is in force a moment after its
+// creation: probe for a refusal before relying on it.
+func CreateManifests(ctx context.Context, c client.Client, paths ...string) error {
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read manifest: %w", err)
+		}
+		for i, doc := range strings.Split("\n"+string(raw), "\n---") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				return fmt.Errorf("%s, document %d: %w", path, i+1, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if err := c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("%s, %s %s: %w", path, u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Admitted sends each of patches to obj through c and returns, sorted, the
+// names of those that were not refused with an error containing want, each
+// with what came back: a spec of an admission policy expects none, and
+// when it fails it names every request that went through, not the first.
+// obj is copied for each request, so that none sees another's result.
+func Admitted(ctx context.Context, c client.Client, obj client.Object, patches map[string]client.Patch, want string) []string {
+	var admitted []string
+	for name, p := range patches {
+		err := c.Patch(ctx, obj.DeepCopyObject().(client.Object), p)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			admitted = append(admitted, fmt.Sprintf("%s: %v", name, err))
+		}
+	}
+	slices.Sort(admitted)
+	return admitted
 }

@@ -49,8 +49,14 @@ func (cp *ControlPlane) AsServiceAccount(ctx context.Context, namespace, name, r
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
 		},
 	}
+	// client-go's scheme, which holds RBAC and core types whatever the
+	// suite's scheme registers.
+	admin, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
 	for _, obj := range objects {
-		if err := cp.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := admin.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
 		}
 	}

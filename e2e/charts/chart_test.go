@@ -538,12 +538,13 @@ func configPolicies(t *testing.T, operator, dir string) int {
 // policies come with the chart unless switched off, their parameters in the
 // release namespace, and that allowedGroups and allowedUsers replace
 // config/policy's; the policy that limits the operator's own writes
-// (config/rbac) comes with the operator whatever the switch, and so does
-// bundle-operator's.
+// (config/rbac) comes with the operator whatever the switch, and so do
+// bundle-operator's and spiffe-operator's.
 func TestAdmissionPoliciesAreOnByDefault(t *testing.T) {
 	r := mustTemplate(t, "chart-default", nil)
 	identityOwn, bundleOwn := configPolicies(t, "identity-operator", "rbac"), configPolicies(t, "bundle-operator", "rbac")
-	own := identityOwn + bundleOwn
+	spiffeOwn := configPolicies(t, "spiffe-operator", "rbac")
+	own := identityOwn + bundleOwn + spiffeOwn
 	if n, want := len(r.find("ValidatingAdmissionPolicy")), configPolicies(t, "identity-operator", "policy")+own; n != want {
 		t.Errorf("%d ValidatingAdmissionPolicies, want the %d of identity-operator/config/policy and the operators' config/rbac", n, want)
 	}
@@ -570,8 +571,8 @@ func TestAdmissionPoliciesAreOnByDefault(t *testing.T) {
 	}
 	off.object(t, "ValidatingAdmissionPolicy", "identity-operator-outputs.trustplane.dev")
 	without := mustTemplate(t, "chart-default", nil, "identityOperator.enabled=false")
-	if n := len(without.find("ValidatingAdmissionPolicy")); n != bundleOwn {
-		t.Errorf("%d policies without identity-operator, want bundle-operator's own %d", n, bundleOwn)
+	if n := len(without.find("ValidatingAdmissionPolicy")); n != bundleOwn+spiffeOwn {
+		t.Errorf("%d policies without identity-operator, want bundle-operator's and spiffe-operator's own %d", n, bundleOwn+spiffeOwn)
 	}
 }
 

@@ -77,7 +77,7 @@ var _ = Describe("A ClusterTrustBundle another writer created", func() {
 		tb.Spec.Target = v1alpha1.Target{ClusterTrustBundle: &v1alpha1.ClusterTrustBundleTarget{Name: theirs}}
 		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
 		Eventually(func() string { return conditionMessage(ctx, tb, "Ready") }).Should(
-			And(ContainSubstring("ClusterTrustBundle "+theirs), ContainSubstring("takes over no key")))
+			And(ContainSubstring("ClusterTrustBundle "+theirs), ContainSubstring("only TrustBundle targets")))
 		ctb := &certificatesv1.ClusterTrustBundle{}
 		Expect(cp.Client.Get(ctx, client.ObjectKey{Name: theirs}, ctb)).To(Succeed())
 		Expect(ctb.Labels).NotTo(HaveKey(target.LabelTrustBundle))

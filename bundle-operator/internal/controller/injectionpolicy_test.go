@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"encoding/base64"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -13,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/target"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 // operatorUnderInjectionPolicy creates the operator's service account with
@@ -42,13 +41,11 @@ func operatorUnderInjectionPolicy(ctx context.Context) (*rest.Config, client.Cli
 // installManifests creates the objects of files in config/rbac, unchanged,
 // unless they exist.
 func installManifests(ctx context.Context, files ...string) {
-	for _, f := range files {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", f))
-		Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal(raw, &u.Object)).To(Succeed())
-		Expect(client.IgnoreAlreadyExists(cp.Client.Create(ctx, u))).To(Succeed(), f)
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = filepath.Join("..", "..", "config", "rbac", f)
 	}
+	Expect(testenv.CreateManifests(ctx, cp.Client, paths...)).To(Succeed())
 }
 
 // caBundlePatch is a JSON patch that sets the caBundle at path to the

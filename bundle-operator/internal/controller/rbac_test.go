@@ -190,6 +190,12 @@ var _ = Describe("The generated RBAC", func() {
 		tb.Spec.Target.Secret = &v1alpha1.ObjectTarget{Name: "ca-secret"}
 		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
 		want := pemOf(first.PEM(), second.PEM())
+		// The object someone else created is inspected, then left alone:
+		// the target policy refuses a key of the operator's in it.
+		Eventually(func() string { return failedTargets(ctx, tb) }).Should(And(
+			ContainSubstring("ConfigMap "+contested+"/ca"), ContainSubstring("only TrustBundle targets")))
+		Expect(configMap(ctx, contested, "ca").Data).To(Equal(map[string]string{"theirs": "kept"}))
+		Expect(cp.Client.Delete(ctx, foreign)).To(Succeed())
 		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
 		for _, n := range []string{ns, contested} {
 			Expect(caData(ctx, n)).To(Equal(want))
@@ -197,7 +203,6 @@ var _ = Describe("The generated RBAC", func() {
 			Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: n, Name: "ca-secret"}, sec)).To(Succeed())
 			Expect(string(sec.Data["ca.crt"])).To(Equal(want))
 		}
-		Expect(keyData(ctx, contested, "ca", "theirs")).To(Equal("kept"))
 
 		By("without create on ConfigMaps, a newly selected namespace gets no target")
 		restore := withoutVerb(ctx, clusterRole, "configmaps", "create")
@@ -229,6 +234,9 @@ var _ = Describe("The generated RBAC", func() {
 			ContainSubstring("ConfigMap "+another+"/ca"), ContainSubstring("forbidden")))
 		Expect(keyData(ctx, another, "ca", "ca.crt")).To(BeEmpty())
 		restore()
+		Eventually(func() string { return failedTargets(ctx, tb) }).Should(And(
+			ContainSubstring("ConfigMap "+another+"/ca"), ContainSubstring("only TrustBundle targets")))
+		Expect(cp.Client.Delete(ctx, configMap(ctx, another, "ca"))).To(Succeed())
 		Eventually(func() string { return keyData(ctx, another, "ca", "ca.crt") }).Should(Equal(want))
 
 		By("without delete on ConfigMaps, a target of a namespace no longer selected stays")

@@ -130,7 +130,7 @@ var _ = Describe("Unchanged output writes nothing", func() {
 })
 
 var _ = Describe("Foreign keys are preserved", func() {
-	It("shares a ConfigMap with another writer and, on leaving the selector, removes only our key", func(ctx context.Context) {
+	It("leaves a ConfigMap of the target's name another writer made as it is, and on release of its own target removes only its key", func(ctx context.Context) {
 		group := unique("shared")
 		ns := newNamespace(ctx, map[string]string{"group": group})
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{
@@ -141,13 +141,23 @@ var _ = Describe("Foreign keys are preserved", func() {
 		tb := newTrustBundle(group, inline(ca.PEM()))
 		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
 
+		By("the other writer's ConfigMap is not written (the target policy refuses it), and the failure is named")
+		Eventually(func() string { return failedTargets(ctx, tb) }).Should(And(
+			ContainSubstring("ConfigMap "+ns+"/ca"), ContainSubstring("only TrustBundle targets")))
+		Expect(configMap(ctx, ns, "ca").Data).To(Equal(map[string]string{"theirs": "keep me"}))
+		Expect(configMap(ctx, ns, "ca").Labels).NotTo(HaveKey(target.LabelTrustBundle))
+
+		By("once it is gone, the operator's own target, to which the other writer adds a key")
+		Expect(cp.Client.Delete(ctx, configMap(ctx, ns, "ca"))).To(Succeed())
 		Eventually(func() string { return caData(ctx, ns) }).Should(Equal(pemOf(ca.PEM())))
-		Expect(configMap(ctx, ns, "ca").Data).To(HaveKeyWithValue("theirs", "keep me"))
+		cm := configMap(ctx, ns, "ca")
+		cm.Data["theirs"] = "keep me"
+		Expect(cp.Client.Update(ctx, cm, client.FieldOwner("someone-else"))).To(Succeed())
 
 		By("the namespace leaving the selector")
 		setNamespaceLabels(ctx, ns, map[string]string{"group": "elsewhere"})
 		Eventually(func() map[string]string { return configMap(ctx, ns, "ca").Data }).Should(Equal(map[string]string{"theirs": "keep me"}))
-		cm := configMap(ctx, ns, "ca")
+		cm = configMap(ctx, ns, "ca")
 		Expect(cm.Labels).NotTo(HaveKey(target.LabelTrustBundle))
 		Expect(cm.Annotations).NotTo(HaveKey(target.AnnotationHash))
 	})

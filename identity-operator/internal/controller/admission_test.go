@@ -12,12 +12,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/identity-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/identity-operator/internal/testsupport"
 )
@@ -51,13 +51,11 @@ func applyPolicyManifests(ctx context.Context) {
 // createManifests creates the one object of each file in dir, unchanged;
 // objects that exist already are left as they are.
 func createManifests(ctx context.Context, dir string, files ...string) {
-	for _, f := range files {
-		data, err := os.ReadFile(filepath.Join(dir, f))
-		Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal(data, &u.Object)).To(Succeed())
-		Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, u))).To(Succeed(), f)
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = filepath.Join(dir, f)
 	}
+	Expect(testenv.CreateManifests(ctx, k8s, paths...)).To(Succeed())
 }
 
 func pod(ns, name string, podLabels map[string]string) *corev1.Pod {

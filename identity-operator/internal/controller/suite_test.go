@@ -80,6 +80,7 @@ var _ = BeforeSuite(func() {
 	k8s = cp.Client
 	operatorConfig = installOperatorRBAC(context.Background(), cp)
 	installOutputPolicy(context.Background())
+	installOwnResourcesPolicy(context.Background())
 	// The identity boundary's policies are in force from the start, so the
 	// BoundaryEnforced condition of every binding changes only inside the
 	// spec that takes one of them away.

@@ -42,6 +42,9 @@ var (
 	// spireConn is the suite's connection to SPIRE's admin API.
 	spireConn *grpc.ClientConn
 	op        *operator.Operator
+	// operatorConfig is the identity of the suite's operator: its service
+	// account.
+	operatorConfig *rest.Config
 	// opMetrics holds the metrics of the operator startOperator started.
 	opMetrics *prometheus.Registry
 )
@@ -82,6 +85,14 @@ var _ = BeforeSuite(func() {
 	spireAPI = spire.NewClient(conn, spire.Options{})
 	spireConn = conn
 
+	// The suite's operator runs as its service account, holding only
+	// config/rbac/role.yaml and held by the policy on its own resources,
+	// as deployed: every spec also shows that they let it work.
+	access, err := cp.AsServiceAccount(context.Background(), "trustplane-system", "spiffe-operator", filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	operatorConfig = access.Config
+	installOwnResourcesPolicy(context.Background())
+
 	startOperator()
 	DeferCleanup(func() { stopOperator() })
 })
@@ -94,7 +105,7 @@ var stopOperator func()
 func startOperator() {
 	GinkgoHelper()
 	opMetrics = prometheus.NewRegistry()
-	op, stopOperator = launchRegistered(cp.Config, nil, opMetrics)
+	op, stopOperator = launchRegistered(operatorConfig, nil, opMetrics)
 }
 
 // launch builds and starts an operator against the API server of cfg and
