@@ -2,6 +2,7 @@ package charts_test
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,6 +152,10 @@ func TestSettingsTheChartPassesCannotBeShadowed(t *testing.T) {
 		{[]string{"spiffeOperator.extraEnv[0].name=DEFAULT_ENVIRONMENT", "spiffeOperator.extraEnv[0].value=prod"},
 			"spiffeOperator.extraEnv sets DEFAULT_ENVIRONMENT, but the chart passes --default-environment"},
 		{[]string{"spiffeOperator.metrics.port=8081"}, "spiffeOperator.metrics.port and spiffeOperator.probePort are both 8081"},
+		{[]string{"identityOperator.extraEnv[0].name=PARENT_ID", "identityOperator.extraEnv[0].value=spiffe://example.org/x"},
+			"identityOperator.extraEnv sets PARENT_ID, which the chart writes to the ConfigMap identity-operator-settings"},
+		{[]string{"identityOperator.extraEnv[0].name=MAX_SVID_TTL", "identityOperator.extraEnv[0].value=8760h"},
+			"set identityOperator.flags.maxSvidTtl instead"},
 	} {
 		t.Run(strings.Join(tc.sets, ","), func(t *testing.T) {
 			_, err := template(t, "chart-default", nil, tc.sets...)
@@ -191,5 +196,63 @@ func TestMakeDeployUsesTheImagesMakeImagesBuilds(t *testing.T) {
 		if !slices.Equal(images, []string{o.Ref("dev")}) {
 			t.Errorf("%s: images %q, want %q", o.Name, images, o.Ref("dev"))
 		}
+	}
+}
+
+// TestIdentitySettingsFollowTheValues proves the chart writes
+// identity-operator's settings ConfigMap, which the admission policy on
+// the operator's writes reads, from the same values as the operator's
+// flags, with config/manager/settings.yaml's keys, and that the operator's
+// Deployment reads it: otherwise the policy would refuse the operator's
+// writes, or hold it to other settings than its own.
+func TestIdentitySettingsFollowTheValues(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(env.root, "identity-operator", "config", "manager", "settings.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shipped corev1.ConfigMap
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&shipped); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sets []string
+		want map[string]string
+	}{
+		{nil, map[string]string{"TRUST_DOMAIN": "example.org", "PARENT_ID": "spiffe://example.org/k8s-cluster-nodes",
+			"MAX_SVID_TTL": "24h", "CLUSTER_SPIFFEID_CLASS_NAME": ""}},
+		{[]string{"trustDomain=prod.example", "identityOperator.flags.parentId=spiffe://prod.example/nodes",
+			"identityOperator.flags.maxSvidTtl=2h", "identityOperator.flags.clusterSpiffeidClassName=prod"},
+			map[string]string{"TRUST_DOMAIN": "prod.example", "PARENT_ID": "spiffe://prod.example/nodes",
+				"MAX_SVID_TTL": "2h", "CLUSTER_SPIFFEID_CLASS_NAME": "prod"}},
+	} {
+		t.Run(strings.Join(tc.sets, ","), func(t *testing.T) {
+			r := mustTemplate(t, "chart-default", nil, tc.sets...)
+			cm := r.objectIn(t, "ConfigMap", "chart-default", "identity-operator-settings")
+			data, _, _ := unstructuredMap(cm.Object, "data")
+			got := map[string]string{}
+			for k, v := range data.(map[string]any) {
+				got[k] = v.(string)
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("settings %v, want %v", got, tc.want)
+			}
+			if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(shipped.Data))) {
+				t.Errorf("settings keys %v, config/manager/settings.yaml has %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(shipped.Data)))
+			}
+			c := r.deployment(t, "identity-operator").Spec.Template.Spec.Containers[0]
+			if !slices.ContainsFunc(c.EnvFrom, func(e corev1.EnvFromSource) bool {
+				return e.ConfigMapRef != nil && e.ConfigMapRef.Name == "identity-operator-settings"
+			}) {
+				t.Errorf("the identity-operator Deployment does not read identity-operator-settings: %v", c.EnvFrom)
+			}
+			for flag, key := range map[string]string{"--trust-domain=": "TRUST_DOMAIN", "--parent-id=": "PARENT_ID",
+				"--max-svid-ttl=": "MAX_SVID_TTL", "--cluster-spiffeid-class-name=": "CLUSTER_SPIFFEID_CLASS_NAME"} {
+				for _, a := range r.argsWithPrefix(t, "identity-operator", flag) {
+					if v := strings.TrimPrefix(a, flag); v != tc.want[key] {
+						t.Errorf("the Deployment passes %s, the settings say %s=%q", a, key, tc.want[key])
+					}
+				}
+			}
+		})
 	}
 }

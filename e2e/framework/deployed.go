@@ -166,17 +166,11 @@ func (d *Deployed) writeOverlay(op string, image operatorimage.Operator) error {
 		env = append(env, map[string]any{"name": "TRUST_DOMAIN", "value": d.td},
 			map[string]any{"name": "CLUSTER_NAME", "value": ClusterName})
 	case "identity-operator":
-		// Its trust domain and parent are in the ConfigMap the admission
-		// policy on its writes reads too (config/manager/settings.yaml).
-		settings, err := yaml.Marshal(map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "identity-operator-settings", "namespace": Namespace},
-			"data":     map[string]any{"TRUST_DOMAIN": d.td, "PARENT_ID": d.AgentParentID()},
-		})
+		settings, err := identitySettingsPatch(d.td, d.AgentParentID())
 		if err != nil {
 			return err
 		}
-		patches = append(patches, map[string]any{"target": map[string]any{"kind": "ConfigMap", "name": "identity-operator-settings"}, "patch": string(settings)})
+		patches = append(patches, settings)
 	case "bundle-operator":
 		// As on the local cluster: the specs wait for SPIRE bundle changes.
 		env = append(env, map[string]any{"name": "POLL_INTERVAL", "value": "2s"})
@@ -361,4 +355,20 @@ func (d *Deployed) Diagnostics() string {
 	}
 	b.WriteString(d.Local.Diagnostics())
 	return b.String()
+}
+
+// identitySettingsPatch is the kustomize patch of an overlay of
+// identity-operator's config/default that gives it the cluster's trust
+// domain and parent: they are in the ConfigMap the admission policy on its
+// writes reads too (config/manager/settings.yaml), not in the Deployment.
+func identitySettingsPatch(td, parentID string) (map[string]any, error) {
+	settings, err := yaml.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "identity-operator-settings", "namespace": Namespace},
+		"data":     map[string]any{"TRUST_DOMAIN": td, "PARENT_ID": parentID},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("identity-operator settings: %w", err)
+	}
+	return map[string]any{"target": map[string]any{"kind": "ConfigMap", "name": "identity-operator-settings"}, "patch": string(settings)}, nil
 }

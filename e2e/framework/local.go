@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trustplane/trustplane/common/testenv"
 )
@@ -127,6 +128,11 @@ func startLocal(ctx context.Context, opts LocalOptions, servePods bool) (_ *Loca
 	}()
 	if l.dir, err = os.MkdirTemp("", "trustplane-local-"); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	for _, op := range Operators {
+		if err := writeLocalOverlay(filepath.Join(l.dir, "overlays"), filepath.Join(l.root, op, "config", "default"), op, l.td, l.AgentParentID()); err != nil {
+			return nil, fmt.Errorf("overlay of %s: %w", op, err)
+		}
 	}
 
 	for _, op := range opts.Operators {
@@ -484,8 +490,41 @@ func (l *Local) Spire() *testenv.Spire { return l.spire }
 func (l *Local) Dir() string { return l.dir }
 
 // DeployArgs implements Cluster: the operators run as processes here, and
-// config/default is applied as it is.
-func (l *Local) DeployArgs() []string { return nil }
+// make deploy applies each config/default as it is but for
+// identity-operator's settings, which name this cluster's trust domain and
+// parent: with config/default's own, the admission policy on the
+// operator's writes that make deploy installs would refuse the writes of
+// the operator running here. StartLocal writes the overlays.
+func (l *Local) DeployArgs() []string {
+	return []string{"DEPLOY_OVERLAYS=" + filepath.Join(l.dir, "overlays")}
+}
+
+// writeLocalOverlay writes dir/<op>/kustomization.yaml: base (op's
+// config/default) as it is, with identity-operator's settings for trust
+// domain td and parent.
+func writeLocalOverlay(dir, base, op, td, parent string) error {
+	od := filepath.Join(dir, op)
+	if err := os.MkdirAll(od, 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(od, base)
+	if err != nil {
+		return err
+	}
+	k := map[string]any{"resources": []string{rel}}
+	if op == "identity-operator" {
+		settings, err := identitySettingsPatch(td, parent)
+		if err != nil {
+			return err
+		}
+		k["patches"] = []any{settings}
+	}
+	out, err := yaml.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(od, "kustomization.yaml"), out, 0o644)
+}
 
 // RestartOperator implements Cluster: SIGKILL, then start again, each
 // replica of op.
