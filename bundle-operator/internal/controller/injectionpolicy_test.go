@@ -56,6 +56,9 @@ func caBundlePatch(path, text string) client.Patch {
 
 func jsonPatch(ops string) client.Patch { return client.RawPatch(types.JSONPatchType, []byte(ops)) }
 
+// mergePatch is a JSON merge patch of body.
+func mergePatch(body string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(body)) }
+
 // RBAC cannot narrow bundle-operator's patch on webhook configurations,
 // APIServices and CRDs to their caBundle fields, so its service account
 // token could redirect the cluster's admission webhooks and aggregated

@@ -34,26 +34,6 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 		_, asOperator = operatorUnderPolicies(ctx)
 	})
 
-	// attempt logs the outcome of one attack and returns "" when refused,
-	// or a line naming it when admitted.
-	attempt := func(what string, err error) string {
-		if err != nil {
-			fmt.Fprintf(GinkgoWriter, "ATTACK %s: refused (%v)\n", what, err)
-			return ""
-		}
-		fmt.Fprintf(GinkgoWriter, "ATTACK %s: ADMITTED\n", what)
-		return what
-	}
-	merge := func(s string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(s)) }
-	cmRef := func(ns, name string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	}
-	collect := func(holes *[]string, what string, err error) {
-		if h := attempt(what, err); h != "" {
-			*holes = append(*holes, h)
-		}
-	}
-
 	It("adds a new key to a foreign ConfigMap it never wrote (aws-auth mapUsers, envFrom settings, boundary params)", func(ctx context.Context) {
 		ns := newNamespace(ctx, nil)
 		// EKS's aws-auth usually holds mapRoles only; mapUsers maps an IAM
@@ -73,11 +53,11 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 
 		var holes []string
 		collect(&holes, "add mapUsers (system:masters) to aws-auth", asOperator.Patch(ctx, cmRef(ns, "aws-auth"),
-			merge(`{"data":{"mapUsers":"- userarn: arn:aws:iam::666:user/evil\n  username: evil\n  groups: [system:masters]\n"}}`)))
+			mergePatch(`{"data":{"mapUsers":"- userarn: arn:aws:iam::666:user/evil\n  username: evil\n  groups: [system:masters]\n"}}`)))
 		collect(&holes, "add PPROF_BIND_ADDRESS/ENVIRONMENTS env to identity-operator-settings (envFrom)", asOperator.Patch(ctx, cmRef(ns, "identity-operator-settings"),
-			merge(`{"data":{"PPROF_BIND_ADDRESS":":6060","ENVIRONMENTS":"none","HTTPS_PROXY":"http://evil:3128"}}`)))
+			mergePatch(`{"data":{"PPROF_BIND_ADDRESS":":6060","ENVIRONMENTS":"none","HTTPS_PROXY":"http://evil:3128"}}`)))
 		collect(&holes, "add allowedGroups=system:authenticated to the boundary parameters, without the TrustBundle label", asOperator.Patch(ctx, cmRef(ns, "identity-boundary-admission"),
-			merge(`{"data":{"allowedGroups":"system:authenticated"}}`)))
+			mergePatch(`{"data":{"allowedGroups":"system:authenticated"}}`)))
 		collect(&holes, "add a key by server-side apply with the operator's field manager (no labels)", asOperator.Apply(ctx,
 			client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": ns, "name": "aws-auth"},
@@ -95,18 +75,18 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 
 		By("a claim on a future key through the keys annotation")
 		collect(&holes, "list a key that does not exist yet in bundle.trustplane.dev/keys", asOperator.Patch(ctx, cmRef(ns, "app"),
-			merge(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"extra.conf"}}}`)))
-		Expect(cp.Client.Patch(ctx, cmRef(ns, "app"), merge(`{"data":{"extra.conf":"owner's later key"}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
+			mergePatch(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"extra.conf"}}}`)))
+		Expect(cp.Client.Patch(ctx, cmRef(ns, "app"), mergePatch(`{"data":{"extra.conf":"owner's later key"}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
 		collect(&holes, "change the owner's later key through the planted claim", asOperator.Patch(ctx, cmRef(ns, "app"),
-			merge(`{"data":{"extra.conf":"attacker"}}`)))
+			mergePatch(`{"data":{"extra.conf":"attacker"}}`)))
 
 		By("a claim planted while the owner's key is briefly removed (a rollout that drops and re-adds it)")
-		Expect(cp.Client.Patch(ctx, cmRef(ns, "app"), merge(`{"data":{"tls.crt":null}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
+		Expect(cp.Client.Patch(ctx, cmRef(ns, "app"), mergePatch(`{"data":{"tls.crt":null}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
 		collect(&holes, "claim a removed key", asOperator.Patch(ctx, cmRef(ns, "app"),
-			merge(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"extra.conf,tls.crt"}}}`)))
-		Expect(cp.Client.Patch(ctx, cmRef(ns, "app"), merge(`{"data":{"tls.crt":"owner's again"}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
+			mergePatch(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"extra.conf,tls.crt"}}}`)))
+		Expect(cp.Client.Patch(ctx, cmRef(ns, "app"), mergePatch(`{"data":{"tls.crt":"owner's again"}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
 		collect(&holes, "change the re-added key through the claim", asOperator.Patch(ctx, cmRef(ns, "app"),
-			merge(`{"data":{"tls.crt":"attacker"}}`)))
+			mergePatch(`{"data":{"tls.crt":"attacker"}}`)))
 
 		By("a forged managedFields entry of the operator's Apply on a key that does not exist yet")
 		Expect(cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app2"},
@@ -115,9 +95,9 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 			`{"manager":"`+target.FieldManager+`","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:later":{}}}}}]`)))
 		// The owner then adds the key with server-side apply of its own,
 		// forcing past the conflict the forged entry raises, or by update.
-		Expect(cp.Client.Patch(ctx, cmRef(ns, "app2"), merge(`{"data":{"later":"owner's"}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
+		Expect(cp.Client.Patch(ctx, cmRef(ns, "app2"), mergePatch(`{"data":{"later":"owner's"}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
 		collect(&holes, "change the key the forged entry named once the owner added it by update", asOperator.Patch(ctx, cmRef(ns, "app2"),
-			merge(`{"data":{"later":"attacker"}}`)))
+			mergePatch(`{"data":{"later":"attacker"}}`)))
 
 		cm := configMap(ctx, ns, "app")
 		fmt.Fprintf(GinkgoWriter, "app now: %v annotations %v\n", cm.Data, cm.Annotations)
@@ -131,13 +111,13 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 		Expect(cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placeholder"}})).To(Succeed())
 		var holes []string
 		collect(&holes, "label a foreign empty ConfigMap as a target", asOperator.Patch(ctx, cmRef(ns, "lock"),
-			merge(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":"tb"}}}`)))
+			mergePatch(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":"tb"}}}`)))
 		collect(&holes, "delete the foreign empty ConfigMap", asOperator.Delete(ctx, cmRef(ns, "lock")))
 		collect(&holes, "recreate it with content of the attacker's", asOperator.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock", Labels: targetLabels}, Data: map[string]string{"holder": "attacker"}}))
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placeholder"}}
 		collect(&holes, "label a foreign empty Secret as a target", asOperator.Patch(ctx, sec,
-			merge(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":"tb"}}}`)))
+			mergePatch(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":"tb"}}}`)))
 		collect(&holes, "delete the foreign empty Secret", asOperator.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placeholder"}}))
 		Expect(holes).To(BeEmpty(), "admitted: a foreign object deleted")
 	})
@@ -175,7 +155,7 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 		} {
 			_ = cp.Client.Delete(ctx, o)
 		}
-		_ = cp.Client.Patch(ctx, cmRef(ns, "odd"), merge(`{"metadata":{"finalizers":null}}`))
+		_ = cp.Client.Patch(ctx, cmRef(ns, "odd"), mergePatch(`{"metadata":{"finalizers":null}}`))
 		Expect(holes).To(BeEmpty(), "admitted: the create check reads only two labels")
 	})
 
@@ -186,13 +166,13 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 			Data: map[string]string{"allowedGroups": "", "allowedUsers": "system:serviceaccount:kube-system:replicaset-controller"}})).To(Succeed())
 		var holes []string
 		collect(&holes, "change a foreign object's trustplane.dev/environment label", asOperator.Patch(ctx, cmRef(ns, "tenant"),
-			merge(`{"metadata":{"labels":{"`+labels.Environment+`":"attacker"}}}`)))
+			mergePatch(`{"metadata":{"labels":{"`+labels.Environment+`":"attacker"}}}`)))
 		collect(&holes, "add owner labels naming another owner", asOperator.Patch(ctx, cmRef(ns, "tenant"),
-			merge(`{"metadata":{"labels":{"`+labels.OwnerUID+`":"x","`+labels.OwnerKind+`":"IdentityBinding"}}}`)))
+			mergePatch(`{"metadata":{"labels":{"`+labels.OwnerUID+`":"x","`+labels.OwnerKind+`":"IdentityBinding"}}}`)))
 		collect(&holes, "wipe the tenant's managedFields", asOperator.Patch(ctx, cmRef(ns, "tenant"),
 			jsonPatch(`[{"op":"replace","path":"/metadata/managedFields","value":[{}]}]`)))
 		collect(&holes, "label the boundary parameters as a target (every labelled pod refused: DoS)", asOperator.Patch(ctx, cmRef(ns, "identity-boundary-admission"),
-			merge(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":"tb"}}}`)))
+			mergePatch(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":"tb"}}}`)))
 		cm := configMap(ctx, ns, "tenant")
 		managers := []string{}
 		for _, m := range cm.ManagedFields {
@@ -210,14 +190,14 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 		binaryCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bin"}, BinaryData: map[string][]byte{"blob": {1, 2}}}
 		Expect(cp.Client.Create(ctx, binaryCM)).To(Succeed())
 		var holes []string
-		victim := func() *corev1.ConfigMap { return cmRef(ns, "victim") }
-		collect(&holes, "merge patch data: null", asOperator.Patch(ctx, victim(), merge(`{"data":null}`)))
+		victim := func() client.Object { return cmRef(ns, "victim") }
+		collect(&holes, "merge patch data: null", asOperator.Patch(ctx, victim(), mergePatch(`{"data":null}`)))
 		collect(&holes, "JSON patch replace /data", asOperator.Patch(ctx, victim(), jsonPatch(`[{"op":"replace","path":"/data","value":{"x":"y"}}]`)))
 		collect(&holes, "JSON patch move Corefile to binaryData", asOperator.Patch(ctx, victim(),
 			jsonPatch(`[{"op":"remove","path":"/data/Corefile"},{"op":"add","path":"/binaryData","value":{"Corefile":"`+base64.StdEncoding.EncodeToString([]byte("forward . 6.6.6.6"))+`"}}]`)))
 		collect(&holes, "strategic merge patch $patch: replace", asOperator.Patch(ctx, victim(),
 			client.RawPatch(types.StrategicMergePatchType, []byte(`{"data":{"$patch":"replace","x":"y"}}`))))
-		collect(&holes, "dry-run change of a foreign key", asOperator.Patch(ctx, victim(), merge(`{"data":{"Corefile":"x"}}`), client.DryRunAll))
+		collect(&holes, "dry-run change of a foreign key", asOperator.Patch(ctx, victim(), mergePatch(`{"data":{"Corefile":"x"}}`), client.DryRunAll))
 		collect(&holes, "apply with force of another value with the operator's manager", asOperator.Apply(ctx,
 			client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": ns, "name": "victim",
@@ -232,23 +212,23 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 		// The operator has no update verb; patch the full object instead.
 		collect(&holes, "full-object merge patch from a read copy", asOperator.Patch(ctx, stale, client.MergeFrom(configMap(ctx, ns, "victim"))))
 		collect(&holes, "claim with a comma-joined list naming a foreign key", asOperator.Patch(ctx, victim(),
-			merge(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"ca.crt,Corefile"}}}`)))
+			mergePatch(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"ca.crt,Corefile"}}}`)))
 		collect(&holes, "claim with spaces", asOperator.Patch(ctx, victim(),
-			merge(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":" Corefile"}}}`)))
+			mergePatch(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":" Corefile"}}}`)))
 		collect(&holes, "claim and change in one request", asOperator.Patch(ctx, victim(),
-			merge(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"Corefile"}},"data":{"Corefile":"x"}}`)))
+			mergePatch(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"Corefile"}},"data":{"Corefile":"x"}}`)))
 		collect(&holes, "forged Apply entry on the foreign key together with a change", asOperator.Patch(ctx, victim(), jsonPatch(`[{"op":"add","path":"/metadata/managedFields/-","value":`+
 			`{"manager":"`+target.FieldManager+`","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:Corefile":{}}}}},`+
 			`{"op":"replace","path":"/data/Corefile","value":"x"}]`)))
 		collect(&holes, "forged Apply ownership of a data key under f:binaryData", asOperator.Patch(ctx, victim(), jsonPatch(`[{"op":"add","path":"/metadata/managedFields/-","value":`+
 			`{"manager":"`+target.FieldManager+`","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:binaryData":{"f:Corefile":{}}}}}]`)))
-		collect(&holes, "change the now 'owned' data key", asOperator.Patch(ctx, victim(), merge(`{"data":{"Corefile":"x"}}`)))
-		collect(&holes, "change a foreign binaryData key", asOperator.Patch(ctx, cmRef(ns, "bin"), merge(`{"binaryData":{"blob":"AAA="}}`)))
-		collect(&holes, "move a foreign binaryData key to data", asOperator.Patch(ctx, cmRef(ns, "bin"), merge(`{"binaryData":null,"data":{"blob":"x"}}`)))
+		collect(&holes, "change the now 'owned' data key", asOperator.Patch(ctx, victim(), mergePatch(`{"data":{"Corefile":"x"}}`)))
+		collect(&holes, "change a foreign binaryData key", asOperator.Patch(ctx, cmRef(ns, "bin"), mergePatch(`{"binaryData":{"blob":"AAA="}}`)))
+		collect(&holes, "move a foreign binaryData key to data", asOperator.Patch(ctx, cmRef(ns, "bin"), mergePatch(`{"binaryData":null,"data":{"blob":"x"}}`)))
 		collect(&holes, "Secret stringData over a foreign key", asOperator.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}},
-			merge(`{"stringData":{"password":"owned"}}`)))
+			mergePatch(`{"stringData":{"password":"owned"}}`)))
 		collect(&holes, "Secret type change", asOperator.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}},
-			merge(`{"type":"kubernetes.io/tls"}`)))
+			mergePatch(`{"type":"kubernetes.io/tls"}`)))
 		uid := stale.UID
 		collect(&holes, "delete with preconditions", asOperator.Delete(ctx, victim(), client.Preconditions{UID: &uid}))
 		collect(&holes, "dry-run delete", asOperator.Delete(ctx, victim(), client.DryRunAll))
@@ -265,11 +245,10 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 			return &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: foreign.Name}}
 		}
 		var holes []string
-		labelled := attempt("label a foreign CTB as a target (expected: admitted by design)", asOperator.Patch(ctx, ref(),
-			merge(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":"tb","`+labels.OwnerUID+`":"`+fakeUID+`"}}}`)))
-		_ = labelled
+		collect(&holes, "label a foreign CTB as a target", asOperator.Patch(ctx, ref(),
+			mergePatch(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":"tb","`+labels.OwnerUID+`":"`+fakeUID+`"}}}`)))
 		collect(&holes, "claim trustBundle of a foreign CTB", asOperator.Patch(ctx, ref(),
-			merge(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"trustBundle"}}}`)))
+			mergePatch(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":"trustBundle"}}}`)))
 		collect(&holes, "forge Apply ownership of f:spec.f:trustBundle", asOperator.Patch(ctx, ref(), jsonPatch(`[{"op":"add","path":"/metadata/managedFields/-","value":`+
 			`{"manager":"`+target.FieldManager+`","operation":"Apply","apiVersion":"certificates.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:trustBundle":{}}}}}]`)))
 		collect(&holes, "forge Apply ownership under f:data for a CTB", asOperator.Patch(ctx, ref(), jsonPatch(`[{"op":"add","path":"/metadata/managedFields/-","value":`+
@@ -283,7 +262,7 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 		v1beta1.SetAPIVersion("certificates.k8s.io/v1beta1")
 		v1beta1.SetKind("ClusterTrustBundle")
 		v1beta1.SetName(foreign.Name)
-		err := asOperator.Patch(ctx, v1beta1, merge(`{"spec":{"trustBundle":"`+strings.ReplaceAll(testpki.ValidCA("atk-ctb-2").PEM(), "\n", `\n`)+`"}}`))
+		err := asOperator.Patch(ctx, v1beta1, mergePatch(`{"spec":{"trustBundle":"`+strings.ReplaceAll(testpki.ValidCA("atk-ctb-2").PEM(), "\n", `\n`)+`"}}`))
 		collect(&holes, "rewrite through v1beta1", err)
 		Expect(clusterTrustBundle(ctx, foreign.Name)).To(Equal(foreign.Spec.TrustBundle))
 		Expect(holes).To(BeEmpty())
@@ -312,9 +291,9 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 					Annotations: map[string]string{target.AnnotationKeys: strings.Join(keys, ",")}},
 				Data: data})).To(Succeed(), "a target of its own, which the identity policies count as none")
 			collect(&holes, "remove the TrustBundle and owner labels of "+name, asOperator.Patch(ctx, cmRef(ns, name),
-				merge(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":null,"`+labels.OwnerUID+`":null}}}`)))
+				mergePatch(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":null,"`+labels.OwnerUID+`":null}}}`)))
 			collect(&holes, "remove the keys annotation, then the labels, of "+name, asOperator.Patch(ctx, cmRef(ns, name),
-				merge(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":null}}}`)))
+				mergePatch(`{"metadata":{"annotations":{"`+target.AnnotationKeys+`":null}}}`)))
 			Expect(configMap(ctx, ns, name).Labels).To(HaveKeyWithValue(target.LabelTrustBundle, "tb"), name)
 		}
 		Expect(holes).To(BeEmpty(), "admitted: parameters the identity policies honour, written by bundle-operator's token")
@@ -335,7 +314,7 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 				"annotations": map[string]any{target.AnnotationHash: "old"}},
 			"data": map[string]any{"ca.crt": "bundle"}}}), client.FieldOwner(target.FieldManager), client.ForceOwnership)).To(Succeed())
 		By("an admin hand-edits the key before the upgrade")
-		Expect(cp.Client.Patch(ctx, cmRef(ns, "ca"), merge(`{"data":{"ca.crt":"hand edit"}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
+		Expect(cp.Client.Patch(ctx, cmRef(ns, "ca"), mergePatch(`{"data":{"ca.crt":"hand edit"}}`), client.FieldOwner("kubectl-edit"))).To(Succeed())
 		By("the upgraded operator force-applies its target, as syncOne does for an object labelled as its own")
 		err := asOperator.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": ns, "name": "ca", "labels": ownLabels,
@@ -345,3 +324,14 @@ var _ = Describe("Adversarial: the target policy against bundle-operator's stole
 		Expect(keyData(ctx, ns, "ca", "ca.crt")).To(Equal("hand edit"))
 	})
 })
+
+// collect records in holes an attack what that went through (err nil), and
+// logs its outcome as "ATTACK <what>: refused|ADMITTED".
+func collect(holes *[]string, what string, err error) {
+	if err != nil {
+		fmt.Fprintf(GinkgoWriter, "ATTACK %s: refused (%v)\n", what, err)
+		return
+	}
+	fmt.Fprintf(GinkgoWriter, "ATTACK %s: ADMITTED\n", what)
+	*holes = append(*holes, what)
+}

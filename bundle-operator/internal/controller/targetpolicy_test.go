@@ -81,23 +81,22 @@ var _ = Describe("The target policy: bundle-operator's service account changes o
 		}
 
 		const notTarget = "changes and deletes only TrustBundle targets"
-		merge := func(body string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(body)) }
 		Expect(testenv.Admitted(ctx, asOperator, cm(), map[string]client.Patch{
-			"a key's value": merge(`{"data":{"Corefile":"forward . 6.6.6.6"}}`),
+			"a key's value": mergePatch(`{"data":{"Corefile":"forward . 6.6.6.6"}}`),
 			"a key removed": jsonPatch(`[{"op":"remove","path":"/data/Corefile"}]`),
-			"a key added":   merge(`{"data":{"mapUsers":"- groups: [system:masters]"}}`),
+			"a key added":   mergePatch(`{"data":{"mapUsers":"- groups: [system:masters]"}}`),
 			"ownership of a key planted in managedFields": jsonPatch(`[{"op":"add","path":"/metadata/managedFields/-","value":` +
 				`{"manager":"` + target.FieldManager + `","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:Corefile":{}}}}}]`),
-			"a key listed as its own": merge(`{"metadata":{"annotations":{"` + target.AnnotationKeys + `":"Corefile"}}}`),
-			"the TrustBundle label":   merge(`{"metadata":{"labels":{"` + target.LabelTrustBundle + `":"tb"}}}`),
-			"a label":                 merge(`{"metadata":{"labels":{"app":"other"}}}`),
-			"an annotation":           merge(`{"metadata":{"annotations":{"note":null}}}`),
-			"a finalizer":             merge(`{"metadata":{"finalizers":["example.com/hold"]}}`),
-			"immutable":               merge(`{"immutable":true}`),
-			"an owner reference":      merge(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"x","uid":"3f1c0e7a-0000-4000-8000-000000000009"}]}}`),
+			"a key listed as its own": mergePatch(`{"metadata":{"annotations":{"` + target.AnnotationKeys + `":"Corefile"}}}`),
+			"the TrustBundle label":   mergePatch(`{"metadata":{"labels":{"` + target.LabelTrustBundle + `":"tb"}}}`),
+			"a label":                 mergePatch(`{"metadata":{"labels":{"app":"other"}}}`),
+			"an annotation":           mergePatch(`{"metadata":{"annotations":{"note":null}}}`),
+			"a finalizer":             mergePatch(`{"metadata":{"finalizers":["example.com/hold"]}}`),
+			"immutable":               mergePatch(`{"immutable":true}`),
+			"an owner reference":      mergePatch(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"x","uid":"3f1c0e7a-0000-4000-8000-000000000009"}]}}`),
 		}, notTarget)).To(BeEmpty(), "want each refused")
 		Expect(asOperator.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}},
-			merge(`{"data":{"password":"b3duZWQ="}}`))).To(MatchError(ContainSubstring(notTarget)))
+			mergePatch(`{"data":{"password":"b3duZWQ="}}`))).To(MatchError(ContainSubstring(notTarget)))
 
 		By("nor may its field manager take over an existing key by applying the same value")
 		Expect(asOperator.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: map[string]any{
@@ -142,22 +141,22 @@ var _ = Describe("The target policy: bundle-operator's service account changes o
 			Annotations: map[string]string{target.AnnotationKeys: "ca.crt"}},
 			Data: map[string]string{"ca.crt": "bundle"}}
 		Expect(asOperator.Create(ctx, own)).To(Succeed())
-		Expect(cp.Client.Patch(ctx, own.DeepCopy(), merge(`{"metadata":{"labels":{"team":"web"}},"data":{"app.conf":"x"}}`))).To(Succeed())
+		Expect(cp.Client.Patch(ctx, own.DeepCopy(), mergePatch(`{"metadata":{"labels":{"team":"web"}},"data":{"app.conf":"x"}}`))).To(Succeed())
 		for want, patches := range map[string]map[string]client.Patch{
 			"changes or removes only the keys it wrote": {
-				"the tenant's key": merge(`{"data":{"app.conf":"y"}}`),
-				"its removal":      merge(`{"data":{"app.conf":null}}`),
+				"the tenant's key": mergePatch(`{"data":{"app.conf":"y"}}`),
+				"its removal":      mergePatch(`{"data":{"app.conf":null}}`),
 			},
 			"lists each key it adds and only keys the object holds": {
-				"the tenant's key listed":      merge(`{"metadata":{"annotations":{"` + target.AnnotationKeys + `":"ca.crt,app.conf"}}}`),
-				"a key not there listed":       merge(`{"metadata":{"annotations":{"` + target.AnnotationKeys + `":"ca.crt,later"}}}`),
-				"a key added but not listed":   merge(`{"data":{"extra":"x"}}`),
-				"its own key no longer listed": merge(`{"metadata":{"annotations":{"` + target.AnnotationKeys + `":""}}}`),
+				"the tenant's key listed":      mergePatch(`{"metadata":{"annotations":{"` + target.AnnotationKeys + `":"ca.crt,app.conf"}}}`),
+				"a key not there listed":       mergePatch(`{"metadata":{"annotations":{"` + target.AnnotationKeys + `":"ca.crt,later"}}}`),
+				"a key added but not listed":   mergePatch(`{"data":{"extra":"x"}}`),
+				"its own key no longer listed": mergePatch(`{"metadata":{"annotations":{"` + target.AnnotationKeys + `":""}}}`),
 			},
 			"changes no label or annotation but its own": {
-				"the tenant's label":                  merge(`{"metadata":{"labels":{"team":null}}}`),
-				"the TrustBundle label, its key kept": merge(`{"metadata":{"labels":{"` + target.LabelTrustBundle + `":null}}}`),
-				"a finalizer":                         merge(`{"metadata":{"finalizers":["example.com/hold"]}}`),
+				"the tenant's label":                  mergePatch(`{"metadata":{"labels":{"team":null}}}`),
+				"the TrustBundle label, its key kept": mergePatch(`{"metadata":{"labels":{"` + target.LabelTrustBundle + `":null}}}`),
+				"a finalizer":                         mergePatch(`{"metadata":{"finalizers":["example.com/hold"]}}`),
 			},
 		} {
 			Expect(testenv.Admitted(ctx, asOperator, own, patches, want)).To(BeEmpty(), want)
@@ -165,8 +164,8 @@ var _ = Describe("The target policy: bundle-operator's service account changes o
 		Expect(asOperator.Delete(ctx, own.DeepCopy())).To(MatchError(ContainSubstring("deletes only objects that are all its own")))
 		Expect(configMap(ctx, ns, "ca").Data).To(Equal(map[string]string{"ca.crt": "bundle", "app.conf": "x"}))
 		By("while it still changes its own key, and takes it out with its marks, leaving the tenant's")
-		Expect(asOperator.Patch(ctx, own.DeepCopy(), merge(`{"data":{"ca.crt":"rotated"}}`))).To(Succeed())
-		Expect(asOperator.Patch(ctx, own.DeepCopy(), merge(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":null,"`+labels.OwnerUID+
+		Expect(asOperator.Patch(ctx, own.DeepCopy(), mergePatch(`{"data":{"ca.crt":"rotated"}}`))).To(Succeed())
+		Expect(asOperator.Patch(ctx, own.DeepCopy(), mergePatch(`{"metadata":{"labels":{"`+target.LabelTrustBundle+`":null,"`+labels.OwnerUID+
 			`":null},"annotations":{"`+target.AnnotationKeys+`":null}},"data":{"ca.crt":null}}`))).To(Succeed())
 		Expect(configMap(ctx, ns, "ca").Data).To(Equal(map[string]string{"app.conf": "x"}))
 
@@ -194,14 +193,13 @@ var _ = Describe("The own-resources policy: bundle-operator's service account ch
 		Eventually(func() []string { return get(ctx, tb).Finalizers }).Should(ContainElement(labels.Finalizer), "the operator's own finalizer is admitted")
 		intruder, err := json.Marshal(map[string]any{"spec": map[string]any{"sources": []any{map[string]any{"inline": testpki.ValidCA("intruder").PEM()}}}})
 		Expect(err).NotTo(HaveOccurred())
-		merge := func(body string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(body)) }
 		Expect(testenv.Admitted(ctx, asOperator, get(ctx, tb), map[string]client.Patch{
 			"the sources":           client.RawPatch(types.MergePatchType, intruder),
-			"the namespaces":        merge(`{"spec":{"target":{"namespaceSelector":{"matchLabels":null}}}}`),
-			"a label":               merge(`{"metadata":{"labels":{"team":"x"}}}`),
-			"the environment label": merge(`{"metadata":{"labels":{"` + labels.Environment + `":"other"}}}`),
-			"an annotation":         merge(`{"metadata":{"annotations":{"x":"y"}}}`),
-			"another finalizer":     merge(`{"metadata":{"finalizers":["` + labels.Finalizer + `","example.com/hold"]}}`),
+			"the namespaces":        mergePatch(`{"spec":{"target":{"namespaceSelector":{"matchLabels":null}}}}`),
+			"a label":               mergePatch(`{"metadata":{"labels":{"team":"x"}}}`),
+			"the environment label": mergePatch(`{"metadata":{"labels":{"` + labels.Environment + `":"other"}}}`),
+			"an annotation":         mergePatch(`{"metadata":{"annotations":{"x":"y"}}}`),
+			"another finalizer":     mergePatch(`{"metadata":{"finalizers":["` + labels.Finalizer + `","example.com/hold"]}}`),
 		}, "bundle-operator changes no")).To(BeEmpty(), "want each refused")
 		Expect(get(ctx, tb).Spec).To(Equal(tb.Spec))
 		Expect(cp.Client.Delete(ctx, tb)).To(Succeed())
