@@ -26,33 +26,7 @@ var _ = Describe("Writer release refused by an admission policy", func() {
 		Expect(ours.Apply(ctx, configMap(ns, "mutable", map[string]any{"ca": "ours"}), false)).To(Succeed())
 
 		By("an administrator's change freeze on ConfigMaps of the namespace (a ValidatingAdmissionPolicy)")
-		fail := admissionregistrationv1.Deny
-		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: "freeze-" + ns},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-				FailurePolicy: ptrTo(admissionregistrationv1.Fail),
-				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
-					},
-				}}},
-				Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "change freeze until Monday"}},
-			},
-		}
-		Expect(cp.Client.Create(ctx, policy)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { _ = cp.Client.Delete(ctx, policy) })
-		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "freeze-" + ns},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-				PolicyName:        policy.Name,
-				ValidationActions: []admissionregistrationv1.ValidationAction{fail},
-				MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-					MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
-			},
-		}
-		Expect(cp.Client.Create(ctx, binding)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { _ = cp.Client.Delete(ctx, binding) })
+		denyConfigMapWrites(ctx, "freeze-"+ns, ns, "change freeze until Monday", admissionregistrationv1.Update)
 		Eventually(func() error {
 			return theirs.Apply(ctx, configMap(ns, "probe", map[string]any{"n": time.Now().String()}), false)
 		}, 20*time.Second).Should(HaveOccurred(), "the policy never took effect")
@@ -65,5 +39,73 @@ var _ = Describe("Writer release refused by an admission policy", func() {
 			"a refusal by a policy that is lifted later was classed as an object the API server refuses without our fields: %v", err)
 	})
 })
+
+// The writer's own policies (Writer.Policies) refuse a release only for
+// what another writer put in the object, which no retry changes: such an
+// object is left in place, as one the field validation refuses, so that
+// whoever may edit one object cannot hold up the release of the others or
+// the deletion of their owner.
+var _ = Describe("Writer release refused by one of its own admission policies", func() {
+	It("is left in place, both the empty apply of a shared object and the delete of one only it writes", func(ctx context.Context) {
+		ns := cp.Namespace(ctx)
+		own := "own-" + ns
+		ours := shared.Writer{Client: cp.Client, FieldManager: "trustplane-test", Policies: []string{own}}
+		theirs := shared.Writer{Client: cp.Client, FieldManager: "someone-else"}
+		Expect(theirs.Apply(ctx, configMap(ns, "shared", map[string]any{"theirs": "x"}), false)).To(Succeed())
+		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
+		Expect(ours.Apply(ctx, configMap(ns, "sole", map[string]any{"ca": "ours"}), false)).To(Succeed())
+
+		denyConfigMapWrites(ctx, own, ns, "the object holds what the writer may not leave", admissionregistrationv1.Update, admissionregistrationv1.Delete)
+		Eventually(func() error {
+			return theirs.Apply(ctx, configMap(ns, "probe", map[string]any{"n": time.Now().String()}), false)
+		}, 20*time.Second).Should(HaveOccurred(), "the policy never took effect")
+
+		for _, name := range []string{"shared", "sole"} {
+			m := metadataOf(ctx, ns, name)
+			_, err := ours.Release(ctx, m)
+			Expect(errors.Is(err, shared.ErrLeftInPlace)).To(BeTrue(), "%s: got %v", name, err)
+			Expect(err).To(MatchError(ContainSubstring("the object holds what the writer may not leave")), "the policy's reason is kept")
+			Expect(metadataOf(ctx, ns, name).ResourceVersion).To(Equal(m.ResourceVersion), "%s was changed", name)
+		}
+
+		By("a refusal by a policy that is not the writer's stays a failure to retry")
+		other := shared.Writer{Client: cp.Client, FieldManager: "trustplane-test", Policies: []string{"another-policy"}}
+		_, err := other.Release(ctx, metadataOf(ctx, ns, "shared"))
+		Expect(err).To(HaveOccurred())
+		Expect(errors.Is(err, shared.ErrLeftInPlace)).To(BeFalse(), "got %v", err)
+	})
+})
+
+// denyConfigMapWrites creates a ValidatingAdmissionPolicy name, and its
+// binding, that refuses the operations ops on ConfigMaps of namespace ns
+// with message, and removes both at the end of the spec.
+func denyConfigMapWrites(ctx context.Context, name, ns, message string, ops ...admissionregistrationv1.OperationType) {
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptrTo(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: ops,
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: message}},
+		},
+	}
+	Expect(cp.Client.Create(ctx, policy)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) { _ = cp.Client.Delete(ctx, policy) })
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+		},
+	}
+	Expect(cp.Client.Create(ctx, binding)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) { _ = cp.Client.Delete(ctx, binding) })
+}
 
 func ptrTo[T any](v T) *T { return &v }

@@ -28,14 +28,16 @@ import (
 const CreateOnly = "1"
 
 // ErrLeftInPlace marks a release that could not take our fields out of a
-// shared object because the API server's validation refuses the object
-// without them: it is immutable (a ConfigMap or Secret whose other writer
-// set immutable), or a field only we own is required. (A refusal by an
-// admission policy or webhook, which may be lifted, is a plain error.)
-// Another writer manages a field of it, so it is not deleted either; it is
-// left as it is. Callers report it and go on: whoever may edit one object
-// must not be able to hold up the release of all the others, or the
-// deletion of their owner.
+// shared object, or delete it, for what another writer put in it: the API
+// server's validation refuses the object without our fields (it is
+// immutable, a ConfigMap or Secret whose other writer set immutable, or a
+// field only we own is required), or one of the writer's own admission
+// policies (Writer.Policies) refuses the release for the object's state
+// (a key another writer listed as ours, say). A refusal by any other
+// admission policy or webhook, which may be lifted, is a plain error. The
+// object is left as it is. Callers report it and go on: whoever may edit
+// one object must not be able to hold up the release of all the others, or
+// the deletion of their owner.
 var ErrLeftInPlace = errors.New("left in place")
 
 // Writer writes shared children as one field manager.
@@ -44,6 +46,12 @@ type Writer struct {
 	Client client.Client
 	// FieldManager is the operator's server-side apply field manager.
 	FieldManager string
+	// Policies names the ValidatingAdmissionPolicies that hold the
+	// writer's account to its own fields of the objects it writes (such
+	// as bundle-operator's target policy). Such a policy refuses a release
+	// only for what the object holds, which someone else wrote and which
+	// no retry changes, so its refusal of a release is ErrLeftInPlace.
+	Policies []string
 }
 
 // Apply server-side applies obj. With force it takes over fields other
@@ -61,10 +69,13 @@ func (w Writer) Apply(ctx context.Context, obj *unstructured.Unstructured, force
 }
 
 // Shared reports whether a writer other than ours manages a field of the
-// object whose managed fields are entries.
+// object whose managed fields are entries. We write only by server-side
+// apply, so an entry of our manager's name from another operation (an
+// update by a client that gave our name, kubectl patch --field-manager)
+// is another writer's.
 func (w Writer) Shared(entries []metav1.ManagedFieldsEntry) bool {
 	for _, e := range entries {
-		if e.Manager != w.FieldManager {
+		if e.Manager != w.FieldManager || e.Operation != metav1.ManagedFieldsOperationApply {
 			return true
 		}
 	}
@@ -87,16 +98,15 @@ func (w Writer) Wrote(entries []metav1.ManagedFieldsEntry) bool {
 // preconditioned on its UID and resourceVersion, so a concurrent edit wins;
 // a shared one gets an empty apply, which drops exactly the fields our
 // manager owned and leaves the rest. A shared object that would not be
-// valid without our fields (immutable, or a required field only we own) is
-// left as it is, and the API server's Invalid error returned wrapped in
-// ErrLeftInPlace. An object our manager
+// valid without our fields (immutable, or a required field only we own),
+// or whose release one of w.Policies refuses, is left as it is, and the API
+// server's error returned wrapped in ErrLeftInPlace. An object our manager
 // manages no field of holds nothing of ours, whatever its labels say: it is
 // left as it is, without a write and without an error, so that whoever
 // labels their own object as ours can neither have it deleted nor make a
-// release fail. (Whoever may patch an object can also forge a
-// managed-fields entry of our manager; that is not told apart.)
-// It returns the resourceVersion the
-// cache will reach with this write, for expectations.
+// release fail. (Whoever may patch an object can also forge an Apply
+// entry of our manager; that is not told apart.) It returns the
+// resourceVersion the cache will reach with this write, for expectations.
 func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (string, error) {
 	gvk := m.GroupVersionKind()
 	if gvk.Kind == "" {
@@ -116,6 +126,8 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 		switch {
 		case RefusedByFieldValidation(err):
 			return "", fmt.Errorf("%w: the API server refuses it without our fields (it is immutable, or needs a field only we own) and another writer manages a field of it: %w", ErrLeftInPlace, err)
+		case w.refusedByOwnPolicy(err):
+			return "", fmt.Errorf("%w: our admission policy refuses to drop our fields for what another writer put in it: %w", ErrLeftInPlace, err)
 		case err != nil:
 			return "", fmt.Errorf("drop our fields: %w", err)
 		}
@@ -126,7 +138,11 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 	obj.SetNamespace(m.Namespace)
 	obj.SetName(m.Name)
 	uid, rv := m.UID, m.ResourceVersion
-	if err := client.IgnoreNotFound(w.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv})); err != nil {
+	err := client.IgnoreNotFound(w.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
+	switch {
+	case w.refusedByOwnPolicy(err):
+		return "", fmt.Errorf("%w: our admission policy refuses to delete it for what another writer put in it: %w", ErrLeftInPlace, err)
+	case err != nil:
 		return "", fmt.Errorf("delete: %w", err)
 	}
 	// The delete event carries a newer resourceVersion than rv.
@@ -146,6 +162,21 @@ func RefusedByFieldValidation(err error) bool {
 	}
 	for _, c := range se.Status().Details.Causes {
 		if c.Field != "" && strings.HasPrefix(string(c.Type), "FieldValue") {
+			return true
+		}
+	}
+	return false
+}
+
+// refusedByOwnPolicy reports whether err is a refusal by one of w.Policies:
+// the API server names the denying ValidatingAdmissionPolicy in the
+// message of the Forbidden or Invalid status it returns.
+func (w Writer) refusedByOwnPolicy(err error) bool {
+	if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
+		return false
+	}
+	for _, p := range w.Policies {
+		if strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+p+"'") {
 			return true
 		}
 	}

@@ -79,6 +79,23 @@ var _ = Describe("Writer", func() {
 		Expect(cm.Data).To(Equal(map[string]string{"app.conf": "theirs"}))
 	})
 
+	It("counts an update under its field manager's name as another writer's, and drops only its own keys on release", func(ctx context.Context) {
+		// It writes only by server-side apply; an update that gives its
+		// manager's name (kubectl patch --field-manager) is someone else's.
+		ns := cp.Namespace(ctx)
+		Expect(ours.Apply(ctx, configMap(ns, "borrowed", map[string]any{"ca": "ours"}), false)).To(Succeed())
+		Expect(cp.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "borrowed"}},
+			client.RawPatch(types.MergePatchType, []byte(`{"data":{"app.conf":"theirs"}}`)), client.FieldOwner(ours.FieldManager))).To(Succeed())
+		m := metadataOf(ctx, ns, "borrowed")
+		Expect(ours.Shared(m.ManagedFields)).To(BeTrue(), "managed fields: %v", m.ManagedFields)
+
+		_, err := ours.Release(ctx, m)
+		Expect(err).NotTo(HaveOccurred())
+		cm := &corev1.ConfigMap{}
+		Expect(cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "borrowed"}, cm)).To(Succeed(), "an object holding another's key was deleted")
+		Expect(cm.Data).To(Equal(map[string]string{"app.conf": "theirs"}))
+	})
+
 	It("leaves on release a shared object its other writer made immutable, and says so", func(ctx context.Context) {
 		ns := cp.Namespace(ctx)
 		Expect(ours.Apply(ctx, configMap(ns, "frozen", map[string]any{"ca": "ours"}), false)).To(Succeed())

@@ -35,6 +35,13 @@ const (
 	// can repair its own key after a hand edit took the key's ownership,
 	// and never change a key of someone else's.
 	AnnotationKeys = "bundle.trustplane.dev/keys"
+	// TargetPolicy is the name of that admission policy. It refuses a
+	// release only for what others wrote in the target (a key they listed,
+	// a key they added under our field manager's name), which no retry
+	// changes: such a target is left in place and reported, like one the
+	// API server refuses without our keys, and holds up neither the other
+	// targets nor the TrustBundle's deletion.
+	TargetPolicy = "bundle-operator-targets.trustplane.dev"
 	// maxFailuresNamed caps the failures a Report names.
 	maxFailuresNamed = 5
 )
@@ -164,7 +171,7 @@ func ownsEvidence(entries []metav1.ManagedFieldsEntry, want map[string]string) b
 
 // writer writes targets as our field manager.
 func writer(c client.Client) shared.Writer {
-	return shared.Writer{Client: c, FieldManager: FieldManager}
+	return shared.Writer{Client: c, FieldManager: FieldManager, Policies: []string{TargetPolicy}}
 }
 
 // applyOurs server-side applies obj with our field manager. With force it

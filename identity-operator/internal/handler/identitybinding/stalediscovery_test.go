@@ -178,17 +178,32 @@ func crdClient(t *testing.T) client.Client {
 }
 
 // deleteInferencePoolCRD deletes the InferencePool CRD and waits until it is
-// gone.
+// gone. The API server's CRD finalizer deletes the instances first and
+// confirms they are gone by polling every five seconds for up to a minute
+// before it retries with backoff, so on a loaded machine the deletion can
+// take more than a minute; the wait allows three, and a timeout names the
+// CRD's Terminating condition, which says what the finalizer is waiting
+// for.
 func deleteInferencePoolCRD(t *testing.T, crds client.Client) {
 	t.Helper()
 	ctx := context.Background()
 	if err := crds.Delete(ctx, schemalessInferencePoolCRD()); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
+	terminating := "none"
 	NewWithT(t).Eventually(func() bool {
-		err := crds.Get(ctx, client.ObjectKey{Name: pool.InferencePoolCRDName}, &apiextensionsv1.CustomResourceDefinition{})
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		err := crds.Get(ctx, client.ObjectKey{Name: pool.InferencePoolCRDName}, crd)
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Terminating {
+				terminating = fmt.Sprintf("%s: %s", c.Reason, c.Message)
+			}
+		}
 		return apierrors.IsNotFound(err)
-	}, time.Minute, 200*time.Millisecond).Should(BeTrue(), "the InferencePool CRD is not deleted")
+	}, 3*time.Minute, 200*time.Millisecond).Should(BeTrue(),
+		func() string {
+			return "the InferencePool CRD is not deleted; its Terminating condition: " + terminating
+		})
 }
 
 // A CRD that no longer defines v1 InferencePools (created again under the
