@@ -79,12 +79,13 @@ chaos: tools ## two replicas of each operator through churn and faults for DURAT
 bench: tools ## benchmarks of every operator; figures go to bench-results/
 	hack/bench.sh
 
-generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers, and the chart's copies of them, its flag values and values table
+generate: ## regenerate deepcopy code, CRDs and RBAC from kubebuilder markers, each operator's own-resources policy from its CRDs, and the chart's copies of them, its flag values and values table
 	@for m in $(OPERATORS); do \
 		echo "generate $$m"; \
 		(cd $$m && $(CONTROLLER_GEN) object paths=./api/... && \
 		 $(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases && \
-		 $(CONTROLLER_GEN) rbac:roleName=$$m-manager-role paths=./... output:rbac:artifacts:config=config/rbac); \
+		 $(CONTROLLER_GEN) rbac:roleName=$$m-manager-role paths=./... output:rbac:artifacts:config=config/rbac && \
+		 go run github.com/trustplane/trustplane/common/cmd/ownpolicy -service-account $$m -crds config/crd/bases -out config/rbac); \
 	done
 	cd common && $(CONTROLLER_GEN) object paths=./examples/widget/api/... paths=./status/... && \
 		$(CONTROLLER_GEN) crd paths=./examples/widget/api/... output:crd:artifacts:config=testdata/crd

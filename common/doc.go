@@ -13,5 +13,8 @@
 //   - scoped: an environment-scoped client.
 //   - janitor: a client that deletes owned children a reconcile did not touch.
 //   - controller: the generic Controller that runs the reconcile lifecycle.
+//   - ownpolicy: the admission policy that holds an operator's service
+//     account to the Controller's writes on its own kinds (cmd/ownpolicy
+//     renders it from the operator's CRDs).
 //   - testenv: a test harness with a real kube-apiserver, etcd and spire-server.
 package common
