@@ -21,13 +21,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/trustplane/trustplane/common/labels"
 )
@@ -58,8 +59,9 @@ type Operator struct {
 }
 
 // FromCRDs returns the operator whose service account is serviceAccount
-// and whose kinds are those of the CustomResourceDefinitions in dir (each
-// YAML file of it, as controller-gen writes config/crd/bases).
+// and whose kinds are those of the CustomResourceDefinitions in dir (every
+// document of each YAML file of it; controller-gen writes one CRD per file
+// in config/crd/bases).
 func FromCRDs(serviceAccount, dir string) (Operator, error) {
 	o := Operator{ServiceAccount: serviceAccount}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -71,23 +73,32 @@ func FromCRDs(serviceAccount, dir string) (Operator, error) {
 		if err != nil {
 			return o, fmt.Errorf("read CRD: %w", err)
 		}
-		var crd struct {
-			Kind string `json:"kind"`
-			Spec struct {
-				Group string `json:"group"`
-				Names struct {
-					Plural string `json:"plural"`
-					Kind   string `json:"kind"`
-				} `json:"names"`
-			} `json:"spec"`
+		// Every document of the file: a kind left out would be one the
+		// operator's token could rewrite unchecked.
+		docs := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+		for {
+			var crd struct {
+				Kind string `json:"kind"`
+				Spec struct {
+					Group string `json:"group"`
+					Names struct {
+						Plural string `json:"plural"`
+						Kind   string `json:"kind"`
+					} `json:"names"`
+				} `json:"spec"`
+			}
+			err := docs.Decode(&crd)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return o, fmt.Errorf("decode %s: %w", path, err)
+			}
+			if crd.Kind != "CustomResourceDefinition" {
+				continue
+			}
+			o.Resources = append(o.Resources, Resource{Group: crd.Spec.Group, Plural: crd.Spec.Names.Plural, Kind: crd.Spec.Names.Kind})
 		}
-		if err := yaml.Unmarshal(raw, &crd); err != nil {
-			return o, fmt.Errorf("decode %s: %w", path, err)
-		}
-		if crd.Kind != "CustomResourceDefinition" {
-			continue
-		}
-		o.Resources = append(o.Resources, Resource{Group: crd.Spec.Group, Plural: crd.Spec.Names.Plural, Kind: crd.Spec.Names.Kind})
 	}
 	return o, o.validate()
 }

@@ -26,7 +26,8 @@ var _ = Describe("Writer release refused by an admission policy", func() {
 		Expect(ours.Apply(ctx, configMap(ns, "mutable", map[string]any{"ca": "ours"}), false)).To(Succeed())
 
 		By("an administrator's change freeze on ConfigMaps of the namespace (a ValidatingAdmissionPolicy)")
-		denyConfigMapWrites(ctx, "freeze-"+ns, ns, "change freeze until Monday", admissionregistrationv1.Update)
+		denyConfigMapWrites(ctx, "freeze-"+ns, ns, admissionregistrationv1.Validation{Expression: "false", Message: "change freeze until Monday"},
+			admissionregistrationv1.Update)
 		Eventually(func() error {
 			return theirs.Apply(ctx, configMap(ns, "probe", map[string]any{"n": time.Now().String()}), false)
 		}, 20*time.Second).Should(HaveOccurred(), "the policy never took effect")
@@ -55,7 +56,9 @@ var _ = Describe("Writer release refused by one of its own admission policies", 
 		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
 		Expect(ours.Apply(ctx, configMap(ns, "sole", map[string]any{"ca": "ours"}), false)).To(Succeed())
 
-		denyConfigMapWrites(ctx, own, ns, "the object holds what the writer may not leave", admissionregistrationv1.Update, admissionregistrationv1.Delete)
+		forbidden := metav1.StatusReasonForbidden
+		denyConfigMapWrites(ctx, own, ns, admissionregistrationv1.Validation{Expression: "false", Message: "the object holds what the writer may not leave", Reason: &forbidden},
+			admissionregistrationv1.Update, admissionregistrationv1.Delete)
 		Eventually(func() error {
 			return theirs.Apply(ctx, configMap(ns, "probe", map[string]any{"n": time.Now().String()}), false)
 		}, 20*time.Second).Should(HaveOccurred(), "the policy never took effect")
@@ -78,8 +81,8 @@ var _ = Describe("Writer release refused by one of its own admission policies", 
 
 // denyConfigMapWrites creates a ValidatingAdmissionPolicy name, and its
 // binding, that refuses the operations ops on ConfigMaps of namespace ns
-// with message, and removes both at the end of the spec.
-func denyConfigMapWrites(ctx context.Context, name, ns, message string, ops ...admissionregistrationv1.OperationType) {
+// by validation v, and removes both at the end of the spec.
+func denyConfigMapWrites(ctx context.Context, name, ns string, v admissionregistrationv1.Validation, ops ...admissionregistrationv1.OperationType) {
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -90,15 +93,22 @@ func denyConfigMapWrites(ctx context.Context, name, ns, message string, ops ...a
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
 				},
 			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: message}},
+			Validations: []admissionregistrationv1.Validation{v},
 		},
 	}
 	Expect(cp.Client.Create(ctx, policy)).To(Succeed())
 	DeferCleanup(func(ctx context.Context) { _ = cp.Client.Delete(ctx, policy) })
+	bindInNamespace(ctx, name, ns, nil)
+}
+
+// bindInNamespace binds policy name, with params, to the objects of ns,
+// and removes the binding at the end of the spec.
+func bindInNamespace(ctx context.Context, name, ns string, params *admissionregistrationv1.ParamRef) {
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        policy.Name,
+			PolicyName:        name,
+			ParamRef:          params,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
 				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},

@@ -51,6 +51,9 @@ type Writer struct {
 	// as bundle-operator's target policy). Such a policy refuses a release
 	// only for what the object holds, which someone else wrote and which
 	// no retry changes, so its refusal of a release is ErrLeftInPlace.
+	// Each of its validations must give reason Forbidden: that tells a
+	// judgement of the object from the policy failing to judge (see
+	// refusedByOwnPolicy).
 	Policies []string
 }
 
@@ -168,16 +171,30 @@ func RefusedByFieldValidation(err error) bool {
 	return false
 }
 
-// refusedByOwnPolicy reports whether err is a refusal by one of w.Policies:
-// the API server names the denying ValidatingAdmissionPolicy in the
-// message of the Forbidden or Invalid status it returns.
+// refusedByOwnPolicy reports whether err is one of w.Policies judging the
+// object: a validation of the policy failing, with reason Forbidden. The
+// API server names the denying policy at the start of the cause it adds to
+// the status ("ValidatingAdmissionPolicy '<name>' ... denied request:
+// <message>"), so a name the object's content puts later in the message
+// (a quoted annotation, say) is not taken for it. A policy that cannot
+// judge (its binding's parameters missing, an expression that fails) gives
+// no reason, which the API server turns into Invalid: that is lifted once
+// it is fixed, and stays a failure to retry. So every validation of a
+// policy in Policies must give reason Forbidden.
 func (w Writer) refusedByOwnPolicy(err error) bool {
-	if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
+	var se apierrors.APIStatus
+	if len(w.Policies) == 0 || !errors.As(err, &se) {
 		return false
 	}
-	for _, p := range w.Policies {
-		if strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+p+"'") {
-			return true
+	status := se.Status()
+	if status.Reason != metav1.StatusReasonForbidden || status.Details == nil {
+		return false
+	}
+	for _, c := range status.Details.Causes {
+		for _, p := range w.Policies {
+			if strings.HasPrefix(c.Message, "ValidatingAdmissionPolicy '"+p+"' ") {
+				return true
+			}
 		}
 	}
 	return false

@@ -6,9 +6,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -92,6 +94,27 @@ func CreateManifests(ctx context.Context, c client.Client, paths ...string) erro
 				return fmt.Errorf("%s, %s %s: %w", path, u.GetKind(), u.GetName(), err)
 			}
 		}
+	}
+	return nil
+}
+
+// UntilRefused calls try with 1, 2, 3, ... until it returns an error whose
+// message contains says, and returns nil then, or the last answer once
+// timeout has passed. The API server puts a new admission policy in force
+// a moment after its creation, so a suite probes before it relies on one;
+// each try should ask for a change to a fresh value (from n), so that one
+// admitted before the policy took effect does not make the next a change
+// of nothing, which no policy refuses.
+func UntilRefused(ctx context.Context, timeout time.Duration, says string, try func(n int) error) error {
+	var last error
+	n := 0
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		n++
+		last = try(n)
+		return last != nil && strings.Contains(last.Error(), says), nil
+	})
+	if err != nil {
+		return fmt.Errorf("no refusal saying %q after %d tries: %w; last answer: %v", says, n, err, last)
 	}
 	return nil
 }
