@@ -55,7 +55,11 @@ func sizes() []int {
 	return []int{1000, 10000}
 }
 
-// BenchmarkTrustBundle runs the whole scenario once per size (-benchtime 1x).
+// BenchmarkTrustBundle runs the whole scenario once per size (-benchtime 1x),
+// first with the operator as the cluster's administrator, then as its
+// service account under the admission policies it ships (config/rbac),
+// whose CEL the API server evaluates on each of its writes; the second
+// run's figures are also given as a ratio to the first's.
 // BENCH_OPERATOR_BIN runs a prebuilt operator binary instead of building
 // cmd/, so that two builds can be measured in alternation.
 func BenchmarkTrustBundle(b *testing.B) {
@@ -64,44 +68,68 @@ func BenchmarkTrustBundle(b *testing.B) {
 		bin = buildOperator(b)
 	}
 	var first figures
-	all := map[int]figures{}
+	all := map[string]figures{}
 	for _, n := range sizes() {
-		b.Run(fmt.Sprintf("namespaces=%d", n), func(b *testing.B) {
-			for range b.N {
-				f := runScenario(b, bin, n)
-				if first == nil {
-					first = f
-				} else {
-					f.ratios(b, first)
+		var unrestricted figures
+		for _, underPolicies := range []bool{false, true} {
+			b.Run(fmt.Sprintf("namespaces=%d/policies=%t", n, underPolicies), func(b *testing.B) {
+				for range b.N {
+					f := runScenario(b, bin, n, underPolicies)
+					switch {
+					case underPolicies:
+						f.ratios(b, unrestricted, "without the policies")
+					case first == nil:
+						first = f
+					default:
+						f.ratios(b, first, "the first size")
+					}
+					if !underPolicies {
+						unrestricted = f
+					}
+					all[runName(n, underPolicies)] = f
 				}
-				all[n] = f
-			}
-		})
+			})
+		}
 	}
 	if out := os.Getenv("BENCH_OUT"); out != "" {
 		writeFigures(b, out, all)
 	}
 }
 
+// runName names a run in the figures file.
+func runName(namespaces int, underPolicies bool) string {
+	if underPolicies {
+		return fmt.Sprintf("%d namespaces, as its service account under its policies", namespaces)
+	}
+	return fmt.Sprintf("%d namespaces", namespaces)
+}
+
 // figures are the measured values of one run, by name and unit.
 type figures map[string]float64
 
 // ratios reports, for the figures that scale with the number of
-// namespaces, their ratio to those of the run at the first size.
-func (f figures) ratios(b *testing.B, first figures) {
+// namespaces or depend on the API server's admission, their ratio to those
+// of base, the run named by what.
+func (f figures) ratios(b *testing.B, base figures, what string) {
+	if base == nil {
+		return
+	}
 	for _, name := range []string{"fan-out time (s_fanout)", "fan-out writes per target (writes/target_fanout)",
 		"rotation time (s_rotation)", "operator RSS (MiB_rss)", "operator anonymous RSS (MiB_rss_anon)",
-		"operator Go heap in use (MiB_heap_inuse)"} {
-		if first[name] == 0 {
+		"operator Go heap in use (MiB_heap_inuse)", "API server's admission policy time, whole run (s_policy_admission)"} {
+		if base[name] == 0 {
 			continue
 		}
-		r := f[name] / first[name]
-		f["ratio to the first size: "+name] = r
-		b.Logf("%s: %.3f x the first size's", name, r)
+		r := f[name] / base[name]
+		f["ratio to "+what+": "+name] = r
+		b.Logf("%s: %.3f x %s", name, r, what)
 	}
 }
 
-func runScenario(b *testing.B, bin string, namespaces int) figures {
+// runScenario runs the scenario at a number of namespaces, with the operator
+// as the cluster's administrator or, underPolicies, as its service account
+// holding its ClusterRole under the admission policies of config/rbac.
+func runScenario(b *testing.B, bin string, namespaces int, underPolicies bool) figures {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute*time.Duration(1+namespaces/2000))
 	defer cancel()
 	scheme := runtime.NewScheme()
@@ -132,9 +160,13 @@ func runScenario(b *testing.B, bin string, namespaces int) figures {
 
 	createNamespaces(ctx, b, c, namespaces)
 
+	kubeconfig := cp.KubeconfigPath
+	if underPolicies {
+		kubeconfig = operatorUnderPolicies(ctx, b, cp, c)
+	}
 	w := newTargetWatch(ctx, b, c, namespaces)
 	sw := newStatusWatch(ctx, b, c)
-	op := startOperator(ctx, b, bin, cp.KubeconfigPath, sp.SocketPath)
+	op := startOperator(ctx, b, bin, kubeconfig, sp.SocketPath)
 	defer func() { op.stop() }() // the operator running at the end, after a restart too
 
 	metrics := figures{}
@@ -181,7 +213,7 @@ func runScenario(b *testing.B, bin string, namespaces int) figures {
 
 	// 3. Restart with nothing changed.
 	op.stop()
-	op = startOperator(ctx, b, bin, cp.KubeconfigPath, sp.SocketPath)
+	op = startOperator(ctx, b, bin, kubeconfig, sp.SocketPath)
 	op.waitReconciled(ctx, b)
 	time.Sleep(quiet) // a measurement window, not synchronisation
 	report("restart writes", float64(w.takeWrites()), "writes_restart")
@@ -199,6 +231,11 @@ func runScenario(b *testing.B, bin string, namespaces int) figures {
 	w.waitAll(ctx, b, rotated)
 	report("rotation time", time.Since(start).Seconds(), "s_rotation")
 	report("rotation writes per target", float64(w.takeWrites())/float64(namespaces), "writes/target_rotation")
+
+	// What admission policies cost the API server over the whole run.
+	requests, seconds := policyAdmission(ctx, b, cp)
+	report("API server's admission policy time, whole run", seconds, "s_policy_admission")
+	report("API server's admission policy time per admitted request", seconds/requests*1e6, "us/request_policy_admission")
 
 	// 5. Memory of the operator process.
 	mem := op.memory(b)
@@ -218,25 +255,28 @@ func runScenario(b *testing.B, bin string, namespaces int) figures {
 // writeFigures writes one "name: value" line per figure, sorted. A relative
 // path is taken from the module root, where `make bench` runs go test (the
 // test itself runs in bench/).
-func writeFigures(b *testing.B, out string, all map[int]figures) {
+func writeFigures(b *testing.B, out string, all map[string]figures) {
 	if !filepath.IsAbs(out) {
 		out = filepath.Join("..", out)
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# bundle-operator benchmark, operator --kube-api-qps=%s --kube-api-burst=%s\n", operatorQPS, operatorBurst)
 	for _, n := range sizes() {
-		metrics, ok := all[n]
-		if !ok {
-			continue
-		}
-		names := make([]string, 0, len(metrics))
-		for k := range metrics {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		fmt.Fprintf(&sb, "# %d namespaces\n", n)
-		for _, k := range names {
-			fmt.Fprintf(&sb, "%d namespaces, %s: %.3f\n", n, k, metrics[k])
+		for _, underPolicies := range []bool{false, true} {
+			run := runName(n, underPolicies)
+			metrics, ok := all[run]
+			if !ok {
+				continue
+			}
+			names := make([]string, 0, len(metrics))
+			for k := range metrics {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			fmt.Fprintf(&sb, "# %s\n", run)
+			for _, k := range names {
+				fmt.Fprintf(&sb, "%s, %s: %.3f\n", run, k, metrics[k])
+			}
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
@@ -489,8 +529,16 @@ func (o *operator) scrape(b *testing.B, metric string, match ...string) (float64
 		return 0, err
 	}
 	defer resp.Body.Close()
+	sum, err := sumSamples(resp.Body, metric, match...)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return sum, err
+}
+
+// sumSamples returns the sum of the samples of metric, in the Prometheus
+// text format read from r, whose labels contain all of match.
+func sumSamples(r io.Reader, metric string, match ...string) (float64, error) {
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -510,7 +558,6 @@ func (o *operator) scrape(b *testing.B, metric string, match ...string) (float64
 			sum += v
 		}
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
 	return sum, sc.Err()
 }
 

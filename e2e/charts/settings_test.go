@@ -2,6 +2,7 @@ package charts_test
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,8 +18,20 @@ import (
 )
 
 // managerEnv returns the environment of op's manager container in its
-// config/manager/manager.yaml (the Deployment among its documents).
+// config/manager/manager.yaml (values set inline; one taken from elsewhere
+// is "").
 func managerEnv(t *testing.T, op string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range managerContainer(t, op).Env {
+		out[e.Name] = e.Value
+	}
+	return out
+}
+
+// managerContainer returns op's manager container in its
+// config/manager/manager.yaml (the Deployment among its documents).
+func managerContainer(t *testing.T, op string) corev1.Container {
 	t.Helper()
 	path := filepath.Join(env.root, op, "config", "manager", "manager.yaml")
 	raw, err := os.ReadFile(path)
@@ -31,14 +44,10 @@ func managerEnv(t *testing.T, op string) map[string]string {
 		if err := dec.Decode(&d); err != nil {
 			t.Fatalf("%s: no Deployment: %v", path, err)
 		}
-		if d.Kind != "Deployment" {
+		if d.Kind != "Deployment" || len(d.Spec.Template.Spec.Containers) == 0 {
 			continue
 		}
-		out := map[string]string{}
-		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-			out[e.Name] = e.Value
-		}
-		return out
+		return d.Spec.Template.Spec.Containers[0]
 	}
 }
 
@@ -206,14 +215,7 @@ func TestMakeDeployUsesTheImagesMakeImagesBuilds(t *testing.T) {
 // Deployment reads it: otherwise the policy would refuse the operator's
 // writes, or hold it to other settings than its own.
 func TestIdentitySettingsFollowTheValues(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(env.root, "identity-operator", "config", "manager", "settings.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var shipped corev1.ConfigMap
-	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&shipped); err != nil {
-		t.Fatal(err)
-	}
+	shipped := shippedSettings(t)
 	for _, tc := range []struct {
 		sets []string
 		want map[string]string
@@ -240,10 +242,8 @@ func TestIdentitySettingsFollowTheValues(t *testing.T) {
 				t.Errorf("settings keys %v, config/manager/settings.yaml has %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(shipped.Data)))
 			}
 			c := r.deployment(t, "identity-operator").Spec.Template.Spec.Containers[0]
-			if !slices.ContainsFunc(c.EnvFrom, func(e corev1.EnvFromSource) bool {
-				return e.ConfigMapRef != nil && e.ConfigMapRef.Name == "identity-operator-settings"
-			}) {
-				t.Errorf("the identity-operator Deployment does not read identity-operator-settings: %v", c.EnvFrom)
+			for _, problem := range settingsEnvProblems(c, slices.Sorted(maps.Keys(shipped.Data))) {
+				t.Errorf("the chart's identity-operator Deployment: %s", problem)
 			}
 			for flag, key := range map[string]string{"--trust-domain=": "TRUST_DOMAIN", "--parent-id=": "PARENT_ID",
 				"--max-svid-ttl=": "MAX_SVID_TTL", "--cluster-spiffeid-class-name=": "CLUSTER_SPIFFEID_CLASS_NAME"} {
@@ -254,5 +254,60 @@ func TestIdentitySettingsFollowTheValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// settingsEnvProblems says how container c fails to read each of keys, and
+// only those, from identity-operator-settings: one env entry per key that
+// takes exactly that key, and no envFrom of the ConfigMap, which would put
+// any key someone adds to it (KUBECONFIG, HTTPS_PROXY) in the operator's
+// environment.
+func settingsEnvProblems(c corev1.Container, keys []string) []string {
+	var problems []string
+	for _, e := range c.EnvFrom {
+		if e.ConfigMapRef != nil && e.ConfigMapRef.Name == "identity-operator-settings" {
+			problems = append(problems, "takes every key of identity-operator-settings (envFrom)")
+		}
+	}
+	for _, key := range keys {
+		n := 0
+		for _, e := range c.Env {
+			if e.Name != key {
+				continue
+			}
+			n++
+			if ref := e.ValueFrom; ref == nil || ref.ConfigMapKeyRef == nil || ref.ConfigMapKeyRef.Name != "identity-operator-settings" ||
+				ref.ConfigMapKeyRef.Key != key || (ref.ConfigMapKeyRef.Optional != nil && *ref.ConfigMapKeyRef.Optional) {
+				problems = append(problems, fmt.Sprintf("%s is not the required key %s of identity-operator-settings: %+v", key, key, e))
+			}
+		}
+		if n != 1 {
+			problems = append(problems, fmt.Sprintf("%s is set %d times, want once", key, n))
+		}
+	}
+	return problems
+}
+
+// shippedSettings returns identity-operator's config/manager/settings.yaml.
+func shippedSettings(t *testing.T) corev1.ConfigMap {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(env.root, "identity-operator", "config", "manager", "settings.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shipped corev1.ConfigMap
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&shipped); err != nil {
+		t.Fatal(err)
+	}
+	return shipped
+}
+
+// TestTheManifestReadsOnlyTheNamedSettings holds config/manager/manager.yaml
+// (make deploy, the installer) to the same: each key of settings.yaml by
+// name, and no other key of the ConfigMap.
+func TestTheManifestReadsOnlyTheNamedSettings(t *testing.T) {
+	keys := slices.Sorted(maps.Keys(shippedSettings(t).Data))
+	for _, problem := range settingsEnvProblems(managerContainer(t, "identity-operator"), keys) {
+		t.Errorf("identity-operator/config/manager/manager.yaml: %s", problem)
 	}
 }

@@ -32,14 +32,10 @@ func installOwnResourcesPolicy(ctx context.Context) {
 	Expect(testenv.CreateManifests(ctx, k8s, filepath.Join(dir, "own_resources_policy.yaml"), filepath.Join(dir, "own_resources_policy_binding.yaml"))).To(Succeed())
 	probe := spiffeEntry("probe-own-resources-policy", nil)
 	Expect(k8s.Create(ctx, probe)).To(Succeed())
-	// Each try asks for another selector: one admitted before the policy
-	// was in force must not make the next a change of nothing.
-	tries := 0
-	Eventually(func() error {
-		tries++
-		body := fmt.Sprintf(`{"spec":{"selectors":["unix:uid:%d"]}}`, 2000+tries)
+	Expect(testenv.UntilRefused(ctx, 30*time.Second, "changes no spec", func(n int) error {
+		body := fmt.Sprintf(`{"spec":{"selectors":["unix:uid:%d"]}}`, 2000+n)
 		return operatorClient().Patch(ctx, probe.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(body)))
-	}, 30*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("changes no spec")))
+	})).To(Succeed())
 	Expect(k8s.Delete(ctx, probe)).To(Succeed())
 }
 
