@@ -20,7 +20,22 @@ const (
 	// MaxDNSLabelLength is the longest label of a DNS name: SPIRE refuses
 	// a longer one.
 	MaxDNSLabelLength = 63
+	// MaxSelectors is the most selectors an entry may carry: what the
+	// SpiffeEntry API allows. Before each create SPIRE looks for an entry
+	// with the same selectors in one query with a term per selector, which
+	// SQLite refuses past 500 terms with Internal, an answer the operator
+	// must otherwise take for SPIRE failing.
+	MaxSelectors = 64
 )
+
+// CheckSelectorCount returns an error when an entry of n selectors has more
+// than MaxSelectors.
+func CheckSelectorCount(n int) error {
+	if n > MaxSelectors {
+		return fmt.Errorf("the entry would carry %d selectors, over the %d an entry may have", n, MaxSelectors)
+	}
+	return nil
+}
 
 // CheckIDLength returns an error when id is longer than MaxIDLength.
 func CheckIDLength(id spiffeid.ID) error {

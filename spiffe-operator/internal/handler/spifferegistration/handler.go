@@ -383,7 +383,7 @@ func (h *Handler) report(ctx context.Context, obj *v1alpha1.SpiffeRegistration, 
 	if len(failures) > 0 {
 		f := failures[0]
 		reason := f.Reason
-		if c.spireFailed > 0 && !strings.HasPrefix(reason, "Invalid") && reason != ReasonUnsafePodSelector && !entrysync.OwnReason(reason) {
+		if c.spireFailed > 0 && !strings.HasPrefix(reason, "Invalid") && reason != ReasonUnsafePodSelector && reason != ReasonTooManySelectors && !entrysync.OwnReason(reason) {
 			reason = ReasonEntryRejected
 		}
 		return ctrlerrors.WithReason(reason, ctrlerrors.BlockedErrorf(

@@ -47,6 +47,10 @@ const (
 	// pods told apart by spec.selector.matchLabels, and the workload has none
 	// (or also uses matchExpressions, which SPIRE selectors cannot express).
 	ReasonUnsafePodSelector = "UnsafePodSelector"
+	// ReasonTooManySelectors: the workload's entry would carry more
+	// selectors than an entry may (entries.MaxSelectors), most of them the
+	// k8s:pod-label selectors of its spec.selector.matchLabels.
+	ReasonTooManySelectors = "TooManySelectors"
 	// ReasonUnsafeAdmin: spec.admin or spec.downstream on a policy that does
 	// not select one namespace by name and one service account.
 	ReasonUnsafeAdmin = "UnsafeAdmin"

@@ -41,6 +41,12 @@ func (p *policy) render(w workload.Workload) (entries.Entry, *v1alpha1.Failure) 
 		}
 	}
 	e.Normalize()
+	// Whoever may write the workload chooses how many labels it matches:
+	// so many that SPIRE cannot look the entry up must fail the workload
+	// alone, not the policy's pass for every namespace.
+	if err := entries.CheckSelectorCount(len(e.Selectors)); err != nil {
+		return fail(ReasonTooManySelectors, "spec.selector.matchLabels", err)
+	}
 	return e, nil
 }
 
