@@ -2,6 +2,7 @@ package template
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -288,4 +289,33 @@ func (t *Template) Render(v Values) (string, error) {
 		b.WriteString(val)
 	}
 	return b.String(), nil
+}
+
+// Matches reports whether s is what t renders for v, where every variable v
+// has a value for (non-empty, without '/') renders to that value, and every
+// other one (a label the workload no longer has, say) to some non-empty
+// text without '/', one path segment at most. So a string that matches is
+// one t could have rendered for this workload, given only the values it
+// lacks now: a record of an earlier rendering may be checked with it, and
+// one written by someone else names nothing the template never would.
+func (t *Template) Matches(s string, v Values) bool {
+	var b strings.Builder
+	b.WriteString("^")
+	for _, p := range t.parts {
+		if p.literal != "" {
+			b.WriteString(regexp.QuoteMeta(p.literal))
+			continue
+		}
+		// Render fails on a missing or bad value of this one variable, and
+		// succeeds otherwise: it is the value this part renders to.
+		one := &Template{parts: []part{p}}
+		if val, err := one.Render(v); err == nil {
+			b.WriteString(regexp.QuoteMeta(val))
+		} else {
+			b.WriteString("[^/]+")
+		}
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	return err == nil && re.MatchString(s)
 }

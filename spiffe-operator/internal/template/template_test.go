@@ -108,3 +108,41 @@ func TestParsePodRendersPodVariablesAndOnePathSegmentEach(t *testing.T) {
 		t.Errorf("missing annotation: err = %v", err)
 	}
 }
+
+func TestMatchesTellsARenderingOfThisWorkloadFromAnyOther(t *testing.T) {
+	tmpl, err := Parse("{namespace}/{name}/{label:team}-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTeam := Values{Namespace: "a", Name: "web", Labels: map[string]string{"team": "pay"}}
+	noTeam := Values{Namespace: "a", Name: "web"}
+	for _, tc := range []struct {
+		s    string
+		v    Values
+		want bool
+	}{
+		{"a/web/pay-x", withTeam, true},
+		{"a/web/ops-x", withTeam, false}, // the label has another value now
+		{"a/web/pay-x", noTeam, true},    // a label it lacks: any one segment
+		{"a/web/anything-x", noTeam, true},
+		{"a/web/p/q-x", noTeam, false}, // more than one segment
+		{"a/web/-x", noTeam, false},    // empty
+		{"b/web/pay-x", noTeam, false}, // another namespace
+		{"a/api/pay-x", noTeam, false}, // another workload
+		{"a/web/pay-y", noTeam, false}, // another literal
+		{"a/web/pay-x/more", noTeam, false},
+		{"x" + "a/web/pay-x", noTeam, false},
+	} {
+		if got := tmpl.Matches(tc.s, tc.v); got != tc.want {
+			t.Errorf("Matches(%q, %+v) = %t, want %t", tc.s, tc.v, got, tc.want)
+		}
+	}
+	// Literal text with regular expression syntax is literal.
+	dots, err := Parse("a.b/{name}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dots.Matches("aXb/web", noTeam) || !dots.Matches("a.b/web", noTeam) {
+		t.Error("a '.' of the template matched another character, or not itself")
+	}
+}

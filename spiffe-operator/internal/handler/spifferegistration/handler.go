@@ -286,6 +286,12 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
+	if len(memo.dropped) > 0 {
+		logf.FromContext(ctx).Error(errors.New("the policy could not have rendered them"),
+			"left out last good entries the status records: written by someone other than the operator, or by a template since changed",
+			"records", memo.dropped)
+		memo.dropped = nil
+	}
 	if autoErr != nil {
 		return autoErr
 	}

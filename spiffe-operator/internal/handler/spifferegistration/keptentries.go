@@ -13,6 +13,8 @@ import (
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/template"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
 // maxKeptEntries caps status.keptEntries (the CRD's MaxItems), and
@@ -182,4 +184,38 @@ func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Ent
 	e.Admin, e.Downstream, e.FederatesWith = rec.Admin, rec.Downstream, rec.FederatesWith
 	e.Normalize()
 	return e, nil
+}
+
+// couldHaveRendered returns why e, an entry the policy's status records as
+// w's last good entry, is not one p could have rendered for w, or nil when
+// it could: it selects w's namespace and service account, and w's pods by
+// their matchLabels where p's entries must; its SPIFFE ID is what p's
+// template renders for w, with any one path segment for each variable w
+// has no value for now (template.Matches); and each DNS name is what one of
+// p's DNS name templates renders so. A record written by someone other
+// than the operator thus names no identity, DNS name or pods that p never
+// gives w. (Grants, lifetimes, hint and parent follow the policy anyway,
+// see newRender.)
+func (p *policy) couldHaveRendered(e *entries.Entry, w workload.Workload) error {
+	ns, sa, ok := entries.AccountParts(e)
+	if !ok || ns != w.Namespace || sa != w.ServiceAccount {
+		return fmt.Errorf("the recorded entry does not select the pods of %s/%s", w.Namespace, w.ServiceAccount)
+	}
+	if p.podSelectors {
+		for k, v := range w.MatchLabels {
+			if !slices.Contains(e.Selectors, entries.Selector{Type: "k8s", Value: "pod-label:" + k + ":" + v}) {
+				return fmt.Errorf("the recorded entry does not select the workload's pods by its label %s=%s", k, v)
+			}
+		}
+	}
+	vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
+	if e.SpiffeID.TrustDomain() != p.trustDomain || !p.idTemplate.Matches(strings.TrimPrefix(e.SpiffeID.Path(), "/"), vals) {
+		return fmt.Errorf("the policy's template never renders the recorded SPIFFE ID %s for this workload", e.SpiffeID)
+	}
+	for _, name := range e.DNSNames {
+		if !slices.ContainsFunc(p.dnsNames, func(t *template.Template) bool { return t.Matches(name, vals) }) {
+			return fmt.Errorf("no DNS name template of the policy renders the recorded DNS name %q for this workload", name)
+		}
+	}
+	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -200,5 +202,52 @@ func TestAServiceLookupErrorIsNotForgottenByTheNextWorkloads(t *testing.T) {
 	err := e.h.CreateOrUpdate(ctx, p)
 	if got := sortedPaths(e.api); !slices.Equal(got, []string{"/ns/a/sa/web", "/ns/b/sa/api"}) {
 		t.Errorf("the Service lookup of namespace a failed (pass error %v), and the pass deleted a's entry: SPIRE holds %v", err, got)
+	}
+}
+
+// TestAForgedRecordGivesNoIdentityTheTemplateNeverRenders: the status
+// records each failing workload's last good entry, which an operator that
+// restarts takes back. Whoever may write the policy's status (the
+// operator's own service account token) rewrites web's record to another
+// namespace's SPIFFE ID, a DNS name of another service and another
+// service account of web's namespace. After a restart and a rollout, web's
+// pods must not get that identity: a record counts only where the policy's
+// template could have rendered it for web. On the old code SPIRE then held
+// /payments/sa/db for web's pods.
+func TestAForgedRecordGivesNoIdentityTheTemplateNeverRenders(t *testing.T) {
+	ctx := context.Background()
+	for name, forge := range map[string]func(*v1alpha1.KeptEntry){
+		"another namespace's SPIFFE ID":  func(r *v1alpha1.KeptEntry) { r.SpiffeID = "spiffe://example.org/payments/sa/db" },
+		"a DNS name no template renders": func(r *v1alpha1.KeptEntry) { r.DNSNames = []string{"db.payments.svc"} },
+		"another service account": func(r *v1alpha1.KeptEntry) {
+			for i, s := range r.Selectors {
+				if s == "k8s:sa:web" {
+					r.Selectors[i] = "k8s:sa:admin"
+				}
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, p, _ := failingWeb(ctx, t, nil)
+			if !slices.Contains(p.Status.KeptEntries[0].Selectors, "k8s:sa:web") {
+				t.Fatalf("setup: the record's selectors %v", p.Status.KeptEntries[0].Selectors)
+			}
+			forge(&p.Status.KeptEntries[0])
+			e.h = restarted(e)
+			_ = e.h.CreateOrUpdate(ctx, p)
+			rollOut(ctx, t, e, "")
+			_ = e.h.CreateOrUpdate(ctx, p)
+			all, err := e.api.ListAll(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, en := range all {
+				if en.SpiffeId.Path != "/a/web/pay" || len(en.DnsNames) > 0 || !slices.ContainsFunc(en.Selectors, func(s *types.Selector) bool {
+					return s.Type == "k8s" && s.Value == "sa:web"
+				}) {
+					t.Errorf("after a restart SPIRE holds a forged record's entry: %s, DNS names %v, selectors %v", en.SpiffeId.Path, en.DnsNames, en.Selectors)
+				}
+			}
+		})
 	}
 }

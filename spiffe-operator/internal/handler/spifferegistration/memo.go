@@ -1,6 +1,7 @@
 package spifferegistration
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,6 +33,9 @@ type policyRenders struct {
 	// its first full pass: after a restart, a workload whose render fails
 	// keeps the entry recorded for it (same UID) as its last good.
 	recorded map[workloadKey]keptRecord
+	// dropped names the records the policy could not have rendered for
+	// their workload, left out since the last time a pass logged them.
+	dropped []string
 
 	// ready is true when the fields below describe SPIRE's state after the
 	// last pass, so the next pass may be an incremental one.
@@ -157,9 +161,16 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 		if prev == nil {
 			prev = m.previous[k]
 		}
-		if rec, ok := m.recorded[k]; ok && prev == nil {
-			// newRender takes it only for the same UID.
-			prev = &rendered{entry: rec.entry, uid: rec.uid}
+		if rec, ok := m.recorded[k]; ok && prev == nil && rec.uid == w.UID {
+			// The status is no proof of what the operator registered:
+			// whoever may write it could record any entry. One the policy
+			// could not have rendered for w is dropped (and named).
+			if err := p.couldHaveRendered(&rec.entry, w); err != nil {
+				delete(m.recorded, k)
+				m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
+			} else {
+				prev = &rendered{entry: rec.entry, uid: rec.uid}
+			}
 		}
 		r = newRender(p, w, prev, m.pass)
 		m.byWorkload[k] = r
