@@ -3,7 +3,6 @@ package shared_test
 import (
 	"context"
 	"errors"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -28,10 +27,7 @@ var _ = Describe("Writer release refusals that are not its own policy judging th
 	// annotation values (and data) can, and an administrator's
 	// messageExpression, or a webhook's message, may quote them.
 	It("does not leave in place an object another policy refuses whose message echoes tenant content naming the writer's policy", func(ctx context.Context) {
-		ns := cp.Namespace(ctx)
-		own := "own-" + ns
-		ours := shared.Writer{Client: cp.Client, FieldManager: "trustplane-test", Policies: []string{own}}
-		theirs := shared.Writer{Client: cp.Client, FieldManager: "someone-else"}
+		ns, own, ours, theirs := writersWithOwnPolicy(ctx)
 		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
 		tenant := configMap(ns, "shared", map[string]any{"theirs": "x"})
 		tenant.SetAnnotations(map[string]string{"note": "ValidatingAdmissionPolicy '" + own + "' says hi"})
@@ -43,9 +39,7 @@ var _ = Describe("Writer release refusals that are not its own policy judging th
 		denyConfigMapWrites(ctx, freeze, ns, admissionregistrationv1.Validation{Expression: "false", Message: "change freeze", Reason: &forbidden,
 			MessageExpression: `'change freeze until Monday (note: ' + object.metadata.?annotations[?'note'].orValue('') + ')'`},
 			admissionregistrationv1.Update, admissionregistrationv1.Delete)
-		Eventually(func() error {
-			return theirs.Apply(ctx, configMap(ns, "probe", map[string]any{"n": time.Now().String()}), false)
-		}, 20*time.Second).Should(HaveOccurred(), "the freeze never took effect")
+		waitRefusing(ctx, theirs, ns)
 
 		_, err := ours.Release(ctx, metadataOf(ctx, ns, "shared"))
 		Expect(err).To(HaveOccurred())
@@ -62,19 +56,14 @@ var _ = Describe("Writer release refusals that are not its own policy judging th
 	// the same way, so classing it as left in place lets an owner's
 	// deletion go on and leave all its children behind, never released.
 	It("does not leave in place an object its own policy refuses for a configuration error rather than the object's state", func(ctx context.Context) {
-		ns := cp.Namespace(ctx)
-		own := "own-" + ns
-		ours := shared.Writer{Client: cp.Client, FieldManager: "trustplane-test", Policies: []string{own}}
-		theirs := shared.Writer{Client: cp.Client, FieldManager: "someone-else"}
+		ns, own, ours, theirs := writersWithOwnPolicy(ctx)
 		Expect(theirs.Apply(ctx, configMap(ns, "shared", map[string]any{"theirs": "x"}), false)).To(Succeed())
 		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
 		Expect(ours.Apply(ctx, configMap(ns, "sole", map[string]any{"ca": "ours"}), false)).To(Succeed())
 
 		By("the writer's own policy, bound with parameters that do not exist (yet)")
 		ownPolicyMissingParams(ctx, own, ns)
-		Eventually(func() error {
-			return theirs.Apply(ctx, configMap(ns, "probe", map[string]any{"n": time.Now().String()}), false)
-		}, 20*time.Second).Should(HaveOccurred(), "the policy never took effect")
+		waitRefusing(ctx, theirs, ns)
 
 		for _, name := range []string{"shared", "sole"} {
 			_, err := ours.Release(ctx, metadataOf(ctx, ns, name))

@@ -3,6 +3,7 @@ package shared_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trustplane/trustplane/common/shared"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 var _ = Describe("Writer release refused by an admission policy", func() {
@@ -28,9 +30,7 @@ var _ = Describe("Writer release refused by an admission policy", func() {
 		By("an administrator's change freeze on ConfigMaps of the namespace (a ValidatingAdmissionPolicy)")
 		denyConfigMapWrites(ctx, "freeze-"+ns, ns, admissionregistrationv1.Validation{Expression: "false", Message: "change freeze until Monday"},
 			admissionregistrationv1.Update)
-		Eventually(func() error {
-			return theirs.Apply(ctx, configMap(ns, "probe", map[string]any{"n": time.Now().String()}), false)
-		}, 20*time.Second).Should(HaveOccurred(), "the policy never took effect")
+		waitRefusing(ctx, theirs, ns)
 
 		_, err := ours.Release(ctx, metadataOf(ctx, ns, "mutable"))
 		Expect(err).To(HaveOccurred())
@@ -48,10 +48,7 @@ var _ = Describe("Writer release refused by an admission policy", func() {
 // the deletion of their owner.
 var _ = Describe("Writer release refused by one of its own admission policies", func() {
 	It("is left in place, both the empty apply of a shared object and the delete of one only it writes", func(ctx context.Context) {
-		ns := cp.Namespace(ctx)
-		own := "own-" + ns
-		ours := shared.Writer{Client: cp.Client, FieldManager: "trustplane-test", Policies: []string{own}}
-		theirs := shared.Writer{Client: cp.Client, FieldManager: "someone-else"}
+		ns, own, ours, theirs := writersWithOwnPolicy(ctx)
 		Expect(theirs.Apply(ctx, configMap(ns, "shared", map[string]any{"theirs": "x"}), false)).To(Succeed())
 		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
 		Expect(ours.Apply(ctx, configMap(ns, "sole", map[string]any{"ca": "ours"}), false)).To(Succeed())
@@ -59,9 +56,7 @@ var _ = Describe("Writer release refused by one of its own admission policies", 
 		forbidden := metav1.StatusReasonForbidden
 		denyConfigMapWrites(ctx, own, ns, admissionregistrationv1.Validation{Expression: "false", Message: "the object holds what the writer may not leave", Reason: &forbidden},
 			admissionregistrationv1.Update, admissionregistrationv1.Delete)
-		Eventually(func() error {
-			return theirs.Apply(ctx, configMap(ns, "probe", map[string]any{"n": time.Now().String()}), false)
-		}, 20*time.Second).Should(HaveOccurred(), "the policy never took effect")
+		waitRefusing(ctx, theirs, ns)
 
 		for _, name := range []string{"shared", "sole"} {
 			m := metadataOf(ctx, ns, name)
@@ -78,6 +73,26 @@ var _ = Describe("Writer release refused by one of its own admission policies", 
 		Expect(errors.Is(err, shared.ErrLeftInPlace)).To(BeFalse(), "got %v", err)
 	})
 })
+
+// writersWithOwnPolicy returns a fresh namespace, the name of an admission
+// policy of the writer ours (which names it in Policies), and another
+// writer theirs.
+func writersWithOwnPolicy(ctx context.Context) (ns, own string, ours, theirs shared.Writer) {
+	ns = cp.Namespace(ctx)
+	own = "own-" + ns
+	ours = shared.Writer{Client: cp.Client, FieldManager: "trustplane-test", Policies: []string{own}}
+	theirs = shared.Writer{Client: cp.Client, FieldManager: "someone-else"}
+	return ns, own, ours, theirs
+}
+
+// waitRefusing waits until a policy refuses w's updates of ConfigMaps in ns:
+// the API server applies a new policy a moment after its creation.
+func waitRefusing(ctx context.Context, w shared.Writer, ns string) {
+	Expect(w.Apply(ctx, configMap(ns, "probe", map[string]any{"n": "0"}), false)).To(Succeed())
+	Expect(testenv.UntilRefused(ctx, 20*time.Second, "denied request", func(n int) error {
+		return w.Apply(ctx, configMap(ns, "probe", map[string]any{"n": fmt.Sprint(n)}), false)
+	})).To(Succeed(), "the policy never took effect")
+}
 
 // denyConfigMapWrites creates a ValidatingAdmissionPolicy name, and its
 // binding, that refuses the operations ops on ConfigMaps of namespace ns
