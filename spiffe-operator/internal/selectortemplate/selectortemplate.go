@@ -64,6 +64,15 @@ func (t *Template) Render(v template.Values) (entries.Selector, error) {
 	return sel, nil
 }
 
+// Matches reports whether sel is a selector t could render for the
+// workload v describes (template.Template.Matches: a label any value),
+// with the shape the attestor produces for its type.
+func (t *Template) Matches(sel entries.Selector, v template.Values) bool {
+	val, ok := strings.CutPrefix(sel.Value, t.typ+":")
+	return ok && sel.Type == "k8s" && t.value.Matches(val, v) && check(t.typ, val) == nil &&
+		entries.CheckSelectorLength(sel) == nil
+}
+
 // check validates a rendered value of a selector type.
 func check(typ, val string) error {
 	var errs []string

@@ -291,28 +291,37 @@ func (t *Template) Render(v Values) (string, error) {
 	return b.String(), nil
 }
 
-// Matches reports whether s is what t renders for v, where every variable v
-// has a value for (non-empty, without '/') renders to that value, and every
-// other one (a label the workload no longer has, say) to some non-empty
-// text without '/', one path segment at most. So a string that matches is
-// one t could have rendered for this workload, given only the values it
-// lacks now: a record of an earlier rendering may be checked with it, and
-// one written by someone else names nothing the template never would.
+// labelValue matches what a label value may be (Kubernetes' syntax, at
+// most 63 characters, not empty here).
+const labelValue = `[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?`
+
+// Matches reports whether s is what t could render for the workload v
+// describes: every label variable renders to some label value (whoever
+// writes the workload chooses its labels, so a value it had before, or
+// could have set, is as good as the one it has now), and every other
+// variable to its value in v, or where v has none (an annotation the pod
+// lacks) to some non-empty text without '/'. A record of an earlier
+// rendering may be checked with it: one written by someone else names
+// nothing the template never would for this workload, whatever labels it
+// is given.
 func (t *Template) Matches(s string, v Values) bool {
 	var b strings.Builder
 	b.WriteString("^")
 	for _, p := range t.parts {
-		if p.literal != "" {
+		switch {
+		case p.literal != "":
 			b.WriteString(regexp.QuoteMeta(p.literal))
-			continue
-		}
-		// Render fails on a missing or bad value of this one variable, and
-		// succeeds otherwise: it is the value this part renders to.
-		one := &Template{parts: []part{p}}
-		if val, err := one.Render(v); err == nil {
-			b.WriteString(regexp.QuoteMeta(val))
-		} else {
-			b.WriteString("[^/]+")
+		case p.label:
+			b.WriteString(labelValue)
+		default:
+			// Render fails on a missing or bad value of this one variable,
+			// and succeeds otherwise: it is the value this part renders to.
+			one := &Template{parts: []part{p}}
+			if val, err := one.Render(v); err == nil {
+				b.WriteString(regexp.QuoteMeta(val))
+			} else {
+				b.WriteString("[^/]+")
+			}
 		}
 	}
 	b.WriteString("$")

@@ -122,16 +122,18 @@ func TestMatchesTellsARenderingOfThisWorkloadFromAnyOther(t *testing.T) {
 		want bool
 	}{
 		{"a/web/pay-x", withTeam, true},
-		{"a/web/ops-x", withTeam, false}, // the label has another value now
-		{"a/web/pay-x", noTeam, true},    // a label it lacks: any one segment
-		{"a/web/anything-x", noTeam, true},
-		{"a/web/p/q-x", noTeam, false}, // more than one segment
-		{"a/web/-x", noTeam, false},    // empty
-		{"b/web/pay-x", noTeam, false}, // another namespace
-		{"a/api/pay-x", noTeam, false}, // another workload
-		{"a/web/pay-y", noTeam, false}, // another literal
+		{"a/web/ops-x", withTeam, true}, // a label: any value its writer could set
+		{"a/web/pay-x", noTeam, true},
+		{"a/web/a.b_c-d-x", noTeam, true},
+		{"a/web/*-x", noTeam, false},                               // no label value
+		{"a/web/p/q-x", noTeam, false},                             // more than one segment
+		{"a/web/-x", noTeam, false},                                // empty
+		{"a/web/" + strings.Repeat("v", 64) + "-x", noTeam, false}, // longer than a label value
+		{"b/web/pay-x", noTeam, false},                             // another namespace
+		{"a/api/pay-x", noTeam, false},                             // another workload
+		{"a/web/pay-y", noTeam, false},                             // another literal
 		{"a/web/pay-x/more", noTeam, false},
-		{"x" + "a/web/pay-x", noTeam, false},
+		{"xa/web/pay-x", noTeam, false},
 	} {
 		if got := tmpl.Matches(tc.s, tc.v); got != tc.want {
 			t.Errorf("Matches(%q, %+v) = %t, want %t", tc.s, tc.v, got, tc.want)

@@ -49,6 +49,9 @@ type Handler struct {
 	Recorder events.EventRecorder
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+
+	// published remembers the CAs this process published, by TrustBundle.
+	published publishedMemory
 }
 
 var _ handler.Handler[*v1alpha1.TrustBundle] = &Handler{}
@@ -78,7 +81,8 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	}
 	never := neverRetained(&tb.Status, res.Local != nil, source.IsPublicRoot)
 	var certs []v1alpha1.PublishedCertificate
-	c.all, certs = retain(c.all, tb.Status.Certificates, never, grace, tb.Spec.Options.DropExpired, now)
+	c.all, certs = retain(c.all, h.published.vouched(tb.UID, tb.Status.Certificates), never, grace, tb.Spec.Options.DropExpired, now)
+	h.published.record(tb.UID, certs)
 
 	// 3. Render every format once.
 	f := newFormats(c)
@@ -218,6 +222,7 @@ func (h *Handler) warnLeft(tb *v1alpha1.TrustBundle, left []string) {
 // are left as they are, with a Warning event: they do not hold up the
 // deletion.
 func (h *Handler) Delete(ctx context.Context, tb *v1alpha1.TrustBundle) error {
+	h.published.forget(tb.UID)
 	var rep target.Report
 	objLabels := targetLabels(ctx, tb)
 	for _, o := range h.objectTargets(&v1alpha1.Target{}) {

@@ -2,9 +2,11 @@ package trustbundle
 
 import (
 	"crypto/x509"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
@@ -37,7 +39,10 @@ func retain(current *bundle.Bundle, previous []v1alpha1.PublishedCertificate, ne
 				continue
 			}
 			left := metav1.NewTime(now)
-			if p.LeftSourceAt != nil {
+			if p.LeftSourceAt != nil && !p.LeftSourceAt.After(now) {
+				// The operator records only times that have come; a later
+				// one (written by someone else) would retain the CA past
+				// the grace period, for as long as it is in the future.
 				left = *p.LeftSourceAt
 			}
 			if !now.Before(left.Add(grace)) {
@@ -178,4 +183,56 @@ func NextDeadline(tb *v1alpha1.TrustBundle) time.Time {
 		}
 	}
 	return next
+}
+
+// publishedMemory remembers, by TrustBundle UID, the CAs this process
+// published, so that a CA the status records as published is retained only
+// if the operator itself published it: whoever may write the status (the
+// operator's own service account token) could otherwise record a CA of
+// their own there and have the operator distribute it to every target for
+// the grace period, again and again. The first pass of a TrustBundle after
+// the process starts has nothing to check against, and trusts the status.
+type publishedMemory struct {
+	mu  sync.Mutex
+	cas map[types.UID]map[string]bool
+}
+
+// vouched returns those of recorded, the certificates tb's status records
+// as published, that this process published for tb, or all of them when
+// it has published nothing for tb yet.
+func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ours, ok := m.cas[uid]
+	if !ok {
+		return recorded
+	}
+	out := make([]v1alpha1.PublishedCertificate, 0, len(recorded))
+	for _, c := range recorded {
+		if ours[c.SHA256] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// record remembers certs as what this process publishes for tb.
+func (m *publishedMemory) record(uid types.UID, certs []v1alpha1.PublishedCertificate) {
+	set := make(map[string]bool, len(certs))
+	for _, c := range certs {
+		set[c.SHA256] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cas == nil {
+		m.cas = map[types.UID]map[string]bool{}
+	}
+	m.cas[uid] = set
+}
+
+// forget drops what the process remembers of tb.
+func (m *publishedMemory) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.cas, uid)
 }

@@ -188,14 +188,17 @@ func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Ent
 
 // couldHaveRendered returns why e, an entry the policy's status records as
 // w's last good entry, is not one p could have rendered for w, or nil when
-// it could: it selects w's namespace and service account, and w's pods by
-// their matchLabels where p's entries must; its SPIFFE ID is what p's
-// template renders for w, with any one path segment for each variable w
-// has no value for now (template.Matches); and each DNS name is what one of
-// p's DNS name templates renders so. A record written by someone other
-// than the operator thus names no identity, DNS name or pods that p never
-// gives w. (Grants, lifetimes, hint and parent follow the policy anyway,
-// see newRender.)
+// it could. A record written by someone other than the operator must name
+// no identity, DNS name or pods that p never gives w, whatever labels w is
+// given (its writer chooses them anyway; template.Matches):
+//   - it selects w's namespace and service account, w's pods by their
+//     matchLabels where p's entries must, and carries a selector that each
+//     of p's selector templates could render (an image pinned stays pinned);
+//   - its SPIFFE ID is one p's template could render;
+//   - its DNS names are valid, and each is one a DNS name template of p
+//     could render, no two from the same template.
+//
+// Grants, lifetimes, hint and parent follow the policy anyway (newRender).
 func (p *policy) couldHaveRendered(e *entries.Entry, w workload.Workload) error {
 	ns, sa, ok := entries.AccountParts(e)
 	if !ok || ns != w.Namespace || sa != w.ServiceAccount {
@@ -209,13 +212,44 @@ func (p *policy) couldHaveRendered(e *entries.Entry, w workload.Workload) error 
 		}
 	}
 	vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
+	for _, t := range p.selectors {
+		if !slices.ContainsFunc(e.Selectors, func(s entries.Selector) bool { return t.Matches(s, vals) }) {
+			return fmt.Errorf("the recorded entry has no selector the policy's selector template %q renders for this workload", t)
+		}
+	}
 	if e.SpiffeID.TrustDomain() != p.trustDomain || !p.idTemplate.Matches(strings.TrimPrefix(e.SpiffeID.Path(), "/"), vals) {
 		return fmt.Errorf("the policy's template never renders the recorded SPIFFE ID %s for this workload", e.SpiffeID)
 	}
-	for _, name := range e.DNSNames {
-		if !slices.ContainsFunc(p.dnsNames, func(t *template.Template) bool { return t.Matches(name, vals) }) {
-			return fmt.Errorf("no DNS name template of the policy renders the recorded DNS name %q for this workload", name)
-		}
+	if !p.dnsNamesCouldRender(e.DNSNames, vals) {
+		return fmt.Errorf("the policy's DNS name templates never render the recorded DNS names %v for this workload, one name each", e.DNSNames)
 	}
 	return nil
+}
+
+// dnsNamesCouldRender reports whether each of names is a valid DNS name
+// that a distinct DNS name template of p could render with vals: a
+// template renders one name per workload.
+func (p *policy) dnsNamesCouldRender(names []string, vals template.Values) bool {
+	if len(names) > len(p.dnsNames) {
+		return false
+	}
+	used := make([]bool, len(p.dnsNames))
+	var assign func(i int) bool
+	assign = func(i int) bool {
+		if i == len(names) {
+			return true
+		}
+		for j, t := range p.dnsNames {
+			if used[j] || !t.Matches(names[i], vals) || validDNSName(names[i], strings.HasPrefix(t.String(), "*.")) != nil {
+				continue
+			}
+			used[j] = true
+			if assign(i + 1) {
+				return true
+			}
+			used[j] = false
+		}
+		return false
+	}
+	return assign(0)
 }
