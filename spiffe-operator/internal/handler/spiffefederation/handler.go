@@ -218,11 +218,20 @@ func foreign(obj *v1alpha1.SpiffeFederation, td string) error {
 }
 
 // Delete deletes the relationship obj holds, and nothing else: an object
-// that never created one deletes nothing. Under a claim not yet confirmed,
+// that never created one deletes nothing, and a status naming another
+// trust domain than the spec's deletes nothing. Under a claim not yet confirmed,
 // it deletes the relationship only if it is exactly the one the object
 // would have created.
 func (h *Handler) Delete(ctx context.Context, obj *v1alpha1.SpiffeFederation) error {
 	td := obj.Status.RelationshipTrustDomain
+	if td != "" && td != string(obj.Spec.TrustDomain) {
+		// The spec's trust domain is immutable, so the object never held
+		// another one's relationship: a status that says so was written by
+		// someone else, and another's relationship (a partner's) stays.
+		logf.FromContext(ctx).Error(nil, "the status names a relationship of another trust domain than the spec's; it is left alone",
+			"statusTrustDomain", td, "specTrustDomain", obj.Spec.TrustDomain)
+		return nil
+	}
 	if td == "" && obj.Status.ClaimedTrustDomain != "" {
 		d, fe := read(&obj.Spec, h.TrustDomain)
 		if fe != nil || d.relationship.TrustDomain != obj.Status.ClaimedTrustDomain {
