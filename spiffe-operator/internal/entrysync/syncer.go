@@ -1706,6 +1706,18 @@ func (s *Syncer) ViewsDue(owner Owner) bool {
 	return false
 }
 
+// Registered reports whether SPIRE holds e under the ID owner registers it
+// with: an entry only the operator can have written, since the operator's
+// service account token reaches the API server, not SPIRE. It witnesses
+// that a record of e kept elsewhere (a status) is the operator's own.
+func (s *Syncer) Registered(ctx context.Context, owner Owner, e *entries.Entry) (bool, error) {
+	ok, err := s.api.Exists(ctx, s.opts.IDs.EntryIDFor(owner.Tag(), e))
+	if err != nil {
+		return false, fmt.Errorf("look up entry %s: %w", e.SpiffeID, err)
+	}
+	return ok, nil
+}
+
 // Stats counts the view, for tests and benchmarks.
 func (s *Syncer) Stats() (parents, ours int) {
 	s.mu.Lock()

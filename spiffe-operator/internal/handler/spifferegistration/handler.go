@@ -185,6 +185,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "reading the last good entries the status records; those workloads keep none after this restart")
 		}
+		h.witness(ctx, OwnerOf(obj), recorded)
 		return recorded
 	})
 	// Whatever the pass ends with, its status must not take lastSyncTime
@@ -212,6 +213,25 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, obj *v1alpha1.SpiffeRegist
 	logf.FromContext(ctx).V(1).Info("full pass", "reason", reason)
 	h.Passes.observe(obj.Name, PassFull, reason)
 	return h.fullPass(ctx, obj, p, memo)
+}
+
+// witness marks the records of recorded whose entry SPIRE holds under the
+// policy's own ID (keptRecord.registered). A record without a parent (per-
+// node parents) or one SPIRE cannot be asked about stays unmarked, and is
+// then taken only if the policy could render it now (couldHaveRendered).
+func (h *Handler) witness(ctx context.Context, owner entrysync.Owner, recorded map[workloadKey]keptRecord) {
+	for k, rec := range recorded {
+		if rec.entry.ParentID.IsZero() {
+			continue
+		}
+		ok, err := h.Syncer.Registered(ctx, owner, &rec.entry)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "asking SPIRE whether a recorded last good entry is the policy's own; it counts only if the policy could render it now")
+			return
+		}
+		rec.registered = ok
+		recorded[k] = rec
+	}
 }
 
 // passRecords is what a pass found recorded for it, and whether it serves

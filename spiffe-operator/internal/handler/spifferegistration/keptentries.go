@@ -35,6 +35,10 @@ const (
 type keptRecord struct {
 	uid   k8stypes.UID
 	entry entries.Entry
+	// registered is true when SPIRE holds the entry under the ID the
+	// policy registers it with (entrysync.Syncer.Registered): the operator
+	// wrote it, so the record is its own, whatever template made it.
+	registered bool
 }
 
 // keptEntries returns the status records of the workloads of keys whose
@@ -184,6 +188,30 @@ func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Ent
 	e.Admin, e.Downstream, e.FederatesWith = rec.Admin, rec.Downstream, rec.FederatesWith
 	e.Normalize()
 	return e, nil
+}
+
+// couldHaveKept returns why rec, the record of w's last good entry in the
+// policy's status, may not be taken as w's, or nil when it may: it must
+// select w's namespace and service account, and either SPIRE holds it as
+// the policy's own entry (its parent, SPIFFE ID and selectors: an entry
+// registered under a template changed since is kept across a restart),
+// with DNS names the policy's templates could render (they are not part of
+// the entry's ID), or p could have rendered all of it for w.
+func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
+	if ns, sa, ok := entries.AccountParts(&rec.entry); !ok || ns != w.Namespace || sa != w.ServiceAccount {
+		return fmt.Errorf("the recorded entry does not select the pods of %s/%s", w.Namespace, w.ServiceAccount)
+	}
+	if rec.registered {
+		vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
+		if !p.dnsNamesCouldRender(rec.entry.DNSNames, vals) {
+			return fmt.Errorf("the policy's DNS name templates never render the recorded DNS names %v for this workload, one name each", rec.entry.DNSNames)
+		}
+		return nil
+	}
+	if err := p.couldHaveRendered(&rec.entry, w); err != nil {
+		return fmt.Errorf("%w, and SPIRE does not hold it as the policy's", err)
+	}
+	return nil
 }
 
 // couldHaveRendered returns why e, an entry the policy's status records as

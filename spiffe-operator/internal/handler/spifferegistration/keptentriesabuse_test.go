@@ -251,3 +251,36 @@ func TestAForgedRecordGivesNoIdentityTheTemplateNeverRenders(t *testing.T) {
 		})
 	}
 }
+
+// TestARecordSPIREHoldsIsKeptAfterATemplateEdit: a template edit makes
+// web's render fail, so web keeps its last good entry, which the status
+// records. After a restart the record no longer matches the policy's
+// template, but SPIRE holds the entry under the policy's own ID, which
+// only the operator can have written: web keeps its identity across the
+// restart and a rollout.
+func TestARecordSPIREHoldsIsKeptAfterATemplateEdit(t *testing.T) {
+	ctx := context.Background()
+	e, p, web := failingWeb(ctx, t, nil)
+	web.Labels["team"] = "pay"
+	if err := e.c.Update(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil || !slices.Equal(paths(e.api), []string{"/a/web/pay"}) {
+		t.Fatalf("setup: web renders again: %v, %v", err, paths(e.api))
+	}
+	p.Spec.SpiffeIDTemplate = "teams/{label:unit}/{name}"
+	p.Generation++
+	if err := e.h.CreateOrUpdate(ctx, p); err == nil {
+		t.Fatal("setup: web's render was to fail under the new template")
+	}
+	if len(p.Status.KeptEntries) != 1 || p.Status.KeptEntries[0].SpiffeID != "spiffe://example.org/a/web/pay" {
+		t.Fatalf("setup: the status records %+v", p.Status.KeptEntries)
+	}
+	e.h = restarted(e)
+	_ = e.h.CreateOrUpdate(ctx, p)
+	rollOut(ctx, t, e, "")
+	_ = e.h.CreateOrUpdate(ctx, p)
+	if got := paths(e.api); !slices.Equal(got, []string{"/a/web/pay"}) {
+		t.Errorf("after a template edit, a restart and a rollout SPIRE holds %v, want web's last good entry /a/web/pay", got)
+	}
+}

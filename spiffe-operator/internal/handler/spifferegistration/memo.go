@@ -163,9 +163,10 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 		}
 		if rec, ok := m.recorded[k]; ok && prev == nil && rec.uid == w.UID {
 			// The status is no proof of what the operator registered:
-			// whoever may write it could record any entry. One the policy
-			// could not have rendered for w is dropped (and named).
-			if err := p.couldHaveRendered(&rec.entry, w); err != nil {
+			// whoever may write it could record any entry. One that SPIRE
+			// does not hold as the policy's, and that the policy could not
+			// have rendered for w, is dropped (and named).
+			if err := p.couldHaveKept(rec, w); err != nil {
 				delete(m.recorded, k)
 				m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
 			} else {
