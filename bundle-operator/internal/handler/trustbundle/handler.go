@@ -299,6 +299,11 @@ func (h *Handler) sourceFailed(ctx context.Context, tb *v1alpha1.TrustBundle, er
 // do not rewrite the status) and the report of the writes.
 func (h *Handler) fillNew(ctx context.Context, tb *v1alpha1.TrustBundle, now time.Time) (string, target.Report) {
 	var rep target.Report
+	if !h.published.vouchesFor(tb.UID, tb.Status.Certificates) {
+		// Whoever may write the status (the operator's own token) could
+		// record a bundle of their own for new targets to get.
+		return "targets keep their last good bundle; new targets get none: the status records certificates this operator did not publish", rep
+	}
 	f, err := lastGood(&tb.Status, now)
 	switch {
 	case errors.Is(err, errNeverPublished):

@@ -216,6 +216,13 @@ func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCe
 	return out
 }
 
+// vouchesFor reports whether every one of recorded, the certificates tb's
+// status records as published, is one this process published for tb; true
+// when it has published nothing for tb yet.
+func (m *publishedMemory) vouchesFor(uid types.UID, recorded []v1alpha1.PublishedCertificate) bool {
+	return len(m.vouched(uid, recorded)) == len(recorded)
+}
+
 // record remembers certs as what this process publishes for tb.
 func (m *publishedMemory) record(uid types.UID, certs []v1alpha1.PublishedCertificate) {
 	set := make(map[string]bool, len(certs))

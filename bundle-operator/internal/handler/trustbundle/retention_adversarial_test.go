@@ -70,3 +70,26 @@ func TestAForgedRecordRetainsNoCAThisProcessNeverPublished(t *testing.T) {
 		t.Error("a TrustBundle this process has not published for is not trusted on its status (its first pass after a start)")
 	}
 }
+
+// TestTheLastGoodBundleIsVouchedForOnlyAsPublished: while the sources fail,
+// new targets get the last good bundle the status records; the handler
+// gives it only when every certificate of it is one this process published
+// for the TrustBundle (or it has published nothing for it yet).
+func TestTheLastGoodBundleIsVouchedForOnlyAsPublished(t *testing.T) {
+	now := time.Now()
+	rogue, current := testpki.ValidCA("rogue"), testpki.ValidCA("current")
+	var memory publishedMemory
+	uid := types.UID("tb-uid")
+	_, published := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), nil, never, 0, false, now)
+	_, rogueRec := retain(bundle.New([]*x509.Certificate{rogue.Cert}, nil), nil, never, 0, false, now)
+	if !memory.vouchesFor(uid, rogueRec) {
+		t.Error("before this process published for the TrustBundle, its status is not trusted")
+	}
+	memory.record(uid, published)
+	if !memory.vouchesFor(uid, published) {
+		t.Error("the bundle this process published is not vouched for")
+	}
+	if memory.vouchesFor(uid, append(clonePublished(published), rogueRec...)) || memory.vouchesFor(uid, rogueRec) {
+		t.Error("a status holding a certificate this process never published is vouched for")
+	}
+}
