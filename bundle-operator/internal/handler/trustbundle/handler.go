@@ -79,10 +79,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if tb.Spec.Options.RetainRemovedFor != nil {
 		grace = tb.Spec.Options.RetainRemovedFor.Duration
 	}
-	never := neverRetained(&tb.Status, res.Local != nil, source.IsPublicRoot)
+	fromStatus := neverRetained(&tb.Status, res.Local != nil, source.IsPublicRoot)
+	never := func(sha string) bool { return fromStatus(sha) || h.published.neverRetained(tb.UID, sha) }
 	var certs []v1alpha1.PublishedCertificate
 	c.all, certs = retain(c.all, h.published.vouched(tb.UID, tb.Status.Certificates), never, grace, tb.Spec.Options.DropExpired, now)
-	h.published.record(tb.UID, certs)
 
 	// 3. Render every format once.
 	f := newFormats(c)
@@ -91,6 +91,7 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 		return fmt.Errorf("record bundle: %w", err)
 	}
 	markOrigins(certs, tb.Status.Certificates, rec, source.IsPublicRoot)
+	h.published.record(tb.UID, certs, rec)
 
 	// Nothing is written that Kubernetes would refuse: a target or a status
 	// over its size limit fails here, before any write, so every target
@@ -299,7 +300,7 @@ func (h *Handler) sourceFailed(ctx context.Context, tb *v1alpha1.TrustBundle, er
 // do not rewrite the status) and the report of the writes.
 func (h *Handler) fillNew(ctx context.Context, tb *v1alpha1.TrustBundle, now time.Time) (string, target.Report) {
 	var rep target.Report
-	if !h.published.vouchesFor(tb.UID, tb.Status.Certificates) {
+	if !h.published.vouchesFor(tb.UID, tb.Status.Certificates, tb.Status.Formats) {
 		// Whoever may write the status (the operator's own token) could
 		// record a bundle of their own for new targets to get.
 		return "targets keep their last good bundle; new targets get none: the status records certificates this operator did not publish", rep

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -185,16 +186,25 @@ func NextDeadline(tb *v1alpha1.TrustBundle) time.Time {
 	return next
 }
 
-// publishedMemory remembers, by TrustBundle UID, the CAs this process
-// published, so that a CA the status records as published is retained only
-// if the operator itself published it: whoever may write the status (the
-// operator's own service account token) could otherwise record a CA of
-// their own there and have the operator distribute it to every target for
-// the grace period, again and again. The first pass of a TrustBundle after
-// the process starts has nothing to check against, and trusts the status.
+// publishedMemory remembers, by TrustBundle UID, what this process
+// published: the CAs, which of them it marked never to retain (from SPIRE,
+// public roots), and the formats it recorded (the trust domain of each
+// X.509 authority, the JWT authorities). Whoever may write the status (the
+// operator's own service account token) could otherwise record a CA or a
+// JWT key of their own there, or erase a CA's origin, and have the
+// operator distribute it to every target for the grace period, or to new
+// targets while the sources fail. The first pass of a TrustBundle after the
+// process starts has nothing to check against, and trusts the status.
 type publishedMemory struct {
-	mu  sync.Mutex
-	cas map[types.UID]map[string]bool
+	mu sync.Mutex
+	of map[types.UID]*publication
+}
+
+// publication is what the process published for one TrustBundle.
+type publication struct {
+	cas     map[string]bool
+	never   map[string]bool
+	formats *v1alpha1.PublishedFormats
 }
 
 // vouched returns those of recorded, the certificates tb's status records
@@ -203,43 +213,66 @@ type publishedMemory struct {
 func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ours, ok := m.cas[uid]
+	ours, ok := m.of[uid]
 	if !ok {
 		return recorded
 	}
 	out := make([]v1alpha1.PublishedCertificate, 0, len(recorded))
 	for _, c := range recorded {
-		if ours[c.SHA256] {
+		if ours.cas[c.SHA256] {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// vouchesFor reports whether every one of recorded, the certificates tb's
-// status records as published, is one this process published for tb; true
-// when it has published nothing for tb yet.
-func (m *publishedMemory) vouchesFor(uid types.UID, recorded []v1alpha1.PublishedCertificate) bool {
-	return len(m.vouched(uid, recorded)) == len(recorded)
-}
-
-// record remembers certs as what this process publishes for tb.
-func (m *publishedMemory) record(uid types.UID, certs []v1alpha1.PublishedCertificate) {
-	set := make(map[string]bool, len(certs))
-	for _, c := range certs {
-		set[c.SHA256] = true
+// vouchesFor reports whether recorded and formats, the last good bundle
+// tb's status records, are what this process published for tb (every
+// certificate one it published, the formats those it recorded last);
+// true when it has published nothing for tb yet.
+func (m *publishedMemory) vouchesFor(uid types.UID, recorded []v1alpha1.PublishedCertificate, formats *v1alpha1.PublishedFormats) bool {
+	if len(m.vouched(uid, recorded)) != len(recorded) {
+		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cas == nil {
-		m.cas = map[types.UID]map[string]bool{}
+	ours, ok := m.of[uid]
+	return !ok || equality.Semantic.DeepEqual(ours.formats, formats)
+}
+
+// neverRetained reports whether this process marked the certificate sha
+// of tb never to be retained (it was from SPIRE, or a public root, while
+// published): a status that lost the mark does not make it retainable.
+func (m *publishedMemory) neverRetained(uid types.UID, sha string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ours, ok := m.of[uid]
+	return ok && ours.never[sha]
+}
+
+// record remembers certs and formats as what this process publishes for
+// tb. The marks never to retain add up for as long as a CA stays
+// published, as in the status.
+func (m *publishedMemory) record(uid types.UID, certs []v1alpha1.PublishedCertificate, formats *v1alpha1.PublishedFormats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.of == nil {
+		m.of = map[types.UID]*publication{}
 	}
-	m.cas[uid] = set
+	prev := m.of[uid]
+	next := &publication{cas: make(map[string]bool, len(certs)), never: map[string]bool{}, formats: formats.DeepCopy()}
+	for _, c := range certs {
+		next.cas[c.SHA256] = true
+		if c.FromSPIRE || c.FromPublicRoots || (prev != nil && prev.never[c.SHA256]) {
+			next.never[c.SHA256] = true
+		}
+	}
+	m.of[uid] = next
 }
 
 // forget drops what the process remembers of tb.
 func (m *publishedMemory) forget(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.cas, uid)
+	delete(m.of, uid)
 }

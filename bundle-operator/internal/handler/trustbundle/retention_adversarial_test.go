@@ -48,7 +48,7 @@ func TestAForgedRecordRetainsNoCAThisProcessNeverPublished(t *testing.T) {
 	var memory publishedMemory
 	uid := types.UID("tb-uid")
 	_, published := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), memory.vouched(uid, nil), never, time.Hour, false, now)
-	memory.record(uid, published)
+	memory.record(uid, published, nil)
 	_, rogueRec := retain(bundle.New([]*x509.Certificate{rogue.Cert}, nil), nil, never, time.Hour, false, now)
 	forged := append(clonePublished(published), rogueRec...)
 
@@ -82,14 +82,14 @@ func TestTheLastGoodBundleIsVouchedForOnlyAsPublished(t *testing.T) {
 	uid := types.UID("tb-uid")
 	_, published := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), nil, never, 0, false, now)
 	_, rogueRec := retain(bundle.New([]*x509.Certificate{rogue.Cert}, nil), nil, never, 0, false, now)
-	if !memory.vouchesFor(uid, rogueRec) {
+	if !memory.vouchesFor(uid, rogueRec, nil) {
 		t.Error("before this process published for the TrustBundle, its status is not trusted")
 	}
-	memory.record(uid, published)
-	if !memory.vouchesFor(uid, published) {
+	memory.record(uid, published, nil)
+	if !memory.vouchesFor(uid, published, nil) {
 		t.Error("the bundle this process published is not vouched for")
 	}
-	if memory.vouchesFor(uid, append(clonePublished(published), rogueRec...)) || memory.vouchesFor(uid, rogueRec) {
+	if memory.vouchesFor(uid, append(clonePublished(published), rogueRec...), nil) || memory.vouchesFor(uid, rogueRec, nil) {
 		t.Error("a status holding a certificate this process never published is vouched for")
 	}
 }
