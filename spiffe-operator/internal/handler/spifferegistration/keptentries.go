@@ -192,8 +192,7 @@ func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Ent
 
 // couldHaveKept returns why rec, the record of w's last good entry in the
 // policy's status, may not be taken as w's, or nil when it may: it must
-// select w's namespace and service account (and w's pods by their
-// matchLabels where p's entries must), and either SPIRE holds it as
+// select w's namespace and service account, and either SPIRE holds it as
 // the policy's own entry (its parent, SPIFFE ID and selectors: an entry
 // registered under a template changed since is kept across a restart),
 // with DNS names the policy's templates could render (they are not part of
@@ -202,16 +201,28 @@ func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
 	if ns, sa, ok := entries.AccountParts(&rec.entry); !ok || ns != w.Namespace || sa != w.ServiceAccount {
 		return fmt.Errorf("the recorded entry does not select the pods of %s/%s", w.Namespace, w.ServiceAccount)
 	}
-	if p.podSelectors {
+	if rec.registered {
 		// SPIRE holding the entry proves it is the policy's, not that it
-		// was this workload's: another workload of the account has its own.
-		for k, v := range w.MatchLabels {
-			if !slices.Contains(rec.entry.Selectors, entries.Selector{Type: "k8s", Value: "pod-label:" + k + ":" + v}) {
-				return fmt.Errorf("the recorded entry does not select the workload's pods by its label %s=%s", k, v)
+		// was this workload's: another workload of the account has its own,
+		// which selects that workload's pods by their labels. A record of
+		// a per-workload entry must select this workload's pods exactly (an
+		// account-wide one, from a template since changed, selects none).
+		var labels []entries.Selector
+		for _, sel := range rec.entry.Selectors {
+			if sel.Type == "k8s" && strings.HasPrefix(sel.Value, "pod-label:") {
+				labels = append(labels, sel)
 			}
 		}
-	}
-	if rec.registered {
+		if len(labels) > 0 {
+			if len(labels) != len(w.MatchLabels) {
+				return fmt.Errorf("the recorded entry selects pods by other labels than the workload's")
+			}
+			for k, v := range w.MatchLabels {
+				if !slices.Contains(labels, entries.Selector{Type: "k8s", Value: "pod-label:" + k + ":" + v}) {
+					return fmt.Errorf("the recorded entry does not select the workload's pods by its label %s=%s", k, v)
+				}
+			}
+		}
 		vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
 		if !p.dnsNamesCouldRender(rec.entry.DNSNames, vals) {
 			return fmt.Errorf("the policy's DNS name templates never render the recorded DNS names %v for this workload, one name each", rec.entry.DNSNames)
