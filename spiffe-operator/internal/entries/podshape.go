@@ -7,6 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
+// PodLabelPrefix starts the value of a k8s selector of a pod's label.
+const PodLabelPrefix = "pod-label:"
+
+// PodLabelSelector is the selector of the pods that carry label key=value.
+func PodLabelSelector(key, value string) Selector {
+	return Selector{Type: "k8s", Value: PodLabelPrefix + key + ":" + value}
+}
+
 // PodShape is what an entry's selectors ask of a pod, when they are all
 // k8s:ns, k8s:sa and k8s:pod-label selectors (the ones the operator can
 // check against its pod cache).
@@ -54,8 +62,8 @@ func ShapeOf(e *Entry) (PodShape, bool) {
 			sh.Narrowing = append(sh.Narrowing, sel.Value)
 		case strings.HasPrefix(sel.Value, "pod-uid:"):
 			ok = set(&sh.PodUID, strings.TrimPrefix(sel.Value, "pod-uid:"))
-		case strings.HasPrefix(sel.Value, "pod-label:"):
-			k, v, cut := strings.Cut(strings.TrimPrefix(sel.Value, "pod-label:"), ":")
+		case strings.HasPrefix(sel.Value, PodLabelPrefix):
+			k, v, cut := strings.Cut(strings.TrimPrefix(sel.Value, PodLabelPrefix), ":")
 			if !cut {
 				return PodShape{}, false
 			}

@@ -91,7 +91,6 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 		return fmt.Errorf("record bundle: %w", err)
 	}
 	markOrigins(certs, tb.Status.Certificates, rec, source.IsPublicRoot)
-	h.published.record(tb.UID, certs, rec)
 
 	// Nothing is written that Kubernetes would refuse: a target or a status
 	// over its size limit fails here, before any write, so every target
@@ -102,6 +101,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	if certs, err = fitStatus(tb, certs, rec); err != nil {
 		return err
 	}
+	// Only a bundle the pass goes on to record is remembered as published:
+	// after a pass that failed before, the status still records the last
+	// good bundle, and new targets get it while the sources fail.
+	h.published.record(tb.UID, certs, rec)
 
 	// 4. Record the bundle.
 	b := c.all

@@ -213,13 +213,18 @@ type publication struct {
 func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ours, ok := m.of[uid]
-	if !ok {
+	return m.of[uid].vouched(recorded)
+}
+
+// vouched returns those of recorded that p holds, or all of them when p
+// is nil (nothing published yet).
+func (p *publication) vouched(recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
+	if p == nil {
 		return recorded
 	}
 	out := make([]v1alpha1.PublishedCertificate, 0, len(recorded))
 	for _, c := range recorded {
-		if ours.cas[c.SHA256] {
+		if p.cas[c.SHA256] {
 			out = append(out, c)
 		}
 	}
@@ -231,13 +236,10 @@ func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCe
 // certificate one it published, the formats those it recorded last);
 // true when it has published nothing for tb yet.
 func (m *publishedMemory) vouchesFor(uid types.UID, recorded []v1alpha1.PublishedCertificate, formats *v1alpha1.PublishedFormats) bool {
-	if len(m.vouched(uid, recorded)) != len(recorded) {
-		return false
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ours, ok := m.of[uid]
-	return !ok || equality.Semantic.DeepEqual(ours.formats, formats)
+	ours := m.of[uid]
+	return len(ours.vouched(recorded)) == len(recorded) && (ours == nil || equality.Semantic.DeepEqual(ours.formats, formats))
 }
 
 // neverRetained reports whether this process marked the certificate sha

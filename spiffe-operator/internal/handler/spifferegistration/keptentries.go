@@ -198,8 +198,8 @@ func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Ent
 // with DNS names the policy's templates could render (they are not part of
 // the entry's ID), or p could have rendered all of it for w.
 func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
-	if ns, sa, ok := entries.AccountParts(&rec.entry); !ok || ns != w.Namespace || sa != w.ServiceAccount {
-		return fmt.Errorf("the recorded entry does not select the pods of %s/%s", w.Namespace, w.ServiceAccount)
+	if err := selectsAccountOf(&rec.entry, w); err != nil {
+		return err
 	}
 	if rec.registered {
 		// SPIRE holding the entry proves it is the policy's, not that it
@@ -207,30 +207,47 @@ func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
 		// which selects that workload's pods by their labels. A record of
 		// a per-workload entry must select this workload's pods exactly (an
 		// account-wide one, from a template since changed, selects none).
-		var labels []entries.Selector
+		labels := 0
 		for _, sel := range rec.entry.Selectors {
-			if sel.Type == "k8s" && strings.HasPrefix(sel.Value, "pod-label:") {
-				labels = append(labels, sel)
+			if sel.Type == "k8s" && strings.HasPrefix(sel.Value, entries.PodLabelPrefix) {
+				labels++
 			}
 		}
-		if len(labels) > 0 {
-			if len(labels) != len(w.MatchLabels) {
+		if labels > 0 {
+			if labels != len(w.MatchLabels) {
 				return fmt.Errorf("the recorded entry selects pods by other labels than the workload's")
 			}
-			for k, v := range w.MatchLabels {
-				if !slices.Contains(labels, entries.Selector{Type: "k8s", Value: "pod-label:" + k + ":" + v}) {
-					return fmt.Errorf("the recorded entry does not select the workload's pods by its label %s=%s", k, v)
-				}
+			if err := selectsPodsOf(&rec.entry, w); err != nil {
+				return err
 			}
 		}
-		vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
-		if !p.dnsNamesCouldRender(rec.entry.DNSNames, vals) {
+		if !p.dnsNamesCouldRender(rec.entry.DNSNames, valuesOf(w)) {
 			return fmt.Errorf("the policy's DNS name templates never render the recorded DNS names %v for this workload, one name each", rec.entry.DNSNames)
 		}
 		return nil
 	}
 	if err := p.couldHaveRendered(&rec.entry, w); err != nil {
 		return fmt.Errorf("%w, and SPIRE does not hold it as the policy's", err)
+	}
+	return nil
+}
+
+// selectsAccountOf returns why e does not select the pods of w's namespace
+// and service account, or nil when it does.
+func selectsAccountOf(e *entries.Entry, w workload.Workload) error {
+	if ns, sa, ok := entries.AccountParts(e); !ok || ns != w.Namespace || sa != w.ServiceAccount {
+		return fmt.Errorf("the recorded entry does not select the pods of %s/%s", w.Namespace, w.ServiceAccount)
+	}
+	return nil
+}
+
+// selectsPodsOf returns why e does not select w's pods by each of w's
+// matchLabels, or nil when it does.
+func selectsPodsOf(e *entries.Entry, w workload.Workload) error {
+	for k, v := range w.MatchLabels {
+		if !slices.Contains(e.Selectors, entries.PodLabelSelector(k, v)) {
+			return fmt.Errorf("the recorded entry does not select the workload's pods by its label %s=%s", k, v)
+		}
 	}
 	return nil
 }
@@ -249,18 +266,15 @@ func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
 //
 // Grants, lifetimes, hint and parent follow the policy anyway (newRender).
 func (p *policy) couldHaveRendered(e *entries.Entry, w workload.Workload) error {
-	ns, sa, ok := entries.AccountParts(e)
-	if !ok || ns != w.Namespace || sa != w.ServiceAccount {
-		return fmt.Errorf("the recorded entry does not select the pods of %s/%s", w.Namespace, w.ServiceAccount)
+	if err := selectsAccountOf(e, w); err != nil {
+		return err
 	}
 	if p.podSelectors {
-		for k, v := range w.MatchLabels {
-			if !slices.Contains(e.Selectors, entries.Selector{Type: "k8s", Value: "pod-label:" + k + ":" + v}) {
-				return fmt.Errorf("the recorded entry does not select the workload's pods by its label %s=%s", k, v)
-			}
+		if err := selectsPodsOf(e, w); err != nil {
+			return err
 		}
 	}
-	vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
+	vals := valuesOf(w)
 	for _, t := range p.selectors {
 		if !slices.ContainsFunc(e.Selectors, func(s entries.Selector) bool { return t.Matches(s, vals) }) {
 			return fmt.Errorf("the recorded entry has no selector the policy's selector template %q renders for this workload", t)

@@ -21,7 +21,7 @@ func (p *policy) render(w workload.Workload) (entries.Entry, *v1alpha1.Failure) 
 	fail := func(reason, field string, err error) (entries.Entry, *v1alpha1.Failure) {
 		return entries.Entry{}, &v1alpha1.Failure{Object: w.String(), Reason: reason, Message: fmt.Sprintf("%s: %v", field, err)}
 	}
-	vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
+	vals := valuesOf(w)
 	e, reason, field, err := p.renderTemplates(vals, p.parentID, w.Namespace, w.ServiceAccount)
 	if err != nil {
 		return fail(reason, field, err)
@@ -37,7 +37,7 @@ func (p *policy) render(w workload.Workload) (entries.Entry, *v1alpha1.Failure) 
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			e.Selectors = append(e.Selectors, entries.Selector{Type: "k8s", Value: "pod-label:" + k + ":" + w.MatchLabels[k]})
+			e.Selectors = append(e.Selectors, entries.PodLabelSelector(k, w.MatchLabels[k]))
 		}
 	}
 	e.Normalize()
@@ -48,6 +48,11 @@ func (p *policy) render(w workload.Workload) (entries.Entry, *v1alpha1.Failure) 
 		return fail(ReasonTooManySelectors, "spec.selector.matchLabels", err)
 	}
 	return e, nil
+}
+
+// valuesOf is what p's templates may name of w.
+func valuesOf(w workload.Workload) template.Values {
+	return template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
 }
 
 // renderTemplates renders the SPIFFE ID, DNS name and selector templates
