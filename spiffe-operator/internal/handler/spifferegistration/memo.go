@@ -121,8 +121,16 @@ func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *ren
 // forPolicy returns the memo of policy uid at generation gen; the caller
 // holds it for the pass (policies are reconciled one pass at a time). A
 // memo made for a policy this process has not met holds recorded, the
-// last good entries its status records.
+// last good entries its status records. recorded, which may ask SPIRE,
+// runs without the lock every policy's pass takes here.
 func (r *renders) forPolicy(uid k8stypes.UID, gen int64, recorded func() map[workloadKey]keptRecord) *policyRenders {
+	r.mu.Lock()
+	_, known := r.byPolicy[uid]
+	r.mu.Unlock()
+	var records map[workloadKey]keptRecord
+	if !known {
+		records = recorded()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byPolicy == nil {
@@ -136,7 +144,12 @@ func (r *renders) forPolicy(uid k8stypes.UID, gen int64, recorded func() map[wor
 			next.synced = m.synced
 			next.recorded = m.recorded
 		} else {
-			next.recorded = recorded()
+			// A policy's passes run one at a time, so only a forget
+			// between the two locks leaves it unread.
+			if known {
+				records = recorded()
+			}
+			next.recorded = records
 		}
 		m = next
 		r.byPolicy[uid] = m
