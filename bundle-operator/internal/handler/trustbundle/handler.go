@@ -61,6 +61,10 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, tb *v1alpha1.TrustBundle) 
 	log := logf.FromContext(ctx)
 	now := h.now()
 
+	// The first pass of tb in this process takes its status as published:
+	// later passes are held to it, whoever writes the status meanwhile.
+	h.published.adopt(tb.UID, &tb.Status)
+
 	// 1. Sources: any violation stops here. Existing targets are not
 	// touched; targets that do not exist yet get the last good bundle.
 	res, err := h.Sources.Resolve(ctx, &tb.Spec)

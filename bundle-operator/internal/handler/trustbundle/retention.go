@@ -194,7 +194,8 @@ func NextDeadline(tb *v1alpha1.TrustBundle) time.Time {
 // JWT key of their own there, or erase a CA's origin, and have the
 // operator distribute it to every target for the grace period, or to new
 // targets while the sources fail. The first pass of a TrustBundle after the
-// process starts has nothing to check against, and trusts the status.
+// process starts has nothing to check against: it takes the status as it
+// reads it then (adopt), and later passes are held to that.
 type publishedMemory struct {
 	mu sync.Mutex
 	of map[types.UID]*publication
@@ -205,28 +206,57 @@ type publication struct {
 	cas     map[string]bool
 	never   map[string]bool
 	formats *v1alpha1.PublishedFormats
+	// left is when each retained CA left the sources, as the process
+	// first recorded it: a status that moves the time later would start
+	// the grace period again at every pass.
+	left map[string]metav1.Time
+}
+
+// adopt takes st, the status of tb as its first pass in this process reads
+// it, as what the process published for tb, unless it remembers a
+// publication already: what a status writer records after that pass is
+// then held to it.
+func (m *publishedMemory) adopt(uid types.UID, st *v1alpha1.TrustBundleStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.of[uid] != nil {
+		return
+	}
+	never := spireAuthorities(st.Certificates, st.Formats)
+	certs := make([]v1alpha1.PublishedCertificate, len(st.Certificates))
+	for i, c := range st.Certificates {
+		c.DeepCopyInto(&certs[i])
+		certs[i].FromSPIRE = certs[i].FromSPIRE || never[c.SHA256]
+	}
+	m.recordLocked(uid, certs, st.Formats)
 }
 
 // vouched returns those of recorded, the certificates tb's status records
 // as published, that this process published for tb, or all of them when
-// it has published nothing for tb yet.
+// it has published nothing for tb yet; a retained CA's leftSourceAt is no
+// later than the process recorded.
 func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.of[uid].vouched(recorded)
 }
 
-// vouched returns those of recorded that p holds, or all of them when p
-// is nil (nothing published yet).
+// vouched returns those of recorded that p holds, each with the earlier of
+// its leftSourceAt and the one p recorded, or all of them when p is nil
+// (nothing published yet).
 func (p *publication) vouched(recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
 	if p == nil {
 		return recorded
 	}
 	out := make([]v1alpha1.PublishedCertificate, 0, len(recorded))
 	for _, c := range recorded {
-		if p.cas[c.SHA256] {
-			out = append(out, c)
+		if !p.cas[c.SHA256] {
+			continue
 		}
+		if left, ok := p.left[c.SHA256]; ok && (c.LeftSourceAt == nil || left.Before(c.LeftSourceAt)) {
+			c.LeftSourceAt = &left
+		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -258,15 +288,24 @@ func (m *publishedMemory) neverRetained(uid types.UID, sha string) bool {
 func (m *publishedMemory) record(uid types.UID, certs []v1alpha1.PublishedCertificate, formats *v1alpha1.PublishedFormats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.recordLocked(uid, certs, formats)
+}
+
+// recordLocked is record with m.mu held.
+func (m *publishedMemory) recordLocked(uid types.UID, certs []v1alpha1.PublishedCertificate, formats *v1alpha1.PublishedFormats) {
 	if m.of == nil {
 		m.of = map[types.UID]*publication{}
 	}
 	prev := m.of[uid]
-	next := &publication{cas: make(map[string]bool, len(certs)), never: map[string]bool{}, formats: formats.DeepCopy()}
+	next := &publication{cas: make(map[string]bool, len(certs)), never: map[string]bool{}, formats: formats.DeepCopy(),
+		left: map[string]metav1.Time{}}
 	for _, c := range certs {
 		next.cas[c.SHA256] = true
 		if c.FromSPIRE || c.FromPublicRoots || (prev != nil && prev.never[c.SHA256]) {
 			next.never[c.SHA256] = true
+		}
+		if c.LeftSourceAt != nil {
+			next.left[c.SHA256] = *c.LeftSourceAt
 		}
 	}
 	m.of[uid] = next

@@ -191,45 +191,46 @@ func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Ent
 }
 
 // couldHaveKept returns why rec, the record of w's last good entry in the
-// policy's status, may not be taken as w's, or nil when it may: it must
-// select w's namespace and service account, and either SPIRE holds it as
-// the policy's own entry (its parent, SPIFFE ID and selectors: an entry
-// registered under a template changed since is kept across a restart),
-// with DNS names the policy's templates could render (they are not part of
-// the entry's ID), or p could have rendered all of it for w.
+// policy's status, may not be taken as w's, or nil when it may. It must
+// select w's namespace and service account, and either p could have
+// rendered all of it for w (couldHaveRendered), or SPIRE holds it as the
+// policy's own entry and it comes from a template changed since: its
+// SPIFFE ID is none p's template renders for any workload of w's account
+// (one it does render must be w's), it selects w's pods by all of w's
+// matchLabels or by no label at all (an account-wide entry), and its DNS
+// names are ones p's templates could render for w (they are not part of
+// the entry's ID).
 func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
 	if err := selectsAccountOf(&rec.entry, w); err != nil {
 		return err
 	}
-	if rec.registered {
-		// SPIRE holding the entry proves it is the policy's, not that it
-		// was this workload's: another workload of the account has its own,
-		// which selects that workload's pods by their labels. A record of
-		// a per-workload entry must select this workload's pods exactly (an
-		// account-wide one, from a template since changed, selects none).
-		labels := 0
-		for _, sel := range rec.entry.Selectors {
-			if sel.Type == "k8s" && strings.HasPrefix(sel.Value, entries.PodLabelPrefix) {
-				labels++
-			}
-		}
-		if labels > 0 {
-			if labels != len(w.MatchLabels) {
-				return fmt.Errorf("the recorded entry selects pods by other labels than the workload's")
-			}
-			if err := selectsPodsOf(&rec.entry, w); err != nil {
-				return err
-			}
-		}
-		if !p.dnsNamesCouldRender(rec.entry.DNSNames, valuesOf(w)) {
-			return fmt.Errorf("the policy's DNS name templates never render the recorded DNS names %v for this workload, one name each", rec.entry.DNSNames)
-		}
+	rendered := p.couldHaveRendered(&rec.entry, w)
+	if rendered == nil {
 		return nil
 	}
-	if err := p.couldHaveRendered(&rec.entry, w); err != nil {
-		return fmt.Errorf("%w, and SPIRE does not hold it as the policy's", err)
+	if !rec.registered {
+		return fmt.Errorf("%w, and SPIRE does not hold it as the policy's", rendered)
+	}
+	// SPIRE holding the entry proves it the policy's, not this workload's:
+	// another workload of the account may have registered it.
+	account := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount}
+	if p.idTemplate.Matches(strings.TrimPrefix(rec.entry.SpiffeID.Path(), "/"), account) {
+		return fmt.Errorf("%w; SPIRE holds it as the policy's, but the policy's template names another workload of the account with it", rendered)
+	}
+	if slices.ContainsFunc(rec.entry.Selectors, isPodLabel) {
+		if err := selectsPodsOf(&rec.entry, w); err != nil {
+			return fmt.Errorf("%w; SPIRE holds it as the policy's, but it selects other pods by their labels than the workload's", rendered)
+		}
+	}
+	if !p.dnsNamesCouldRender(rec.entry.DNSNames, valuesOf(w)) {
+		return fmt.Errorf("the policy's DNS name templates never render the recorded DNS names %v for this workload, one name each", rec.entry.DNSNames)
 	}
 	return nil
+}
+
+// isPodLabel reports whether s selects pods by a label.
+func isPodLabel(s entries.Selector) bool {
+	return s.Type == "k8s" && strings.HasPrefix(s.Value, entries.PodLabelPrefix)
 }
 
 // selectsAccountOf returns why e does not select the pods of w's namespace
