@@ -489,6 +489,10 @@ func SpireError(err error) error {
 		return ctrlerrors.WithReason(ReasonEntryRejected, ctrlerrors.BlockedErrorf("SPIRE refused the request: %w", err))
 	case status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated:
 		return ctrlerrors.WithReason(ReasonSpirePermissionDenied, ctrlerrors.RetryableErrorf("SPIRE: %w", err))
+	case errors.Is(err, entrysync.ErrTransient) && status.Code(err) == codes.Unknown:
+		// Every call was answered (a failed call carries its gRPC status):
+		// SPIRE is there, and failed the entries the error names.
+		return ctrlerrors.WithReason(ReasonSpireFailedEntries, ctrlerrors.RetryableErrorf("SPIRE: %w", err))
 	}
 	return ctrlerrors.WithReason(ReasonSpireUnavailable, ctrlerrors.RetryableErrorf("SPIRE: %w", err))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -226,6 +227,25 @@ func TestSpireDownIsRetryableSpireUnavailable(t *testing.T) {
 	err := e.h.CreateOrUpdate(context.Background(), newPolicy(nil))
 	if _, ok := ctrlerrors.AsRetryable(err); !ok || ctrlerrors.Reason(err, "") != ReasonSpireUnavailable {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// SPIRE failing one workload's entry every time (an Internal answer for a
+// datastore error, such as a lookup too large for its database) was
+// reported as SPIRE being unavailable, though SPIRE answered and
+// registered the other workloads.
+func TestAnEntrySPIREFailsIsReportedAsSuchNotAsSPIREDown(t *testing.T) {
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
+		deploy("a", "web", "web", map[string]string{"app": "web"}), deploy("a", "api", "api", map[string]string{"app": "api"}))
+	const failing = "spiffe://example.org/ns/a/sa/api"
+	e.api.Fail[failing] = codes.Internal
+	err := e.h.CreateOrUpdate(context.Background(), newPolicy(nil))
+	if _, ok := ctrlerrors.AsRetryable(err); !ok || ctrlerrors.Reason(err, "") != ReasonSpireFailedEntries ||
+		!strings.Contains(err.Error(), failing) || !strings.Contains(err.Error(), "datastore error") {
+		t.Errorf("err = %v (reason %s), want a retryable %s naming %s and SPIRE's message", err, ctrlerrors.Reason(err, ""), ReasonSpireFailedEntries, failing)
+	}
+	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/web"}) {
+		t.Errorf("SPIRE holds %v, want the other workload's entry", got)
 	}
 }
 

@@ -73,6 +73,11 @@ const (
 	// ReasonSpireUnavailable: SPIRE could not be reached; the pass is retried
 	// with backoff and nothing is lost.
 	ReasonSpireUnavailable = "SpireUnavailable"
+	// ReasonSpireFailedEntries: SPIRE answered, but failed single entries
+	// for a cause that may pass (it answers Internal for a datastore
+	// error); the pass is retried with backoff, and the message names up
+	// to three of them with SPIRE's words.
+	ReasonSpireFailedEntries = "SpireFailedEntries"
 	// ReasonSpirePermissionDenied: SPIRE refused the operator's identity;
 	// register it as an admin (admin_ids or an admin entry).
 	ReasonSpirePermissionDenied = "SpirePermissionDenied"
