@@ -242,8 +242,8 @@ func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCe
 }
 
 // vouched returns those of recorded that p holds, each with the earlier of
-// its leftSourceAt and the one p recorded, or all of them when p is nil
-// (nothing published yet).
+// its leftSourceAt and the one p recorded (none when p recorded it as in
+// the sources), or all of them when p is nil (nothing published yet).
 func (p *publication) vouched(recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
 	if p == nil {
 		return recorded
@@ -253,7 +253,12 @@ func (p *publication) vouched(recorded []v1alpha1.PublishedCertificate) []v1alph
 		if !p.cas[c.SHA256] {
 			continue
 		}
-		if left, ok := p.left[c.SHA256]; ok && (c.LeftSourceAt == nil || left.Before(c.LeftSourceAt)) {
+		switch left, ok := p.left[c.SHA256]; {
+		case !ok:
+			// The process last published it from the sources: if it left
+			// them, it left now, whatever an older status says.
+			c.LeftSourceAt = nil
+		case c.LeftSourceAt == nil || left.Before(c.LeftSourceAt):
 			c.LeftSourceAt = &left
 		}
 		out = append(out, c)

@@ -278,6 +278,17 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	)
 	memo.ready = false
 	memo.begin()
+	if memo.needsMates() {
+		// The first pass after a start judges records SPIRE holds against
+		// every workload of their account: a second read of the cache.
+		memo.mates = map[accountKey][]workloadKey{}
+		if _, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
+			a := accountKey{namespace: w.Namespace, serviceAccount: w.ServiceAccount}
+			memo.mates[a] = append(memo.mates[a], workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name})
+		}); err != nil {
+			return fmt.Errorf("select workloads: %w", err)
+		}
+	}
 	yielded := 0
 	var autoErr error
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {

@@ -195,12 +195,12 @@ func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Ent
 // select w's namespace and service account, and either p could have
 // rendered all of it for w (couldHaveRendered), or SPIRE holds it as the
 // policy's own entry and it comes from a template changed since: its
-// SPIFFE ID is none p's template renders for any workload of w's account
-// (one it does render must be w's), it selects w's pods by all of w's
+// SPIFFE ID is none p's template renders now for another of the policy's
+// workloads of w's account (mates), it selects w's pods by all of w's
 // matchLabels or by no label at all (an account-wide entry), and its DNS
 // names are ones p's templates could render for w (they are not part of
 // the entry's ID).
-func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
+func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload, mates []workloadKey) error {
 	if err := selectsAccountOf(&rec.entry, w); err != nil {
 		return err
 	}
@@ -213,9 +213,8 @@ func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
 	}
 	// SPIRE holding the entry proves it the policy's, not this workload's:
 	// another workload of the account may have registered it.
-	account := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount}
-	if p.idTemplate.Matches(strings.TrimPrefix(rec.entry.SpiffeID.Path(), "/"), account) {
-		return fmt.Errorf("%w; SPIRE holds it as the policy's, but the policy's template names another workload of the account with it", rendered)
+	if mate, ok := p.rendersFor(rec.entry.SpiffeID, w, mates); ok {
+		return fmt.Errorf("%w; SPIRE holds it as the policy's, but the policy's template gives that SPIFFE ID to %s %s/%s", rendered, mate.kind, mate.namespace, mate.name)
 	}
 	if slices.ContainsFunc(rec.entry.Selectors, isPodLabel) {
 		if err := selectsPodsOf(&rec.entry, w); err != nil {
@@ -226,6 +225,22 @@ func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload) error {
 		return fmt.Errorf("the policy's DNS name templates never render the recorded DNS names %v for this workload, one name each", rec.entry.DNSNames)
 	}
 	return nil
+}
+
+// rendersFor returns the one of mates, other than w, for which p's SPIFFE
+// ID template could render id (whatever its labels), and false when none.
+func (p *policy) rendersFor(id spiffeid.ID, w workload.Workload, mates []workloadKey) (workloadKey, bool) {
+	path := strings.TrimPrefix(id.Path(), "/")
+	for _, m := range mates {
+		if m.kind == w.Kind && m.name == w.Name || !strings.Contains(path, m.name) {
+			continue
+		}
+		vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(m.kind), Name: m.name}
+		if id.TrustDomain() == p.trustDomain && p.idTemplate.Matches(path, vals) {
+			return m, true
+		}
+	}
+	return workloadKey{}, false
 }
 
 // isPodLabel reports whether s selects pods by a label.

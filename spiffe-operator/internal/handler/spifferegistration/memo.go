@@ -36,6 +36,10 @@ type policyRenders struct {
 	// dropped names the records the policy could not have rendered for
 	// their workload, left out since the last time a pass logged them.
 	dropped []string
+	// mates are the policy's workloads by account, while a record SPIRE
+	// holds is to be judged (see needsMates): one whose SPIFFE ID the
+	// template renders for another of them is not the workload's.
+	mates map[accountKey][]workloadKey
 
 	// ready is true when the fields below describe SPIRE's state after the
 	// last pass, so the next pass may be an incremental one.
@@ -179,7 +183,7 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 			// whoever may write it could record any entry. One that SPIRE
 			// does not hold as the policy's, and that the policy could not
 			// have rendered for w, is dropped (and named).
-			if err := p.couldHaveKept(rec, w); err != nil {
+			if err := p.couldHaveKept(rec, w, m.mates[accountKey{namespace: w.Namespace, serviceAccount: w.ServiceAccount}]); err != nil {
 				delete(m.recorded, k)
 				m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
 			} else {
@@ -193,12 +197,24 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 	return r.wanted(), r.failure
 }
 
+// needsMates reports whether the pass is to judge a record SPIRE holds,
+// and so needs the policy's workloads by account (mates).
+func (m *policyRenders) needsMates() bool {
+	for _, rec := range m.recorded {
+		if rec.registered {
+			return true
+		}
+	}
+	return false
+}
+
 // begin starts a pass; end drops workloads the pass did not see.
 func (m *policyRenders) begin() { m.pass++ }
 
 func (m *policyRenders) end() {
 	m.previous = nil
 	m.recorded = nil
+	m.mates = nil
 	for k, r := range m.byWorkload {
 		if r.pass != m.pass {
 			delete(m.byWorkload, k)
