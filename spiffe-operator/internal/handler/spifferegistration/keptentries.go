@@ -231,8 +231,10 @@ func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload, mates []work
 // ID template could render id (whatever its labels), and false when none.
 func (p *policy) rendersFor(id spiffeid.ID, w workload.Workload, mates []workloadKey) (workloadKey, bool) {
 	path := strings.TrimPrefix(id.Path(), "/")
+	byName := p.idTemplate.Uses(template.VarName)
 	for _, m := range mates {
-		if m.kind == w.Kind && m.name == w.Name || !strings.Contains(path, m.name) {
+		if m.kind == w.Kind && m.name == w.Name || byName && !strings.Contains(path, m.name) {
+			// A template that names the workload renders its name whole.
 			continue
 		}
 		vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(m.kind), Name: m.name}

@@ -5,6 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
 
@@ -69,5 +73,47 @@ func TestAKeptRecordTakesNoOtherWorkloadsEntry(t *testing.T) {
 				t.Errorf("api and its pods are gone, yet SPIRE holds %v: web keeps api's identity from a forged record (status %+v)", got, p.Status.KeptEntries)
 			}
 		})
+	}
+}
+
+// The same with a template that names the workload's kind, not its name:
+// web (a Deployment) and api (a DaemonSet) of one service account select
+// the same pods, and a forged record gives web api's /a/DaemonSet/pay. The
+// first version of the check of the policy's workloads looked only at
+// those whose name the SPIFFE ID holds, so it let this through.
+func TestAKeptRecordTakesNoOtherKindsEntry(t *testing.T) {
+	ctx := context.Background()
+	web := deploy("a", "web", "web", map[string]string{"app": "web"})
+	web.UID, web.Labels["team"] = "uid-web", "pay"
+	api := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "api", UID: "uid-api", Labels: map[string]string{"team": "pay"}},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "web"}},
+		},
+	}
+	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on", "kubernetes.io/metadata.name": "a"}), web, api,
+		runningPod("a", "web-1", "web", "", map[string]string{"app": "web"}))
+	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+		s.SpiffeIDTemplate = "{namespace}/{kind}/{label:team}"
+		s.WorkloadKinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment, v1alpha1.WorkloadKindDaemonSet}
+	})
+	p.Generation = 1
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil || !slices.Equal(paths(e.api), []string{"/a/Deployment/pay", "/a/DaemonSet/pay"}) {
+		t.Fatalf("setup: %v, entries %v", err, paths(e.api))
+	}
+	delete(web.Labels, "team")
+	if err := e.c.Update(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.CreateOrUpdate(ctx, p); err == nil || len(p.Status.KeptEntries) != 1 {
+		t.Fatalf("setup: web's render was to fail and keep its entry: %v, %+v", err, p.Status.KeptEntries)
+	}
+	rec := &p.Status.KeptEntries[0]
+	rec.SpiffeID = "spiffe://example.org/a/DaemonSet/pay"
+	e.h = restarted(e)
+	_ = e.h.CreateOrUpdate(ctx, p)
+	if slices.ContainsFunc(p.Status.KeptEntries, func(k v1alpha1.KeptEntry) bool { return k.SpiffeID == rec.SpiffeID }) {
+		t.Errorf("after a restart the status records api's identity as web's: %+v", p.Status.KeptEntries)
 	}
 }
