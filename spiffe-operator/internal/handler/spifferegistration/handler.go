@@ -278,16 +278,15 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	)
 	memo.ready = false
 	memo.begin()
-	if memo.needsMates() {
+	if namespaces := memo.heldRecordNamespaces(); len(namespaces) > 0 {
 		// The first pass after a start judges records SPIRE holds against
-		// every workload of their account: a second read of the cache.
-		memo.mates = map[accountKey][]workloadKey{}
-		if _, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
-			a := accountKey{namespace: w.Namespace, serviceAccount: w.ServiceAccount}
-			memo.mates[a] = append(memo.mates[a], workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name})
-		}); err != nil {
-			return fmt.Errorf("select workloads: %w", err)
+		// what the template renders now for their namespaces' workloads:
+		// a second read of the cache.
+		current, err := currentIDsOf(ctx, p, lister, namespaces)
+		if err != nil {
+			return err
 		}
+		memo.current = current
 	}
 	yielded := 0
 	var autoErr error

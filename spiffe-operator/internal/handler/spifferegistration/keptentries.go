@@ -194,13 +194,12 @@ func entryOfRecord(rec v1alpha1.KeptEntry, td spiffeid.TrustDomain) (entries.Ent
 // policy's status, may not be taken as w's, or nil when it may. It must
 // select w's namespace and service account, and either p could have
 // rendered all of it for w (couldHaveRendered), or SPIRE holds it as the
-// policy's own entry and it comes from a template changed since: its
-// SPIFFE ID is none p's template renders now for another of the policy's
-// workloads of w's account (mates), it selects w's pods by all of w's
-// matchLabels or by no label at all (an account-wide entry), and its DNS
-// names are ones p's templates could render for w (they are not part of
-// the entry's ID).
-func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload, mates []workloadKey) error {
+// policy's own entry and it comes from a template changed since: p's
+// template gives its SPIFFE ID to no other workload of w's namespace now
+// (current; claimant), it selects w's pods by all of w's matchLabels or by
+// no label at all (an account-wide entry), and its DNS names are ones p's
+// templates could render for w (they are not part of the entry's ID).
+func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload, current *currentIDs) error {
 	if err := selectsAccountOf(&rec.entry, w); err != nil {
 		return err
 	}
@@ -208,13 +207,13 @@ func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload, mates []work
 	if rendered == nil {
 		return nil
 	}
-	if !rec.registered {
+	if !rec.registered || current == nil {
 		return fmt.Errorf("%w, and SPIRE does not hold it as the policy's", rendered)
 	}
 	// SPIRE holding the entry proves it the policy's, not this workload's:
-	// another workload of the account may have registered it.
-	if mate, ok := p.rendersFor(rec.entry.SpiffeID, w, mates); ok {
-		return fmt.Errorf("%w; SPIRE holds it as the policy's, but the policy's template gives that SPIFFE ID to %s %s/%s", rendered, mate.kind, mate.namespace, mate.name)
+	// another workload may have registered it.
+	if who, ok := p.claimant(rec.entry.SpiffeID, w, current); ok {
+		return fmt.Errorf("%w; SPIRE holds it as the policy's, but the policy's template gives that SPIFFE ID to %s", rendered, who)
 	}
 	if slices.ContainsFunc(rec.entry.Selectors, isPodLabel) {
 		if err := selectsPodsOf(&rec.entry, w); err != nil {
@@ -225,24 +224,6 @@ func (p *policy) couldHaveKept(rec keptRecord, w workload.Workload, mates []work
 		return fmt.Errorf("the policy's DNS name templates never render the recorded DNS names %v for this workload, one name each", rec.entry.DNSNames)
 	}
 	return nil
-}
-
-// rendersFor returns the one of mates, other than w, for which p's SPIFFE
-// ID template could render id (whatever its labels), and false when none.
-func (p *policy) rendersFor(id spiffeid.ID, w workload.Workload, mates []workloadKey) (workloadKey, bool) {
-	path := strings.TrimPrefix(id.Path(), "/")
-	byName := p.idTemplate.Uses(template.VarName)
-	for _, m := range mates {
-		if m.kind == w.Kind && m.name == w.Name || byName && !strings.Contains(path, m.name) {
-			// A template that names the workload renders its name whole.
-			continue
-		}
-		vals := template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(m.kind), Name: m.name}
-		if id.TrustDomain() == p.trustDomain && p.idTemplate.Matches(path, vals) {
-			return m, true
-		}
-	}
-	return workloadKey{}, false
 }
 
 // isPodLabel reports whether s selects pods by a label.

@@ -33,30 +33,10 @@ func TestAKeptRecordTakesNoOtherWorkloadsEntry(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			e, p, _ := failingWeb(ctx, t, nil)
-			api := deploy("a", "api", "web", apiLabels)
-			api.UID = "uid-api"
-			api.Labels["team"] = "pay"
-			if err := e.c.Create(ctx, api); err != nil {
-				t.Fatal(err)
-			}
-			_ = e.h.CreateOrUpdate(ctx, p)
-			var sels []string
-			for _, se := range e.api.All() {
-				if se.SpiffeId.Path == "/a/api/pay" {
-					for _, s := range se.Selectors {
-						sels = append(sels, s.Type+":"+s.Value)
-					}
-				}
-			}
-			if sels == nil {
-				t.Fatalf("setup: api not registered: %v", paths(e.api))
-			}
-			// Forge web's record as api's entry (status write only).
-			rec := &p.Status.KeptEntries[0]
-			rec.SpiffeID, rec.Selectors = "spiffe://example.org/a/api/pay", sels
+			api := forgeWebsRecordAsAPIs(ctx, t, e, p, apiLabels)
 			e.h = restarted(e)
 			_ = e.h.CreateOrUpdate(ctx, p)
-			if slices.ContainsFunc(p.Status.KeptEntries, func(k v1alpha1.KeptEntry) bool { return k.SpiffeID == rec.SpiffeID }) {
+			if recordsAPIsIdentity(p) {
 				t.Errorf("after a restart the status records api's identity as web's: %+v", p.Status.KeptEntries)
 			}
 			// api goes, and so does the pod web's selector matches (while
@@ -74,6 +54,39 @@ func TestAKeptRecordTakesNoOtherWorkloadsEntry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forgeWebsRecordAsAPIs creates api, of web's namespace and account,
+// labelled app=web and selecting its pods by match, has the policy register it (/a/api/pay),
+// and forges web's record in p's status (a status write only) as api's
+// entry, which SPIRE holds under the policy's ID.
+func forgeWebsRecordAsAPIs(ctx context.Context, t *testing.T, e *env, p *v1alpha1.SpiffeRegistration, match map[string]string) *appsv1.Deployment {
+	t.Helper()
+	api := deploy("a", "api", "web", match)
+	api.UID, api.Labels["team"], api.Labels["app"] = "uid-api", "pay", "web"
+	if err := e.c.Create(ctx, api); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.h.CreateOrUpdate(ctx, p)
+	var sels []string
+	for _, se := range e.api.All() {
+		if se.SpiffeId.Path == "/a/api/pay" {
+			for _, s := range se.Selectors {
+				sels = append(sels, s.Type+":"+s.Value)
+			}
+		}
+	}
+	if sels == nil {
+		t.Fatalf("setup: api not registered: %v", paths(e.api))
+	}
+	rec := &p.Status.KeptEntries[0]
+	rec.SpiffeID, rec.Selectors = "spiffe://example.org/a/api/pay", sels
+	return api
+}
+
+// recordsAPIsIdentity reports whether p's status records /a/api/pay.
+func recordsAPIsIdentity(p *v1alpha1.SpiffeRegistration) bool {
+	return slices.ContainsFunc(p.Status.KeptEntries, func(k v1alpha1.KeptEntry) bool { return k.SpiffeID == "spiffe://example.org/a/api/pay" })
 }
 
 // The same with a template that names the workload's kind, not its name:
@@ -99,8 +112,9 @@ func TestAKeptRecordTakesNoOtherKindsEntry(t *testing.T) {
 		s.WorkloadKinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment, v1alpha1.WorkloadKindDaemonSet}
 	})
 	p.Generation = 1
-	if err := e.h.CreateOrUpdate(ctx, p); err != nil || !slices.Equal(paths(e.api), []string{"/a/Deployment/pay", "/a/DaemonSet/pay"}) {
-		t.Fatalf("setup: %v, entries %v", err, paths(e.api))
+	err := e.h.CreateOrUpdate(ctx, p)
+	if got := slices.Sorted(slices.Values(paths(e.api))); err != nil || !slices.Equal(got, []string{"/a/DaemonSet/pay", "/a/Deployment/pay"}) {
+		t.Fatalf("setup: %v, entries %v", err, got)
 	}
 	delete(web.Labels, "team")
 	if err := e.c.Update(ctx, web); err != nil {

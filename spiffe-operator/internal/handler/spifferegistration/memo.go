@@ -36,10 +36,11 @@ type policyRenders struct {
 	// dropped names the records the policy could not have rendered for
 	// their workload, left out since the last time a pass logged them.
 	dropped []string
-	// mates are the policy's workloads by account, while a record SPIRE
-	// holds is to be judged (see needsMates): one whose SPIFFE ID the
-	// template renders for another of them is not the workload's.
-	mates map[accountKey][]workloadKey
+	// current is what the template renders now in the namespaces of the
+	// records SPIRE holds, while they are to be judged
+	// (heldRecordNamespaces): one whose SPIFFE ID it gives another
+	// workload is not the workload's.
+	current *currentIDs
 
 	// ready is true when the fields below describe SPIRE's state after the
 	// last pass, so the next pass may be an incremental one.
@@ -183,7 +184,7 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 			// whoever may write it could record any entry. One that SPIRE
 			// does not hold as the policy's, and that the policy could not
 			// have rendered for w, is dropped (and named).
-			if err := p.couldHaveKept(rec, w, m.mates[accountKey{namespace: w.Namespace, serviceAccount: w.ServiceAccount}]); err != nil {
+			if err := p.couldHaveKept(rec, w, m.current); err != nil {
 				delete(m.recorded, k)
 				m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
 			} else {
@@ -197,15 +198,19 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 	return r.wanted(), r.failure
 }
 
-// needsMates reports whether the pass is to judge a record SPIRE holds,
-// and so needs the policy's workloads by account (mates).
-func (m *policyRenders) needsMates() bool {
-	for _, rec := range m.recorded {
+// heldRecordNamespaces returns the namespaces of the records SPIRE holds
+// that the pass is to judge (see current).
+func (m *policyRenders) heldRecordNamespaces() map[string]bool {
+	var out map[string]bool
+	for k, rec := range m.recorded {
 		if rec.registered {
-			return true
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[k.namespace] = true
 		}
 	}
-	return false
+	return out
 }
 
 // begin starts a pass; end drops workloads the pass did not see.
@@ -214,7 +219,7 @@ func (m *policyRenders) begin() { m.pass++ }
 func (m *policyRenders) end() {
 	m.previous = nil
 	m.recorded = nil
-	m.mates = nil
+	m.current = nil
 	for k, r := range m.byWorkload {
 		if r.pass != m.pass {
 			delete(m.byWorkload, k)
