@@ -7,9 +7,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trustplane/trustplane/common/shared"
+	"github.com/trustplane/trustplane/common/testenv"
 )
 
 // Writer.Policies: a release refused by one of the writer's own policies is
@@ -35,10 +37,9 @@ var _ = Describe("Writer release refusals that are not its own policy judging th
 
 		By("an administrator's change freeze, reason Forbidden, whose message quotes an annotation of the object")
 		freeze := "freeze-" + ns
-		forbidden := metav1.StatusReasonForbidden
-		denyConfigMapWrites(ctx, freeze, ns, admissionregistrationv1.Validation{Expression: "false", Message: "change freeze", Reason: &forbidden,
+		denyConfigMapWrites(ctx, freeze, ns, testenv.Refusal{Expression: "false", Message: "change freeze", Reason: string(metav1.StatusReasonForbidden),
 			MessageExpression: `'change freeze until Monday (note: ' + object.metadata.?annotations[?'note'].orValue('') + ')'`},
-			admissionregistrationv1.Update, admissionregistrationv1.Delete)
+			"UPDATE", "DELETE")
 		waitRefusing(ctx, theirs, ns)
 
 		_, err := ours.Release(ctx, metadataOf(ctx, ns, "shared"))
@@ -99,4 +100,21 @@ func ownPolicyMissingParams(ctx context.Context, name, ns string) {
 	deny := admissionregistrationv1.DenyAction
 	bindInNamespace(ctx, name, ns, &admissionregistrationv1.ParamRef{
 		Name: "not-there-yet", Namespace: ns, ParameterNotFoundAction: &deny})
+}
+
+// bindInNamespace binds policy name, with params, to the objects of ns,
+// and removes the binding at the end of the spec.
+func bindInNamespace(ctx context.Context, name, ns string, params *admissionregistrationv1.ParamRef) {
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ParamRef:          params,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+		},
+	}
+	Expect(cp.Client.Create(ctx, binding)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) { _ = cp.Client.Delete(ctx, binding) })
 }

@@ -8,8 +8,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -28,8 +26,7 @@ var _ = Describe("Writer release refused by an admission policy", func() {
 		Expect(ours.Apply(ctx, configMap(ns, "mutable", map[string]any{"ca": "ours"}), false)).To(Succeed())
 
 		By("an administrator's change freeze on ConfigMaps of the namespace (a ValidatingAdmissionPolicy)")
-		denyConfigMapWrites(ctx, "freeze-"+ns, ns, admissionregistrationv1.Validation{Expression: "false", Message: "change freeze until Monday"},
-			admissionregistrationv1.Update)
+		denyConfigMapWrites(ctx, "freeze-"+ns, ns, testenv.Refusal{Expression: "false", Message: "change freeze until Monday"}, "UPDATE")
 		waitRefusing(ctx, theirs, ns)
 
 		_, err := ours.Release(ctx, metadataOf(ctx, ns, "mutable"))
@@ -53,9 +50,8 @@ var _ = Describe("Writer release refused by one of its own admission policies", 
 		Expect(ours.Apply(ctx, configMap(ns, "shared", map[string]any{"ca": "ours"}), false)).To(Succeed())
 		Expect(ours.Apply(ctx, configMap(ns, "sole", map[string]any{"ca": "ours"}), false)).To(Succeed())
 
-		forbidden := metav1.StatusReasonForbidden
-		denyConfigMapWrites(ctx, own, ns, admissionregistrationv1.Validation{Expression: "false", Message: "the object holds what the writer may not leave", Reason: &forbidden},
-			admissionregistrationv1.Update, admissionregistrationv1.Delete)
+		denyConfigMapWrites(ctx, own, ns, testenv.Refusal{Expression: "false", Message: "the object holds what the writer may not leave",
+			Reason: string(metav1.StatusReasonForbidden)}, "UPDATE", "DELETE")
 		waitRefusing(ctx, theirs, ns)
 
 		for _, name := range []string{"shared", "sole"} {
@@ -94,43 +90,19 @@ func waitRefusing(ctx context.Context, w shared.Writer, ns string) {
 	})).To(Succeed(), "the policy never took effect")
 }
 
-// denyConfigMapWrites creates a ValidatingAdmissionPolicy name, and its
-// binding, that refuses the operations ops on ConfigMaps of namespace ns
-// by validation v, and removes both at the end of the spec.
-func denyConfigMapWrites(ctx context.Context, name, ns string, v admissionregistrationv1.Validation, ops ...admissionregistrationv1.OperationType) {
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptrTo(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: ops,
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{v},
-		},
-	}
-	Expect(cp.Client.Create(ctx, policy)).To(Succeed())
-	DeferCleanup(func(ctx context.Context) { _ = cp.Client.Delete(ctx, policy) })
-	bindInNamespace(ctx, name, ns, nil)
-}
-
-// bindInNamespace binds policy name, with params, to the objects of ns,
-// and removes the binding at the end of the spec.
-func bindInNamespace(ctx context.Context, name, ns string, params *admissionregistrationv1.ParamRef) {
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ParamRef:          params,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
-		},
-	}
-	Expect(cp.Client.Create(ctx, binding)).To(Succeed())
-	DeferCleanup(func(ctx context.Context) { _ = cp.Client.Delete(ctx, binding) })
+// denyConfigMapWrites refuses the ops (UPDATE, DELETE) on ConfigMaps of
+// namespace ns by policy name, words the refusal as r does (its Name,
+// Resource, Operations and Namespace are set here), and lifts it at the
+// end of the spec.
+func denyConfigMapWrites(ctx context.Context, name, ns string, r testenv.Refusal, ops ...string) {
+	r.Name, r.Resource, r.Operations, r.Namespace = name, "configmaps", ops, ns
+	created, err := testenv.RefuseWrites(ctx, cp.Client, r)
+	DeferCleanup(func(ctx context.Context) {
+		for _, obj := range created {
+			_ = cp.Client.Delete(ctx, obj)
+		}
+	})
+	Expect(err).NotTo(HaveOccurred())
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -21,13 +21,15 @@ import (
 // ("CREATE", "UPDATE") is refused, with Reason ("Invalid", "Forbidden")
 // and Message, unless the CEL Expression holds. MessageExpression, a CEL
 // string expression, words the message from the request instead (say,
-// quoting the object).
+// quoting the object). Without a Reason the API server answers Invalid.
+// With a Namespace, the binding holds only the objects of that namespace.
 type Refusal struct {
 	Name, Group, Resource string
 	Operations            []string
 	Expression            string
 	Reason, Message       string
 	MessageExpression     string
+	Namespace             string
 }
 
 // RefuseWrites installs r through c and returns the two objects it
@@ -38,9 +40,17 @@ func RefuseWrites(ctx context.Context, c client.Client, r Refusal) ([]client.Obj
 	for i, op := range r.Operations {
 		ops[i] = op
 	}
-	validation := map[string]any{"expression": r.Expression, "reason": r.Reason, "message": r.Message}
+	validation := map[string]any{"expression": r.Expression, "message": r.Message}
+	if r.Reason != "" {
+		validation["reason"] = r.Reason
+	}
 	if r.MessageExpression != "" {
 		validation["messageExpression"] = r.MessageExpression
+	}
+	bindingSpec := map[string]any{"policyName": r.Name, "validationActions": []any{"Deny"}}
+	if r.Namespace != "" {
+		bindingSpec["matchResources"] = map[string]any{"namespaceSelector": map[string]any{
+			"matchLabels": map[string]any{"kubernetes.io/metadata.name": r.Namespace}}}
 	}
 	policy := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
@@ -56,7 +66,7 @@ func RefuseWrites(ctx context.Context, c client.Client, r Refusal) ([]client.Obj
 	binding := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
 		"metadata": map[string]any{"name": r.Name},
-		"spec":     map[string]any{"policyName": r.Name, "validationActions": []any{"Deny"}},
+		"spec":     bindingSpec,
 	}}
 	var created []client.Object
 	for _, obj := range []*unstructured.Unstructured{policy, binding} {
