@@ -3,6 +3,8 @@ package spifferegistration
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -30,12 +32,14 @@ type currentIDs struct {
 	failing map[string][]workload.Workload
 }
 
-// currentIDsOf renders p's SPIFFE ID template for every workload of the
-// policy's kinds in namespaces.
+// currentIDsOf renders p's SPIFFE ID template for every workload of
+// namespaces, of every kind (one the policy stopped selecting still holds
+// the identity it gave).
 func currentIDsOf(ctx context.Context, p *policy, l workload.Lister, namespaces map[string]bool) (*currentIDs, error) {
 	c := &currentIDs{owner: map[string]workloadKey{}, failing: map[string][]workload.Workload{}}
+	kinds := slices.Sorted(maps.Keys(workload.Objects()))
 	for ns := range namespaces {
-		for _, kind := range p.selection.Kinds {
+		for _, kind := range kinds {
 			err := l.InNamespace(ctx, kind, ns, func(obj client.Object) {
 				w, ok := workload.FromObject(obj)
 				if !ok {
@@ -63,10 +67,15 @@ func currentIDsOf(ctx context.Context, p *policy, l workload.Lister, namespaces 
 // none.
 func (p *policy) claimant(id spiffeid.ID, w workload.Workload, c *currentIDs) (who string, ok bool) {
 	self := workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name}
+	path := strings.TrimPrefix(id.Path(), "/")
+	if own, err := p.idTemplate.Render(valuesOf(w)); err == nil && own == path {
+		// The template gives it to w now (its render fails elsewhere):
+		// others that share it do not make it theirs alone.
+		return "", false
+	}
 	if o, found := c.owner[id.String()]; found && o != self {
 		return fmt.Sprintf("%s %s/%s", o.kind, o.namespace, o.name), true
 	}
-	path := strings.TrimPrefix(id.Path(), "/")
 	byName := p.idTemplate.Uses(template.VarName)
 	// Workloads the template cannot tell apart match alike.
 	type likeness struct{ kind, name, serviceAccount string }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
@@ -173,5 +174,87 @@ func TestTheOwnRecordSurvivesAMigrationFromAnAppLabelToNames(t *testing.T) {
 	if got := entriesOf(e); !slices.Contains(got, "/a/web/pay k8s:ns:a k8s:pod-label:app:web k8s:pod-label:track:canary k8s:sa:web") {
 		t.Errorf("after the edit, before a restart SPIRE held %v; after a restart and web-canary's rollout it holds %v: web-canary's own last good entry was dropped (status %+v)",
 			before, got, p.Status.KeptEntries)
+	}
+}
+
+// forgeWebAs rewrites web's record in p's status (a status write only) as
+// the entry SPIRE holds for the policy under SPIFFE ID path.
+func forgeWebAs(t *testing.T, e *env, p *v1alpha1.SpiffeRegistration, path string) {
+	t.Helper()
+	var sels []string
+	for _, se := range e.api.All() {
+		if se.SpiffeId.Path == path {
+			for _, s := range se.Selectors {
+				sels = append(sels, s.Type+":"+s.Value)
+			}
+		}
+	}
+	if sels == nil {
+		t.Fatalf("setup: SPIRE holds no %s: %v", path, paths(e.api))
+	}
+	i := slices.IndexFunc(p.Status.KeptEntries, func(k v1alpha1.KeptEntry) bool { return k.Name == "web" })
+	if i < 0 {
+		t.Fatalf("setup: no record of web: %+v", p.Status.KeptEntries)
+	}
+	p.Status.KeptEntries[i].SpiffeID, p.Status.KeptEntries[i].Selectors = "spiffe://example.org"+path, sels
+}
+
+// TestAKeptRecordTakesNoEntryOfAWorkloadOfADeselectedKind: api is a
+// StatefulSet (web's account, same matchLabels); the policy selected Deployments and StatefulSets, then is edited to Deployments
+// only while no operator runs. api exists and the template renders
+// /a/api/pay for it now; the first version of the check listed only the
+// policy's kinds, and let the forged record through (seen failing).
+func TestAKeptRecordTakesNoEntryOfAWorkloadOfADeselectedKind(t *testing.T) {
+	ctx := context.Background()
+	e, p := failingWebBesidesAPI(ctx, t, v1alpha1.WorkloadKindStatefulSet, "{namespace}/{name}/{label:team}")
+	forgeWebAs(t, e, p, "/a/api/pay")
+	// Operator down: the policy is edited to select Deployments only.
+	p.Spec.WorkloadKinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
+	p.Generation++
+	e.h = restarted(e)
+	_ = e.h.CreateOrUpdate(ctx, p)
+	if recordsAPIsIdentity(p) {
+		t.Errorf("StatefulSet api exists and the template renders /a/api/pay for it, yet after a restart the status records it as web's: %+v; SPIRE: %v",
+			p.Status.KeptEntries, entriesOf(e))
+	}
+}
+
+// TestTheOwnRecordSurvivesWhenTheTemplateRendersItsIDForItselfToo: the
+// default account-wide template ns/{namespace}/sa/{serviceAccount}; a DNS name template naming a label is added, so entries select pods by
+// label. web lacks the label: its render fails and it keeps its
+// account-wide /ns/a/sa/web, the very SPIFFE ID the template renders for
+// web now. Another workload of the account renders it too; the first
+// version of claimant's owner map held whichever was listed last, so
+// web's own record survived a restart when the other sorted before "web"
+// and was dropped otherwise (seen failing).
+func TestTheOwnRecordSurvivesWhenTheTemplateRendersItsIDForItselfToo(t *testing.T) {
+	for _, other := range []string{"api", "worker"} {
+		t.Run(other, func(t *testing.T) {
+			ctx := context.Background()
+			web := deploy("a", "web", "web", map[string]string{"app": "web"})
+			web.UID = "uid-web"
+			o := deploy("a", other, "web", map[string]string{"app": other})
+			o.UID, o.Labels["host"] = k8stypes.UID("uid-"+other), other
+			e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on", "kubernetes.io/metadata.name": "a"}), web, o,
+				runningPod("a", "web-1", "web", "", map[string]string{"app": "web"}),
+				runningPod("a", other+"-1", "web", "", map[string]string{"app": other}))
+			p := newPolicy(nil)
+			p.Generation = 1
+			if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+				t.Fatalf("setup: %v", err)
+			}
+			p.Spec.DNSNameTemplates = []string{"{label:host}.example.com"}
+			p.Generation++
+			if err := e.h.CreateOrUpdate(ctx, p); err == nil || len(p.Status.KeptEntries) != 1 ||
+				p.Status.KeptEntries[0].SpiffeID != "spiffe://example.org/ns/a/sa/web" {
+				t.Fatalf("setup: web's render was to fail and keep /ns/a/sa/web: %v, %+v", err, p.Status.KeptEntries)
+			}
+			restartAndRollOut(ctx, t, e, p)
+			if !slices.ContainsFunc(p.Status.KeptEntries, func(k v1alpha1.KeptEntry) bool { return k.Name == "web" }) ||
+				!slices.Contains(entriesOf(e), "/ns/a/sa/web k8s:ns:a k8s:sa:web") {
+				t.Errorf("other workload %q: after a restart and a rollout web's own record (the ID the template renders for web now) is gone: status %+v, SPIRE %v",
+					other, p.Status.KeptEntries, entriesOf(e))
+			}
+		})
 	}
 }

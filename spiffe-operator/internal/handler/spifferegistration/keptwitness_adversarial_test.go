@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
@@ -68,19 +69,7 @@ func forgeWebsRecordAsAPIs(ctx context.Context, t *testing.T, e *env, p *v1alpha
 		t.Fatal(err)
 	}
 	_ = e.h.CreateOrUpdate(ctx, p)
-	var sels []string
-	for _, se := range e.api.All() {
-		if se.SpiffeId.Path == "/a/api/pay" {
-			for _, s := range se.Selectors {
-				sels = append(sels, s.Type+":"+s.Value)
-			}
-		}
-	}
-	if sels == nil {
-		t.Fatalf("setup: api not registered: %v", paths(e.api))
-	}
-	rec := &p.Status.KeptEntries[0]
-	rec.SpiffeID, rec.Selectors = "spiffe://example.org/a/api/pay", sels
+	forgeWebAs(t, e, p, "/a/api/pay")
 	return api
 }
 
@@ -96,25 +85,39 @@ func recordsAPIsIdentity(p *v1alpha1.SpiffeRegistration) bool {
 // those whose name the SPIFFE ID holds, so it let this through.
 func TestAKeptRecordTakesNoOtherKindsEntry(t *testing.T) {
 	ctx := context.Background()
+	e, p := failingWebBesidesAPI(ctx, t, v1alpha1.WorkloadKindDaemonSet, "{namespace}/{kind}/{label:team}")
+	forgeWebAs(t, e, p, "/a/DaemonSet/pay")
+	e.h = restarted(e)
+	_ = e.h.CreateOrUpdate(ctx, p)
+	if slices.ContainsFunc(p.Status.KeptEntries, func(k v1alpha1.KeptEntry) bool { return k.SpiffeID == "spiffe://example.org/a/DaemonSet/pay" }) {
+		t.Errorf("after a restart the status records api's identity as web's: %+v", p.Status.KeptEntries)
+	}
+}
+
+// failingWebBesidesAPI is failingWeb with api, a workload of kind (a
+// StatefulSet or a DaemonSet) of web's account selecting the same pods,
+// under a policy of template tmpl that selects Deployments and kind: api
+// is registered, and web's render fails and keeps its last good entry.
+func failingWebBesidesAPI(ctx context.Context, t *testing.T, kind v1alpha1.WorkloadKind, tmpl string) (*env, *v1alpha1.SpiffeRegistration) {
+	t.Helper()
 	web := deploy("a", "web", "web", map[string]string{"app": "web"})
 	web.UID, web.Labels["team"] = "uid-web", "pay"
-	api := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "api", UID: "uid-api", Labels: map[string]string{"team": "pay"}},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "web"}},
-		},
+	meta := metav1.ObjectMeta{Namespace: "a", Name: "api", UID: "uid-api", Labels: map[string]string{"team": "pay"}}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	pods := corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "web"}}
+	var api client.Object = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: selector, Template: pods}}
+	if kind == v1alpha1.WorkloadKindStatefulSet {
+		api = &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Selector: selector, Template: pods}}
 	}
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on", "kubernetes.io/metadata.name": "a"}), web, api,
 		runningPod("a", "web-1", "web", "", map[string]string{"app": "web"}))
 	p := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.SpiffeIDTemplate = "{namespace}/{kind}/{label:team}"
-		s.WorkloadKinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment, v1alpha1.WorkloadKindDaemonSet}
+		s.SpiffeIDTemplate = tmpl
+		s.WorkloadKinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment, kind}
 	})
 	p.Generation = 1
-	err := e.h.CreateOrUpdate(ctx, p)
-	if got := slices.Sorted(slices.Values(paths(e.api))); err != nil || !slices.Equal(got, []string{"/a/DaemonSet/pay", "/a/Deployment/pay"}) {
-		t.Fatalf("setup: %v, entries %v", err, got)
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil || len(paths(e.api)) != 2 {
+		t.Fatalf("setup: %v, entries %v", err, paths(e.api))
 	}
 	delete(web.Labels, "team")
 	if err := e.c.Update(ctx, web); err != nil {
@@ -123,11 +126,5 @@ func TestAKeptRecordTakesNoOtherKindsEntry(t *testing.T) {
 	if err := e.h.CreateOrUpdate(ctx, p); err == nil || len(p.Status.KeptEntries) != 1 {
 		t.Fatalf("setup: web's render was to fail and keep its entry: %v, %+v", err, p.Status.KeptEntries)
 	}
-	rec := &p.Status.KeptEntries[0]
-	rec.SpiffeID = "spiffe://example.org/a/DaemonSet/pay"
-	e.h = restarted(e)
-	_ = e.h.CreateOrUpdate(ctx, p)
-	if slices.ContainsFunc(p.Status.KeptEntries, func(k v1alpha1.KeptEntry) bool { return k.SpiffeID == rec.SpiffeID }) {
-		t.Errorf("after a restart the status records api's identity as web's: %+v", p.Status.KeptEntries)
-	}
+	return e, p
 }
