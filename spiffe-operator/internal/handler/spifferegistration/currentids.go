@@ -27,7 +27,7 @@ const maxFailingChecks = 64
 // another.
 type currentIDs struct {
 	// owner maps each SPIFFE ID the template renders now to its workload.
-	owner map[string]workloadKey
+	owner map[spiffeid.ID]workloadKey
 	// failing are, by namespace, the workloads whose render fails now.
 	failing map[string][]workload.Workload
 }
@@ -36,7 +36,7 @@ type currentIDs struct {
 // namespaces, of every kind (one the policy stopped selecting still holds
 // the identity it gave).
 func currentIDsOf(ctx context.Context, p *policy, l workload.Lister, namespaces map[string]bool) (*currentIDs, error) {
-	c := &currentIDs{owner: map[string]workloadKey{}, failing: map[string][]workload.Workload{}}
+	c := &currentIDs{owner: map[spiffeid.ID]workloadKey{}, failing: map[string][]workload.Workload{}}
 	kinds := slices.Sorted(maps.Keys(workload.Objects()))
 	for ns := range namespaces {
 		for _, kind := range kinds {
@@ -45,13 +45,12 @@ func currentIDsOf(ctx context.Context, p *policy, l workload.Lister, namespaces 
 				if !ok {
 					return
 				}
-				path, err := p.idTemplate.Render(valuesOf(w))
-				id, idErr := spiffeid.FromPath(p.trustDomain, "/"+path)
-				if err != nil || idErr != nil {
+				id, err := p.renderID(valuesOf(w))
+				if err != nil {
 					c.failing[ns] = append(c.failing[ns], w)
 					return
 				}
-				c.owner[id.String()] = workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name}
+				c.owner[id] = keyOf(w)
 			})
 			if err != nil {
 				return nil, fmt.Errorf("list %ss of namespace %s: %w", kind, ns, err)
@@ -66,16 +65,15 @@ func currentIDsOf(ctx context.Context, p *policy, l workload.Lister, namespaces 
 // which it could render id whatever its labels. ok is false when there is
 // none.
 func (p *policy) claimant(id spiffeid.ID, w workload.Workload, c *currentIDs) (who string, ok bool) {
-	self := workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name}
-	path := strings.TrimPrefix(id.Path(), "/")
-	if own, err := p.idTemplate.Render(valuesOf(w)); err == nil && own == path {
+	if own, err := p.renderID(valuesOf(w)); err == nil && own == id {
 		// The template gives it to w now (its render fails elsewhere):
 		// others that share it do not make it theirs alone.
 		return "", false
 	}
-	if o, found := c.owner[id.String()]; found && o != self {
+	if o, found := c.owner[id]; found && o != keyOf(w) {
 		return fmt.Sprintf("%s %s/%s", o.kind, o.namespace, o.name), true
 	}
+	path := strings.TrimPrefix(id.Path(), "/")
 	byName := p.idTemplate.Uses(template.VarName)
 	// Workloads the template cannot tell apart match alike.
 	type likeness struct{ kind, name, serviceAccount string }
@@ -102,8 +100,8 @@ func (p *policy) claimant(id spiffeid.ID, w workload.Workload, c *currentIDs) (w
 			return fmt.Sprintf("one of over %d workloads of namespace %s whose render fails", maxFailingChecks, w.Namespace), true
 		}
 		judged[key] = true
-		vals := template.Values{Namespace: m.Namespace, ServiceAccount: m.ServiceAccount, Kind: string(m.Kind), Name: m.Name}
-		if p.idTemplate.Matches(path, vals) {
+		// Matches takes any value for every label variable.
+		if p.idTemplate.Matches(path, valuesOf(m)) {
 			return m.String(), true
 		}
 	}

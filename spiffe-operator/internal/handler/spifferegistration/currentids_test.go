@@ -43,7 +43,7 @@ func TestClaimantFindsTheWorkloadTheTemplateGivesAnID(t *testing.T) {
 			return spiffeid.RequireFromPath(p.trustDomain, "/"+s)
 		}
 		for _, o := range others {
-			rendering := &currentIDs{owner: map[string]workloadKey{idOf(o, "pay").String(): {kind: o.Kind, namespace: o.Namespace, name: o.Name}}}
+			rendering := &currentIDs{owner: map[spiffeid.ID]workloadKey{idOf(o, "pay"): {kind: o.Kind, namespace: o.Namespace, name: o.Name}}}
 			failing := &currentIDs{failing: map[string][]workload.Workload{"a": {o}}}
 			for name, c := range map[string]*currentIDs{"renders": rendering, "fails": failing} {
 				if _, ok := p.claimant(idOf(o, "pay"), w, c); !ok {
@@ -53,7 +53,7 @@ func TestClaimantFindsTheWorkloadTheTemplateGivesAnID(t *testing.T) {
 		}
 		// The workload's own ID, when no other could have it.
 		own := idOf(w, "pay")
-		self := &currentIDs{owner: map[string]workloadKey{own.String(): {kind: w.Kind, namespace: w.Namespace, name: w.Name}},
+		self := &currentIDs{owner: map[spiffeid.ID]workloadKey{own: {kind: w.Kind, namespace: w.Namespace, name: w.Name}},
 			failing: map[string][]workload.Workload{"a": {w}}}
 		if who, ok := p.claimant(own, w, self); ok {
 			t.Errorf("%s: the workload's own %s is claimed by %s", tmpl, own, who)

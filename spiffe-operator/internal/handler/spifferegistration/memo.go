@@ -77,6 +77,11 @@ type workloadKey struct {
 	name      string
 }
 
+// keyOf is w's key.
+func keyOf(w workload.Workload) workloadKey {
+	return workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name}
+}
+
 type rendered struct {
 	resourceVersion string
 	entry           entries.Entry
@@ -172,7 +177,7 @@ func (r *renders) forget(uid k8stypes.UID) {
 // render returns the entry w needs under p (nil when none) and its render
 // failure, from the memo when w did not change.
 func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, *v1alpha1.Failure) {
-	k := workloadKey{kind: w.Kind, namespace: w.Namespace, name: w.Name}
+	k := keyOf(w)
 	r := m.byWorkload[k]
 	if r == nil || r.resourceVersion != w.ResourceVersion || w.ResourceVersion == "" {
 		prev := r

@@ -55,20 +55,30 @@ func valuesOf(w workload.Workload) template.Values {
 	return template.Values{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount, Kind: string(w.Kind), Name: w.Name, Labels: w.Labels}
 }
 
+// renderID renders p's SPIFFE ID template with vals into an ID of the
+// policy's trust domain no longer than an ID may be.
+func (p *policy) renderID(vals template.Values) (spiffeid.ID, error) {
+	path, err := p.idTemplate.Render(vals)
+	if err != nil {
+		return spiffeid.ID{}, err
+	}
+	id, err := spiffeid.FromPath(p.trustDomain, "/"+path)
+	if err != nil {
+		return spiffeid.ID{}, fmt.Errorf("renders %q: %w", path, err)
+	}
+	if err := entries.CheckIDLength(id); err != nil {
+		return spiffeid.ID{}, err
+	}
+	return id, nil
+}
+
 // renderTemplates renders the SPIFFE ID, DNS name and selector templates
 // with vals into an entry under parent for the pods of a namespace and
 // service account; on failure it names the reason and the field at fault.
 func (p *policy) renderTemplates(vals template.Values, parent spiffeid.ID, namespace, serviceAccount string) (
 	e entries.Entry, reason, field string, err error) {
-	path, err := p.idTemplate.Render(vals)
+	id, err := p.renderID(vals)
 	if err != nil {
-		return e, ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err
-	}
-	id, err := spiffeid.FromPath(p.trustDomain, "/"+path)
-	if err != nil {
-		return e, ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", fmt.Errorf("renders %q: %w", path, err)
-	}
-	if err := entries.CheckIDLength(id); err != nil {
 		return e, ReasonInvalidSpiffeIDTemplate, "spec.spiffeIDTemplate", err
 	}
 	e = p.newEntry(id, parent, namespace, serviceAccount)
