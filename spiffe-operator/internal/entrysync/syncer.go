@@ -29,6 +29,12 @@ var ErrStale = errors.New("SPIRE changed during the pass")
 // the view is re-read and the pass retried with backoff.
 var ErrTransient = errors.New("SPIRE failed entries for a transient cause")
 
+// ErrDeleteRefused reports that SPIRE answered a delete but refused some
+// of its entries with a code that is not transient (FailedPrecondition,
+// PermissionDenied on the entry, and the like): they stay in SPIRE, and
+// the pass is retried with backoff.
+var ErrDeleteRefused = errors.New("SPIRE refused to delete entries")
+
 // ErrUnsettled reports that a release waits until every object that
 // existed when the process started has had its first pass (see
 // Options.HoldUntilSettled): one that wants an entry the released owner
@@ -1680,7 +1686,7 @@ func (s *Syncer) deleteEach(ctx context.Context, del []deletion) ([]bool, error)
 		return gone, fmt.Errorf("delete %d entries: %w", len(ids), err)
 	}
 	if len(failed) > 0 {
-		return gone, fmt.Errorf("SPIRE refused to delete %d entries: %v", len(failed), failed)
+		return gone, fmt.Errorf("%w: %d of them: %v", ErrDeleteRefused, len(failed), failed)
 	}
 	if transient > 0 {
 		return gone, fmt.Errorf("delete %d entries: %w", transient, ErrTransient)

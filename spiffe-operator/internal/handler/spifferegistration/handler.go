@@ -499,6 +499,8 @@ func SpireError(err error) error {
 		return ctrlerrors.WithReason(ReasonEntryRejected, ctrlerrors.BlockedErrorf("SPIRE refused the request: %w", err))
 	case status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated:
 		return ctrlerrors.WithReason(ReasonSpirePermissionDenied, ctrlerrors.RetryableErrorf("SPIRE: %w", err))
+	case errors.Is(err, entrysync.ErrDeleteRefused) && status.Code(err) == codes.Unknown:
+		return ctrlerrors.WithReason(ReasonSpireRefusedDeletes, ctrlerrors.RetryableErrorf("SPIRE: %w", err))
 	case errors.Is(err, entrysync.ErrTransient) && status.Code(err) == codes.Unknown:
 		// Every call was answered (a failed call carries its gRPC status):
 		// SPIRE is there, and failed the entries the error names.

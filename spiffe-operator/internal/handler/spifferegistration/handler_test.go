@@ -249,6 +249,36 @@ func TestAnEntrySPIREFailsIsReportedAsSuchNotAsSPIREDown(t *testing.T) {
 	}
 }
 
+// SPIRE refusing to delete an entry the policy no longer wants (a code
+// retrying does not mend, such as FailedPrecondition) was reported as
+// SPIRE being unavailable, though it answered and named the entry.
+func TestADeleteSPIRERefusesIsReportedAsSuchNotAsSPIREDown(t *testing.T) {
+	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}),
+		deploy("a", "web", "web", map[string]string{"app": "web"}), deploy("a", "api", "api", map[string]string{"app": "api"}))
+	ctx := context.Background()
+	p := newPolicy(nil)
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	const refused = "spiffe://example.org/ns/a/sa/api"
+	e.api.FailDelete[refused] = codes.FailedPrecondition
+	if err := e.c.Delete(ctx, deploy("a", "api", "", nil)); err != nil {
+		t.Fatal(err)
+	}
+	err := e.h.CreateOrUpdate(ctx, p)
+	if _, ok := ctrlerrors.AsRetryable(err); !ok || ctrlerrors.Reason(err, "") != ReasonSpireRefusedDeletes ||
+		!strings.Contains(err.Error(), "FailedPrecondition") || !strings.Contains(err.Error(), "refuses to delete it") {
+		t.Errorf("err = %v (reason %s), want a retryable %s with SPIRE's code and message", err, ctrlerrors.Reason(err, ""), ReasonSpireRefusedDeletes)
+	}
+	delete(e.api.FailDelete, refused)
+	if err := e.h.CreateOrUpdate(ctx, p); err != nil {
+		t.Fatalf("once SPIRE deletes it: %v", err)
+	}
+	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/web"}) {
+		t.Errorf("SPIRE holds %v, want only web's entry", got)
+	}
+}
+
 func TestDeleteRemovesExactlyThePolicysEntries(t *testing.T) {
 	e := newEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "shop", map[string]string{"app": "web"}))
 	p := newPolicy(nil)

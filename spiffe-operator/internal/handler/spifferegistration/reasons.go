@@ -78,6 +78,12 @@ const (
 	// error); the pass is retried with backoff, and the message names up
 	// to three of them with SPIRE's words.
 	ReasonSpireFailedEntries = "SpireFailedEntries"
+	// ReasonSpireRefusedDeletes: SPIRE answered, but refused to delete
+	// entries the operator no longer wants, with a code retrying may not
+	// mend (FailedPrecondition, PermissionDenied on the entry, and the
+	// like); the entries stay in SPIRE, the pass is retried with backoff,
+	// and the message names them with SPIRE's words.
+	ReasonSpireRefusedDeletes = "SpireRefusedDeletes"
 	// ReasonSpirePermissionDenied: SPIRE refused the operator's identity;
 	// register it as an admin (admin_ids or an admin entry).
 	ReasonSpirePermissionDenied = "SpirePermissionDenied"

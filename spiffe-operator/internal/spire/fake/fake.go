@@ -41,6 +41,9 @@ type EntryAPI struct {
 	Fail map[string]codes.Code
 	// FailOnce is Fail for the next create of each SPIFFE ID only.
 	FailOnce map[string]codes.Code
+	// FailDelete makes deletes of the entries of these SPIFFE IDs fail
+	// with the given per-entry code, the call itself succeeding.
+	FailDelete map[string]codes.Code
 	// IgnoreIDs makes creates store entries under IDs of the fake's own, as
 	// SPIRE before 1.8 did with the IDs it was given.
 	IgnoreIDs bool
@@ -54,7 +57,7 @@ var _ spire.EntryAPI = &EntryAPI{}
 
 // New returns an empty EntryAPI.
 func New() *EntryAPI {
-	return &EntryAPI{entries: map[string]*types.Entry{}, byKey: map[entries.Key]string{}, Reject: map[string]bool{}, MissingBundles: map[string]bool{}, FailOnce: map[string]codes.Code{}, Fail: map[string]codes.Code{}, Calls: map[string]int{}}
+	return &EntryAPI{entries: map[string]*types.Entry{}, byKey: map[entries.Key]string{}, Reject: map[string]bool{}, MissingBundles: map[string]bool{}, FailOnce: map[string]codes.Code{}, Fail: map[string]codes.Code{}, FailDelete: map[string]codes.Code{}, Calls: map[string]int{}}
 }
 
 func (f *EntryAPI) call(m string) error {
@@ -313,6 +316,10 @@ func (f *EntryAPI) Delete(_ context.Context, ids []string) ([]spire.Result, erro
 		e, ok := f.entries[id]
 		if !ok {
 			out[i] = spire.Result{Code: codes.NotFound}
+			continue
+		}
+		if c, ok := f.FailDelete["spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path]; ok {
+			out[i] = spire.Result{Code: c, Message: "fake SPIRE refuses to delete it"}
 			continue
 		}
 		f.drop(e)
