@@ -232,9 +232,9 @@ func (m *publishedMemory) adopt(uid types.UID, st *v1alpha1.TrustBundleStatus) {
 }
 
 // vouched returns those of recorded, the certificates tb's status records
-// as published, that this process published for tb, or all of them when
-// it has published nothing for tb yet; a retained CA's leftSourceAt is no
-// later than the process recorded.
+// as published, that this process published for tb (or adopted at tb's
+// first pass), none when it holds nothing for tb; a retained CA's
+// leftSourceAt is no later than the process recorded.
 func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -243,10 +243,11 @@ func (m *publishedMemory) vouched(uid types.UID, recorded []v1alpha1.PublishedCe
 
 // vouched returns those of recorded that p holds, each with the earlier of
 // its leftSourceAt and the one p recorded (none when p recorded it as in
-// the sources), or all of them when p is nil (nothing published yet).
+// the sources); none when p is nil: a status read before the first pass
+// adopted one vouches for nothing.
 func (p *publication) vouched(recorded []v1alpha1.PublishedCertificate) []v1alpha1.PublishedCertificate {
 	if p == nil {
-		return recorded
+		return nil
 	}
 	out := make([]v1alpha1.PublishedCertificate, 0, len(recorded))
 	for _, c := range recorded {
@@ -267,14 +268,14 @@ func (p *publication) vouched(recorded []v1alpha1.PublishedCertificate) []v1alph
 }
 
 // vouchesFor reports whether recorded and formats, the last good bundle
-// tb's status records, are what this process published for tb (every
-// certificate one it published, the formats those it recorded last);
-// true when it has published nothing for tb yet.
+// tb's status records, are what this process published for tb, or adopted
+// at its first pass (every certificate one it holds, the formats those it
+// recorded last); false when it holds nothing for tb.
 func (m *publishedMemory) vouchesFor(uid types.UID, recorded []v1alpha1.PublishedCertificate, formats *v1alpha1.PublishedFormats) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ours := m.of[uid]
-	return len(ours.vouched(recorded)) == len(recorded) && (ours == nil || equality.Semantic.DeepEqual(ours.formats, formats))
+	return ours != nil && len(ours.vouched(recorded)) == len(recorded) && equality.Semantic.DeepEqual(ours.formats, formats)
 }
 
 // neverRetained reports whether this process marked the certificate sha

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
 	"github.com/trustplane/trustplane/bundle-operator/internal/testpki"
 )
@@ -66,15 +67,19 @@ func TestAForgedRecordRetainsNoCAThisProcessNeverPublished(t *testing.T) {
 		t.Error("a CA this process published, gone from the sources, is no longer retained")
 	}
 	memory.forget(uid)
+	if got := memory.vouched(uid, forged); len(got) != 0 {
+		t.Errorf("a status no first pass adopted vouches for %d certificates", len(got))
+	}
+	memory.adopt(uid, &v1alpha1.TrustBundleStatus{Certificates: forged})
 	if len(memory.vouched(uid, forged)) != len(forged) {
-		t.Error("a TrustBundle this process has not published for is not trusted on its status (its first pass after a start)")
+		t.Error("the status the first pass after a start reads is not adopted (a documented limit)")
 	}
 }
 
 // TestTheLastGoodBundleIsVouchedForOnlyAsPublished: while the sources fail,
 // new targets get the last good bundle the status records; the handler
 // gives it only when every certificate of it is one this process published
-// for the TrustBundle (or it has published nothing for it yet).
+// for the TrustBundle, or adopted from the status at its first pass.
 func TestTheLastGoodBundleIsVouchedForOnlyAsPublished(t *testing.T) {
 	now := time.Now()
 	rogue, current := testpki.ValidCA("rogue"), testpki.ValidCA("current")
@@ -82,8 +87,12 @@ func TestTheLastGoodBundleIsVouchedForOnlyAsPublished(t *testing.T) {
 	uid := types.UID("tb-uid")
 	_, published := retain(bundle.New([]*x509.Certificate{current.Cert}, nil), nil, never, 0, false, now)
 	_, rogueRec := retain(bundle.New([]*x509.Certificate{rogue.Cert}, nil), nil, never, 0, false, now)
+	if memory.vouchesFor(uid, published, nil) {
+		t.Error("a status no first pass adopted is vouched for")
+	}
+	memory.adopt(uid, &v1alpha1.TrustBundleStatus{Certificates: rogueRec})
 	if !memory.vouchesFor(uid, rogueRec, nil) {
-		t.Error("before this process published for the TrustBundle, its status is not trusted")
+		t.Error("the status the first pass after a start reads is not adopted (a documented limit)")
 	}
 	memory.record(uid, published, nil)
 	if !memory.vouchesFor(uid, published, nil) {
