@@ -12,23 +12,20 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
-// yield holds, for a fallback policy, what the policies it yields to
-// select: the other non-fallback policies of the instance's class.
+// yield holds, for a fallback policy, the policies it yields to: the other
+// non-fallback policies the instance takes.
 type yield struct {
-	workloads  []workload.Selection
-	pods       []podSelection
+	workloads  []*policy
+	pods       []*policy
 	namespaces map[string]*corev1.Namespace
 }
 
-// podSelection is what a policy of pods selects.
-type podSelection struct {
-	sel  workload.Selection
-	pods labels.Selector
-}
-
-// othersOf reads the policies the fallback policy obj yields to. A policy
-// whose spec does not compile (it keeps what it registered, but selects
-// nothing new) or that is being deleted is not one of them.
+// othersOf reads the policies the fallback policy obj yields to: those of
+// the instance's class and environments. A policy whose spec does not
+// compile (it keeps what it registered, but selects nothing new), that is
+// being deleted, or that this instance does not reconcile (another
+// environment's, or one without an environment label in a strict
+// instance: it registers nothing here) is not one of them.
 func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration) (*yield, error) {
 	var l v1alpha1.SpiffeRegistrationList
 	if err := h.Reader.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
@@ -37,7 +34,8 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	y := &yield{}
 	for i := range l.Items {
 		o := &l.Items[i]
-		if o.UID == obj.UID || o.Spec.Fallback || o.DeletionTimestamp != nil || !h.Class.Takes(o.Spec.ClassName) {
+		if o.UID == obj.UID || o.Spec.Fallback || o.DeletionTimestamp != nil || !h.Class.Takes(o.Spec.ClassName) ||
+			h.Reconciles != nil && !h.Reconciles(o) {
 			continue
 		}
 		op, err := compile(&o.Spec, h.TrustDomain, h.ClusterName)
@@ -45,9 +43,9 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 			continue
 		}
 		if op.pods != nil {
-			y.pods = append(y.pods, podSelection{sel: op.selection, pods: op.pods})
+			y.pods = append(y.pods, op)
 		} else {
-			y.workloads = append(y.workloads, op.selection)
+			y.workloads = append(y.workloads, op)
 		}
 	}
 	if len(y.workloads)+len(y.pods) == 0 {
@@ -65,14 +63,19 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 }
 
 // takenByOthers reports whether a policy the fallback policy p yields to
-// selects the workload w.
+// selects the workload w and renders its entry. One whose render fails for
+// w registers nothing for it (whoever writes w may drop a label its
+// template names), so the fallback keeps it.
 func (p *policy) takenByOthers(w workload.Workload) bool {
 	if p.others == nil {
 		return false
 	}
 	ns := p.others.namespaces[w.Namespace]
-	for _, sel := range p.others.workloads {
-		if sel.SelectsWorkload(ns, w) {
+	for _, o := range p.others.workloads {
+		if !o.selection.SelectsWorkload(ns, w) {
+			continue
+		}
+		if _, f := o.render(w); f == nil {
 			return true
 		}
 	}
@@ -80,15 +83,18 @@ func (p *policy) takenByOthers(w workload.Workload) bool {
 }
 
 // podTakenByOthers reports whether a policy of pods the fallback policy p
-// yields to selects a pod with these labels, running as serviceAccount in
-// namespace.
-func (p *policy) podTakenByOthers(namespace, serviceAccount string, podLabels labels.Labels) bool {
+// yields to selects the pod v and renders its entry (on the node the pod
+// names).
+func (p *policy) podTakenByOthers(v *podView) bool {
 	if p.others == nil {
 		return false
 	}
-	ns := p.others.namespaces[namespace]
+	ns := p.others.namespaces[v.namespace]
 	for _, o := range p.others.pods {
-		if o.sel.SelectsNamespace(ns) && o.sel.SelectsAccount(serviceAccount) && o.pods.Matches(podLabels) {
+		if !o.selection.SelectsNamespace(ns) || !o.selection.SelectsAccount(v.serviceAccount) || !o.pods.Matches(labels.Set(v.labels)) {
+			continue
+		}
+		if _, f := o.renderPod(v, v.node, o.parentID); f == nil {
 			return true
 		}
 	}
