@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -122,7 +123,8 @@ func (o Options) RestConfig(cfg *rest.Config) *rest.Config {
 // that would make no valid object name of the lease (name-instance
 // .trustplane.dev must be a DNS subdomain: "a..b" makes none), name- and
 // the first 16 hex digits of instance's SHA-256. Give it to ManagerOptions,
-// so that each instance elects its leader on a lease of its own.
+// so that each instance elects its leader on a lease of its own; refuse an
+// instance CheckInstance refuses first.
 func InstanceName(name, instance string) string {
 	if instance == "" {
 		return name
@@ -131,8 +133,27 @@ func InstanceName(name, instance string) string {
 		return n
 	}
 	sum := sha256.Sum256([]byte(instance))
-	return name + "-" + hex.EncodeToString(sum[:])[:16]
+	return name + "-" + hex.EncodeToString(sum[:])[:hashedInstanceLen]
 }
+
+// CheckInstance returns an error when instance, given to InstanceName,
+// would lead on the lease of another instance: an instance of 16
+// lowercase hex digits gets name-<those digits>, the very name
+// InstanceName gives an instance whose own name makes no valid lease name
+// and whose SHA-256 starts with them. Refusing that form (InstanceName's
+// names are unchanged, so no running instance moves to another lease)
+// keeps every instance's lease its own.
+func CheckInstance(instance string) error {
+	if len(instance) == hashedInstanceLen && strings.Trim(instance, "0123456789abcdef") == "" {
+		return fmt.Errorf("%q has the form (%d lowercase hex digits) of the lease name given to an instance whose name makes no valid lease name, "+
+			"so it could lead on that instance's lease: choose another", instance, hashedInstanceLen)
+	}
+	return nil
+}
+
+// hashedInstanceLen is how many hex digits of an instance's SHA-256
+// InstanceName uses where the instance makes no valid lease name.
+const hashedInstanceLen = 16
 
 // leaseSuffix ends the name of every operator's leader election lease.
 const leaseSuffix = ".trustplane.dev"

@@ -2,6 +2,8 @@ package manager_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"net/http"
 	"os"
@@ -151,5 +153,37 @@ func TestEveryInstanceGetsALeaseOfItsOwnWithAValidName(t *testing.T) {
 	}
 	if got := manager.InstanceName("spiffe-operator", "blue.eu-1"); got != "spiffe-operator-blue.eu-1" {
 		t.Errorf("InstanceName of blue.eu-1 = %q, want the readable spiffe-operator-blue.eu-1", got)
+	}
+}
+
+// TestNoTwoAcceptedInstancesShareALease: an instance whose name makes no
+// valid lease name leads on name-<16 hex digits of its SHA-256>, and an
+// instance named with those digits built the same lease, so one of the two
+// never led. CheckInstance refuses that form; of any two instances it
+// accepts, the leases differ.
+func TestNoTwoAcceptedInstancesShareALease(t *testing.T) {
+	instances := []string{"", "blue", "blue.eu-1", "deadbeef", "0123456789abcdef0", "0123456789ABCDEF"}
+	for _, hashed := range []string{"a..b", "blue..eu", "a.-b", "a-.b"} {
+		sum := sha256.Sum256([]byte(hashed))
+		instances = append(instances, hashed, hex.EncodeToString(sum[:])[:16])
+	}
+	seen := map[string]string{}
+	refused := 0
+	for _, instance := range instances {
+		if err := manager.CheckInstance(instance); err != nil {
+			refused++
+			if !strings.Contains(err.Error(), instance) {
+				t.Errorf("CheckInstance(%q) = %v: does not name the instance", instance, err)
+			}
+			continue
+		}
+		lease := manager.InstanceName("spiffe-operator", instance)
+		if other, taken := seen[lease]; taken {
+			t.Errorf("instances %q and %q, both accepted, share the lease %q", other, instance, lease)
+		}
+		seen[lease] = instance
+	}
+	if refused != 4 {
+		t.Errorf("CheckInstance refused %d instances, want the 4 of 16 lowercase hex digits", refused)
 	}
 }

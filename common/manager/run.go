@@ -149,6 +149,9 @@ func Run(ctx context.Context, op Operator, args []string, out io.Writer) error {
 	if op.Instance != nil {
 		instance = op.Instance(v)
 	}
+	if err := CheckInstance(instance); err != nil {
+		return fmt.Errorf("instance: %w", err)
+	}
 	mgrOpts := p.Options.ManagerOptions(InstanceName(op.Name, instance))
 	if mgrOpts.LeaderElection {
 		p.LeaseGuard = NewLeaseGuard(mgrOpts.LeaderElectionID)

@@ -149,6 +149,9 @@ func (o Options) Validate() error {
 		if err := class.ValidName(o.ClassName); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", KeyClassName, err))
 		}
+		if err := manager.CheckInstance(o.ClassName); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", KeyClassName, err))
+		}
 	}
 	if o.PageSize < 1 {
 		errs = append(errs, fmt.Errorf("%s must be positive", KeyPageSize))

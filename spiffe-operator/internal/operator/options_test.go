@@ -2,6 +2,8 @@ package operator_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"time"
 
@@ -39,6 +41,23 @@ var _ = Describe("Options", func() {
 		for _, want := range []string{"entry-id-prefix", "spire-page-size must be positive", "spire-write-concurrency must be at least 1",
 			`cluster-name "prod/../other"`} {
 			Expect(err.Error()).To(ContainSubstring(want))
+		}
+	})
+
+	// A class whose name makes no valid lease name ("a..b") leads on
+	// spiffe-operator-<16 hex digits of its SHA-256>.trustplane.dev; an
+	// instance given those digits as its class built the same lease, so
+	// one of the two classes was never reconciled. Seen failing before
+	// manager.CheckInstance: the class was accepted.
+	It("refuses a class name that would lead on another class's lease", func() {
+		for _, victim := range []string{"a..b", "blue..eu", "a.-b"} {
+			sum := sha256.Sum256([]byte(victim))
+			attacker := hex.EncodeToString(sum[:])[:16]
+			o := valid()
+			o.ClassName = victim
+			Expect(o.Validate()).To(Succeed(), victim)
+			o.ClassName = attacker
+			Expect(o.Validate()).To(MatchError(ContainSubstring("class-name")), "class %q leads on the lease of class %q", attacker, victim)
 		}
 	})
 
