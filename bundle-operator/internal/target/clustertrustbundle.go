@@ -32,6 +32,11 @@ type ClusterTrustBundles struct {
 
 	// left remembers the ClusterTrustBundles a release left in place.
 	left leftInPlace
+	// unseen remembers the writes of ours the cache may not show yet. No
+	// watch event feeds it: a write is taken as seen once the cache holds
+	// its resourceVersion, or after expectationTTL. A release fails while
+	// a write to a ClusterTrustBundle it is to release is unseen.
+	unseen Expectations
 }
 
 // kindClusterTrustBundle keys the ClusterTrustBundles a release left in place.
@@ -47,7 +52,11 @@ const kindClusterTrustBundle Kind = "ClusterTrustBundle"
 // whose labels make it ours (see ownedBy) is released or force-applied; one
 // labelled as another owner's is left alone and reported, and one of that
 // name someone else created is applied without force, so a conflict leaves
-// it as it is and is reported.
+// it as it is and is reported. The ClusterTrustBundles are listed from
+// the cache, which shows a write of ours only once its watch event
+// arrived: one to release that a write of ours went to and that the cache
+// does not show yet is reported as failed (errWriteNotSeen), so that the
+// release is retried rather than taken as done.
 func (c *ClusterTrustBundles) Sync(ctx context.Context, name string, pem []byte, labels map[string]string) Report {
 	var rep Report
 	if name != "" {
@@ -67,7 +76,18 @@ func (c *ClusterTrustBundles) Sync(ctx context.Context, name string, pem []byte,
 		}
 	}
 	c.left.keepOnly(bundle, kindClusterTrustBundle, stale)
+	var writing []client.ObjectKey
+	for _, k := range c.unseen.writing(kindClusterTrustBundle, bundle) {
+		if k.Name != name {
+			writing = append(writing, k)
+		}
+	}
+	r, unseen := unseenWrites(ctx, c.Cache, &c.unseen, kindClusterTrustBundle, ClusterTrustBundleGVK, writing)
+	rep.Add(r)
 	for _, m := range stale {
+		if unseen[client.ObjectKey{Name: m.Name}] {
+			continue
+		}
 		key := leftKey{bundle: bundle, kind: kindClusterTrustBundle, name: m.Name}
 		_, r, _ := c.left.release(ctx, writer(c.Client), key, m, ClusterTrustBundleGVK, "ClusterTrustBundle "+m.Name)
 		rep.Add(r)
@@ -128,6 +148,7 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, name string, pem []by
 				rep.Fail(what, err)
 				return rep
 			}
+			c.unseen.expectFor(labels[LabelTrustBundle], kindClusterTrustBundle, "", name, obj.GetResourceVersion())
 			rep.InSync++
 			rep.Written++
 			return rep
@@ -137,6 +158,7 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, name string, pem []by
 		rep.Fail(what, err)
 		return rep
 	}
+	c.unseen.expectFor(labels[LabelTrustBundle], kindClusterTrustBundle, "", name, obj.GetResourceVersion())
 	rep.InSync++
 	rep.Written++
 	return rep
@@ -146,13 +168,17 @@ func (c *ClusterTrustBundles) syncOne(ctx context.Context, name string, pem []by
 // hold, only if no object of its name exists, and reports whether it did.
 // Where one exists it reads its labels live, and returns an error when it
 // is another TrustBundle's or gone meanwhile; otherwise neither, and the
-// caller applies obj without force beside its writers' fields.
+// caller applies obj without force beside its writers' fields. Once it
+// wrote, obj holds the resourceVersion the API server answered.
 func (c *ClusterTrustBundles) createOrInspect(ctx context.Context, labels map[string]string, obj *unstructured.Unstructured) (bool, error) {
 	obj.SetResourceVersion(shared.CreateOnly)
-	defer obj.SetResourceVersion("")
 	err := applyOurs(ctx, c.Client, obj, false)
-	if err == nil || !apierrors.IsConflict(err) {
-		return err == nil, err
+	if err == nil {
+		return true, nil
+	}
+	obj.SetResourceVersion("")
+	if !apierrors.IsConflict(err) {
+		return false, err
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(ClusterTrustBundleGVK)

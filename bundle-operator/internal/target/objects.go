@@ -308,7 +308,11 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 // ReleaseAll releases every target of kind whose labels make it a target
 // of the owner that labels (the labels of its targets, naming the
 // TrustBundle under LabelTrustBundle) name: when the TrustBundle is deleted
-// or the target kind is removed from its spec.
+// or the target kind is removed from its spec. It lists the cache, which
+// shows a write of ours only once its watch event arrived: a target that
+// a write of the TrustBundle's content (a create or an update) went to
+// and that the cache does not show yet is reported as failed
+// (errWriteNotSeen), so the release is retried rather than taken as done.
 func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, labels map[string]string) Report {
 	var rep Report
 	bundle := labels[LabelTrustBundle]
@@ -329,6 +333,12 @@ func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, labels map[string]s
 		rep.Add(r)
 		mu.Unlock()
 	})
+	if o.Expectations != nil {
+		// release skips the listed ones among them.
+		unseen, _ := unseenWrites(ctx, o.Cache, o.Expectations, kind, corev1.SchemeGroupVersion.WithKind(string(kind)),
+			o.Expectations.writing(kind, bundle))
+		rep.Add(unseen)
+	}
 	return rep
 }
 
@@ -474,7 +484,9 @@ func (o *Objects) write(ctx context.Context, d Desired, ns string, obj *unstruct
 	if err := applyOurs(ctx, o.Client, obj, force); err != nil {
 		return rep, err
 	}
-	o.expect(d.Kind, ns, d.Name, obj.GetResourceVersion())
+	if o.Expectations != nil {
+		o.Expectations.expectFor(d.Bundle, d.Kind, ns, d.Name, obj.GetResourceVersion())
+	}
 	rep.InSync++
 	rep.Written++
 	return rep, nil
@@ -607,7 +619,10 @@ func ownedDataKeys(entries []metav1.ManagedFieldsEntry) (map[string]bool, bool) 
 // which drops exactly the fields our manager owned and leaves the rest. A
 // shared object the API server refuses without our keys (its other writer
 // made it immutable, say) is left in place and reported in Report.Left,
-// not as a failure, and not tried again until it changes.
+// not as a failure, and not tried again until it changes. A target a
+// write of ours is still on its way to is skipped: a release of ours is
+// done already, and a write of content is reported by ReleaseAll (a pass
+// that releases it from Sync is requeued by its watch event).
 func (o *Objects) release(ctx context.Context, bundle string, kind Kind, m *metav1.PartialObjectMetadata) Report {
 	if !o.expectationsMet(kind, m.Namespace, m.Name, m.ResourceVersion) {
 		return Report{}
