@@ -18,6 +18,7 @@ import (
 	"github.com/trustplane/trustplane/bundle-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/bundle-operator/internal/bundle"
 	"github.com/trustplane/trustplane/bundle-operator/internal/spire"
+	"github.com/trustplane/trustplane/common/x509ca"
 )
 
 // Reasons a source cannot be read, besides the content reasons of package
@@ -42,7 +43,8 @@ const (
 	// the operator does not read sources from (--source-namespaces).
 	ReasonNamespaceNotAllowed = "SourceNamespaceNotAllowed"
 	// ReasonTrustDomainMismatch: spec.trustDomain is not the trust domain of
-	// the SPIRE server.
+	// the SPIRE server, or a trust domain's bundle from SPIRE holds a CA
+	// naming another trust domain in its spiffe:// URI SAN.
 	ReasonTrustDomainMismatch = "TrustDomainMismatch"
 	// ReasonNoSources: the TrustBundle names no source (admission requires
 	// one; this guards a spec that bypassed it), so there is nothing to
@@ -236,6 +238,16 @@ func domain(b *spire.Bundle, dropNonCA bool, now time.Time) (bundle.Domain, erro
 	}
 	if err != nil {
 		return bundle.Domain{}, fmt.Errorf("trust domain %s: %w", b.TrustDomain, err)
+	}
+	for _, c := range certs {
+		// A SPIRE CA names its own trust domain: one naming another is
+		// that domain's, and would sign for this one in its document.
+		if other := x509ca.OtherTrustDomains(c, b.TrustDomain); len(other) > 0 {
+			return bundle.Domain{}, reject(ReasonTrustDomainMismatch,
+				"trust domain %s: X.509 authority %q (SHA-256 %s) names the trust domain %s in its spiffe:// URI SAN: "+
+					"another trust domain's CA never becomes an authority of this one; take it out of the SPIRE server's bundle of %s",
+				b.TrustDomain, c.Subject.String(), bundle.NewCertificate(c).SHA256[:16], strings.Join(other, ", "), b.TrustDomain)
+		}
 	}
 	jwt := make([]bundle.JWTAuthority, 0, len(b.JWTAuthorities))
 	for _, k := range b.JWTAuthorities {
