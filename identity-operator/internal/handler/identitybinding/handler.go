@@ -250,8 +250,23 @@ func (h *Handler) CreateOrUpdate(ctx context.Context, b *v1alpha1.IdentityBindin
 		return err
 	}
 	if pending != "" {
+		// An output b holds for an earlier spec (another variant or
+		// SPIFFE ID) goes now: kept while b waits, it would select pods b
+		// no longer names, and a peer that moved into its group would
+		// wait on it as b waits on the peer's (two bindings swapping
+		// their variants waited on each other for good).
+		stale, err := h.holdsStaleOutput(ctx, j, b, d)
+		if err != nil {
+			return err
+		}
+		if stale {
+			if _, err := h.withdraw(ctx, j, b); err != nil {
+				return err
+			}
+			b.Status.Outputs = nil
+		}
 		clearFailures(b)
-		log.V(1).Info("waiting for a former peer's output to be withdrawn", "peerOutput", pending)
+		log.V(1).Info("waiting for a former peer's output to be withdrawn", "peerOutput", pending, "ownStaleOutputWithdrawn", stale)
 		return ctrlerrors.WithReason(v1alpha1.ReasonPeerOutputPending, ctrlerrors.RetryableWithDelayErrorf(h.opts.WithdrawalRetry,
 			"output %s of another binding still selects these workloads; waiting for it to be withdrawn", pending))
 	}

@@ -2,6 +2,7 @@ package identitybinding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -51,6 +52,29 @@ func (h *Handler) peerOutputPending(ctx context.Context, j *janitor.Client, d ou
 		}
 	}
 	return "", nil
+}
+
+// holdsStaleOutput reports whether b holds an output of a kind the
+// instance writes whose group or SPIFFE ID label is not d's: one rendered
+// from an earlier spec of b.
+func (h *Handler) holdsStaleOutput(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, d output.Desired) (bool, error) {
+	name := output.Name(b.Namespace, b.Name)
+	want := d.Labels()
+	for _, k := range h.opts.Outputs {
+		o := output.New(k)
+		found, err := j.Claim(ctx, client.ObjectKey{Name: name}, o)
+		var notOwned *janitor.NotOwnedError
+		if errors.As(err, &notOwned) {
+			continue // not b's: writeOutputs reports it once b may write
+		}
+		if err != nil {
+			return false, fmt.Errorf("read %s output %s: %w", k, name, err)
+		}
+		if found && !labelsCurrent(o, want) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // writeOutputs creates or updates every configured output of b and deletes
