@@ -109,6 +109,11 @@ func build(spec *v1alpha1.SpiffeEntrySpec, serverTD string) (entries.Entry, *fie
 	if len(spec.Selectors) == 0 {
 		return e, &fieldError{ReasonInvalidSelector, "spec.selectors", fmt.Errorf("at least one selector is required")}
 	}
+	// The CRD's maxItems may be missing (an older or edited CRD): SPIRE's
+	// datastore fails a lookup of that many selectors as an Internal error.
+	if err := entries.CheckSelectorCount(len(spec.Selectors)); err != nil {
+		return e, &fieldError{ReasonInvalidSelector, "spec.selectors", err}
+	}
 	for i, s := range spec.Selectors {
 		sel, err := entries.ParseSelector(s)
 		if err == nil {
