@@ -17,10 +17,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/labels"
-	"github.com/trustplane/trustplane/common/scoped"
 )
 
 // Keys of the framework settings, as flags; the environment variable of each
@@ -202,19 +200,6 @@ func splitList(s string) []string {
 // environment env (see Environments).
 func (c Config) Reconciles(env string) bool {
 	return len(c.Environments) == 0 || slices.Contains(c.Environments, env)
-}
-
-// ReconcilesObject reports whether the instance reconciles obj: obj has an
-// environment by scoped.EnvironmentOf (its label, or DefaultEnvironment)
-// and the instance reconciles it. An object without one is Blocked until
-// labelled, and one of another environment is left to its instance: this
-// instance registers nothing for either. A handler that defers to other
-// objects of its kind (a fallback that yields to the policies the
-// instance takes) asks it, so that an object no pass of this instance
-// will act on never takes anything over.
-func (c Config) ReconcilesObject(obj client.Object) bool {
-	env, ok := scoped.EnvironmentOf(obj, c.DefaultEnvironment)
-	return ok && c.Reconciles(env)
 }
 
 // Load reads the framework settings from v, applying defaults for keys v

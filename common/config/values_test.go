@@ -7,11 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/config"
-	"github.com/trustplane/trustplane/common/labels"
 )
 
 // A jitter factor that is not a number is not within [0, 1] and must be
@@ -119,37 +116,6 @@ func TestEnvironmentsAreReadAndChecked(t *testing.T) {
 	} {
 		if _, err := load(t, bad, nil); err == nil || !strings.Contains(err.Error(), "environments") {
 			t.Errorf("%v: error %v, want one naming environments", bad, err)
-		}
-	}
-}
-
-// TestReconcilesObjectFollowsTheEnvironmentRule: an object is reconciled
-// when its environment (label, else the default) is one the instance
-// reconciles; an unlabelled object of a strict instance is not.
-func TestReconcilesObjectFollowsTheEnvironmentRule(t *testing.T) {
-	labelled := func(env string) client.Object {
-		o := &metav1.PartialObjectMetadata{}
-		if env != "" {
-			o.Labels = map[string]string{labels.Environment: env}
-		}
-		return o
-	}
-	for _, tc := range []struct {
-		name string
-		cfg  config.Config
-		env  string
-		want bool
-	}{
-		{"every environment, labelled", config.Config{}, "other", true},
-		{"every environment, unlabelled, strict", config.Config{}, "", false},
-		{"every environment, unlabelled, default", config.Config{DefaultEnvironment: "prod"}, "", true},
-		{"listed", config.Config{Environments: []string{"prod", "test"}}, "test", true},
-		{"not listed", config.Config{Environments: []string{"test"}}, "other", false},
-		{"unlabelled, default listed", config.Config{Environments: []string{"test"}, DefaultEnvironment: "test"}, "", true},
-		{"unlabelled, strict, listed", config.Config{Environments: []string{"test"}}, "", false},
-	} {
-		if got := tc.cfg.ReconcilesObject(labelled(tc.env)); got != tc.want {
-			t.Errorf("%s: ReconcilesObject = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -12,20 +12,23 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
-// yield holds, for a fallback policy, the policies it yields to: the other
-// non-fallback policies the instance takes.
+// yield holds, for a fallback policy, what the policies it yields to
+// select: the other non-fallback policies of the instance's class.
 type yield struct {
-	workloads  []*policy
-	pods       []*policy
+	workloads  []workload.Selection
+	pods       []podSelection
 	namespaces map[string]*corev1.Namespace
 }
 
-// othersOf reads the policies the fallback policy obj yields to: those of
-// the instance's class and environments. A policy whose spec does not
-// compile (it keeps what it registered, but selects nothing new), that is
-// being deleted, or that this instance does not reconcile (another
-// environment's, or one without an environment label in a strict
-// instance: it registers nothing here) is not one of them.
+// podSelection is what a policy of pods selects.
+type podSelection struct {
+	sel  workload.Selection
+	pods labels.Selector
+}
+
+// othersOf reads the policies the fallback policy obj yields to. A policy
+// whose spec does not compile (it keeps what it registered, but selects
+// nothing new) or that is being deleted is not one of them.
 func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration) (*yield, error) {
 	var l v1alpha1.SpiffeRegistrationList
 	if err := h.Reader.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
@@ -34,8 +37,7 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	y := &yield{}
 	for i := range l.Items {
 		o := &l.Items[i]
-		if o.UID == obj.UID || o.Spec.Fallback || o.DeletionTimestamp != nil || !h.Class.Takes(o.Spec.ClassName) ||
-			h.Reconciles != nil && !h.Reconciles(o) {
+		if o.UID == obj.UID || o.Spec.Fallback || o.DeletionTimestamp != nil || !h.Class.Takes(o.Spec.ClassName) {
 			continue
 		}
 		op, err := compile(&o.Spec, h.TrustDomain, h.ClusterName)
@@ -43,9 +45,9 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 			continue
 		}
 		if op.pods != nil {
-			y.pods = append(y.pods, op)
+			y.pods = append(y.pods, podSelection{sel: op.selection, pods: op.pods})
 		} else {
-			y.workloads = append(y.workloads, op)
+			y.workloads = append(y.workloads, op.selection)
 		}
 	}
 	if len(y.workloads)+len(y.pods) == 0 {
@@ -63,19 +65,14 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 }
 
 // takenByOthers reports whether a policy the fallback policy p yields to
-// selects the workload w and renders its entry. One whose render fails for
-// w registers nothing for it (whoever writes w may drop a label its
-// template names), so the fallback keeps it.
+// selects the workload w.
 func (p *policy) takenByOthers(w workload.Workload) bool {
 	if p.others == nil {
 		return false
 	}
 	ns := p.others.namespaces[w.Namespace]
-	for _, o := range p.others.workloads {
-		if !o.selection.SelectsWorkload(ns, w) {
-			continue
-		}
-		if _, f := o.render(w); f == nil {
+	for _, sel := range p.others.workloads {
+		if sel.SelectsWorkload(ns, w) {
 			return true
 		}
 	}
@@ -83,18 +80,15 @@ func (p *policy) takenByOthers(w workload.Workload) bool {
 }
 
 // podTakenByOthers reports whether a policy of pods the fallback policy p
-// yields to selects the pod v and renders its entry (on the node the pod
-// names).
-func (p *policy) podTakenByOthers(v *podView) bool {
+// yields to selects a pod with these labels, running as serviceAccount in
+// namespace.
+func (p *policy) podTakenByOthers(namespace, serviceAccount string, podLabels labels.Labels) bool {
 	if p.others == nil {
 		return false
 	}
-	ns := p.others.namespaces[v.namespace]
+	ns := p.others.namespaces[namespace]
 	for _, o := range p.others.pods {
-		if !o.selection.SelectsNamespace(ns) || !o.selection.SelectsAccount(v.serviceAccount) || !o.pods.Matches(labels.Set(v.labels)) {
-			continue
-		}
-		if _, f := o.renderPod(v, v.node, o.parentID); f == nil {
+		if o.sel.SelectsNamespace(ns) && o.sel.SelectsAccount(serviceAccount) && o.pods.Matches(podLabels) {
 			return true
 		}
 	}

@@ -79,11 +79,6 @@ type Handler struct {
 	// Class says which policies this instance takes; fallback policies
 	// yield only to those.
 	Class class.Filter
-	// Reconciles reports whether this instance reconciles a policy by its
-	// environment (config.Config.ReconcilesObject); fallback policies
-	// yield only to those too. Nil counts every policy (an instance of
-	// every environment with a default one).
-	Reconciles func(client.Object) bool
 	// Pods reads the pods, for per-node parents, per-pod entries and
 	// policies of pods; nil reads typed pods through Reader.
 	Pods *pods.Source

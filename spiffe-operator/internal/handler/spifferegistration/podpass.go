@@ -42,17 +42,14 @@ func (h *Handler) podPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration,
 			// spec.serviceAccountName narrows a policy of pods as it does
 			// one of workloads: whoever may create pods in the namespace
 			// can copy the labels under another account.
-			if !p.selection.SelectsAccount(pod.ServiceAccount) || !p.pods.Matches(pod.LabelSet) {
+			if !p.selection.SelectsAccount(pod.ServiceAccount) || !p.pods.Matches(pod.LabelSet) ||
+				p.podTakenByOthers(pod.Namespace, pod.ServiceAccount, pod.LabelSet) {
 				return
 			}
 			kind, name := pods.Owner(pod)
-			v := podView{uid: string(pod.UID), namespace: pod.Namespace, name: pod.Name,
+			selected = append(selected, podView{uid: string(pod.UID), namespace: pod.Namespace, name: pod.Name,
 				serviceAccount: pod.ServiceAccount, node: pod.NodeName, ownerKind: kind, ownerName: name,
-				labels: pod.LabelSet.Map(), annotations: pod.Annotations}
-			if p.podTakenByOthers(&v) {
-				return
-			}
-			selected = append(selected, v)
+				labels: pod.LabelSet.Map(), annotations: pod.Annotations})
 		})
 		if err != nil {
 			return err
