@@ -73,9 +73,11 @@ func (j *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 // listed.
 func (j *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	own := labels.Owner(j.owner, j.ownerGVK.Kind)
-	sel := k8slabels.SelectorFromSet(own)
 	if _, named := own[labels.OwnerName]; named {
-		return j.Client.DeleteAllOf(ctx, obj, append(opts, client.MatchingLabelsSelector{Selector: sel})...)
+		// MatchingLabels adds to a selector opts hold; a
+		// MatchingLabelsSelector would replace it, deleting every child
+		// instead of those the caller selected.
+		return j.Client.DeleteAllOf(ctx, obj, append(opts, client.MatchingLabels(own))...)
 	}
 	unnamed, err := k8slabels.NewRequirement(labels.OwnerName, selection.DoesNotExist, nil)
 	if err != nil {
@@ -89,7 +91,7 @@ func (j *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...cli
 	}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	listOpts := given.ListOptions
-	listOpts.LabelSelector = sel.Add(*unnamed)
+	listOpts.LabelSelector = k8slabels.SelectorFromSet(own).Add(*unnamed)
 	if given.LabelSelector != nil {
 		reqs, _ := given.LabelSelector.Requirements()
 		listOpts.LabelSelector = listOpts.LabelSelector.Add(reqs...)

@@ -583,11 +583,11 @@ func (j *Client) cleanup(ctx context.Context, confirm bool) (deleted, seen int, 
 			if child.GetDeletionTimestamp() != nil {
 				// Its deletion was accepted. A child of a namespaced
 				// owner in another namespace, where whoever may write
-				// objects there can forge one and hold it with a
-				// finalizer of theirs, is waited for only while our
-				// finalizer holds it (an operator of ours still
-				// withdrawing what it stands for).
-				if t.Live && (child.GetNamespace() == "" || j.canReference(child) || controllerutil.ContainsFinalizer(child, labels.Finalizer)) {
+				// objects there can forge one and hold it with any
+				// finalizer, ours by name included (a finalizer is a
+				// string anyone may put on their own object), is not
+				// waited for.
+				if t.Live && (child.GetNamespace() == "" || j.canReference(child)) {
 					seen++
 				}
 				continue

@@ -125,8 +125,15 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 		empty.SetGroupVersionKind(gvk)
 		empty.SetNamespace(m.Namespace)
 		empty.SetName(m.Name)
+		// The UID read makes the apply a precondition: an apply of a name
+		// that no longer exists would create it (empty, holding nothing of
+		// ours, so never released again), and one of an object replaced
+		// since would take fields of an object we never wrote to.
+		empty.SetUID(m.UID)
 		err := w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(empty), client.FieldOwner(w.FieldManager), client.ForceOwnership)
 		switch {
+		case apierrors.IsConflict(err):
+			return "", fmt.Errorf("%w: %s/%s was deleted or replaced since it was read: %w", ErrChangedSinceRead, m.Namespace, m.Name, err)
 		case RefusedByFieldValidation(err):
 			return "", fmt.Errorf("%w: the API server refuses it without our fields (it is immutable, or needs a field only we own) and another writer manages a field of it: %w", ErrLeftInPlace, err)
 		case w.refusedByOwnPolicy(err):
@@ -151,6 +158,11 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 	// The delete event carries a newer resourceVersion than rv.
 	return nextRV(rv), nil
 }
+
+// ErrChangedSinceRead reports a release of an object deleted or replaced
+// (another UID) since the read it was given: nothing of it is written;
+// the next read shows what there is to release.
+var ErrChangedSinceRead = errors.New("the object changed since it was read")
 
 // RefusedByFieldValidation reports whether err is the API server's
 // validation of the object's fields refusing a write: a field that is
