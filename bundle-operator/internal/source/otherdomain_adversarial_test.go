@@ -40,7 +40,7 @@ func (f federatedSpire) FederatedBundles(context.Context) (map[string]*spire.Bun
 // accepted a CA naming spiffe://partner.test as an authority of
 // example.org ... verifies against keys.spiffe: true". The same holds for
 // a federated trust domain's bundle holding a CA that names example.org.
-// Now the source is refused with TrustDomainMismatch, naming the domain,
+// Now the source is refused with AuthorityOfAnotherTrustDomain, naming the domain,
 // so nothing of it is published and the targets keep their last good
 // bundle.
 func TestACAThatNamesAnotherTrustDomainNeverBecomesItsAuthority(t *testing.T) {
@@ -84,8 +84,8 @@ func TestACAThatNamesAnotherTrustDomainNeverBecomesItsAuthority(t *testing.T) {
 				doc, derr := res.Local.SPIFFE()
 				t.Fatalf("Resolve() accepted a CA naming spiffe://%s (local document %q, %v)", tc.named, doc, derr)
 			}
-			if !errors.As(err, &se) || se.Reason != source.ReasonTrustDomainMismatch || !strings.Contains(err.Error(), tc.named) {
-				t.Errorf("Resolve() = %v, want %s naming %s", err, source.ReasonTrustDomainMismatch, tc.named)
+			if !errors.As(err, &se) || se.Reason != source.ReasonAuthorityOfAnotherTrustDomain || !strings.Contains(err.Error(), tc.named) {
+				t.Errorf("Resolve() = %v, want %s naming %s", err, source.ReasonAuthorityOfAnotherTrustDomain, tc.named)
 			}
 		})
 	}

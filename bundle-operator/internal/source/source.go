@@ -43,9 +43,13 @@ const (
 	// the operator does not read sources from (--source-namespaces).
 	ReasonNamespaceNotAllowed = "SourceNamespaceNotAllowed"
 	// ReasonTrustDomainMismatch: spec.trustDomain is not the trust domain of
-	// the SPIRE server, or a trust domain's bundle from SPIRE holds a CA
-	// naming another trust domain in its spiffe:// URI SAN.
+	// the SPIRE server.
 	ReasonTrustDomainMismatch = "TrustDomainMismatch"
+	// ReasonAuthorityOfAnotherTrustDomain: a trust domain's bundle from
+	// SPIRE holds a CA naming another trust domain in its spiffe:// URI
+	// SAN. Like any refused content, targets keep their last good bundle
+	// and new ones get it.
+	ReasonAuthorityOfAnotherTrustDomain = "AuthorityOfAnotherTrustDomain"
 	// ReasonNoSources: the TrustBundle names no source (admission requires
 	// one; this guards a spec that bypassed it), so there is nothing to
 	// publish but an empty bundle.
@@ -243,7 +247,7 @@ func domain(b *spire.Bundle, dropNonCA bool, now time.Time) (bundle.Domain, erro
 		// A SPIRE CA names its own trust domain: one naming another is
 		// that domain's, and would sign for this one in its document.
 		if other := x509ca.OtherTrustDomains(c, b.TrustDomain); len(other) > 0 {
-			return bundle.Domain{}, reject(ReasonTrustDomainMismatch,
+			return bundle.Domain{}, reject(ReasonAuthorityOfAnotherTrustDomain,
 				"trust domain %s: X.509 authority %q (SHA-256 %s) names the trust domain %s in its spiffe:// URI SAN: "+
 					"another trust domain's CA never becomes an authority of this one; take it out of the SPIRE server's bundle of %s",
 				b.TrustDomain, c.Subject.String(), bundle.NewCertificate(c).SHA256[:16], strings.Join(other, ", "), b.TrustDomain)

@@ -63,6 +63,16 @@ func (c *ClusterTrustBundles) Sync(ctx context.Context, name string, pem []byte,
 		rep.Add(c.syncOne(ctx, name, pem, labels, false))
 	}
 	bundle := labels[LabelTrustBundle]
+	// Writes not in the cache are judged before the list: the cache only
+	// moves on, so a write it shows now is in the list too.
+	var writing []client.ObjectKey
+	for _, k := range c.unseen.writing(kindClusterTrustBundle, bundle) {
+		if k.Name != name {
+			writing = append(writing, k)
+		}
+	}
+	r, unseen := unseenWrites(ctx, c.Cache, &c.unseen, kindClusterTrustBundle, ClusterTrustBundleGVK, writing)
+	rep.Add(r)
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(ClusterTrustBundleGVK.GroupVersion().WithKind(ClusterTrustBundleGVK.Kind + "List"))
 	if err := c.Cache.List(ctx, l, client.MatchingLabels{LabelTrustBundle: bundle}); err != nil {
@@ -76,14 +86,6 @@ func (c *ClusterTrustBundles) Sync(ctx context.Context, name string, pem []byte,
 		}
 	}
 	c.left.keepOnly(bundle, kindClusterTrustBundle, stale)
-	var writing []client.ObjectKey
-	for _, k := range c.unseen.writing(kindClusterTrustBundle, bundle) {
-		if k.Name != name {
-			writing = append(writing, k)
-		}
-	}
-	r, unseen := unseenWrites(ctx, c.Cache, &c.unseen, kindClusterTrustBundle, ClusterTrustBundleGVK, writing)
-	rep.Add(r)
 	for _, m := range stale {
 		if unseen[client.ObjectKey{Name: m.Name}] {
 			continue

@@ -316,6 +316,14 @@ func (o *Objects) createOne(ctx context.Context, d Desired, ns, hash string) Rep
 func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, labels map[string]string) Report {
 	var rep Report
 	bundle := labels[LabelTrustBundle]
+	if o.Expectations != nil {
+		// Judged before the list: the cache only moves on, so a write
+		// it shows now is in the list too, and one it does not show yet
+		// is reported here (release skips it in the list).
+		unseen, _ := unseenWrites(ctx, o.Cache, o.Expectations, kind, corev1.SchemeGroupVersion.WithKind(string(kind)),
+			o.Expectations.writing(kind, bundle))
+		rep.Add(unseen)
+	}
 	owned, err := o.list(ctx, kind, labels)
 	if err != nil {
 		rep.Fail(fmt.Sprintf("list %ss of %s", kind, bundle), err)
@@ -333,12 +341,6 @@ func (o *Objects) ReleaseAll(ctx context.Context, kind Kind, labels map[string]s
 		rep.Add(r)
 		mu.Unlock()
 	})
-	if o.Expectations != nil {
-		// release skips the listed ones among them.
-		unseen, _ := unseenWrites(ctx, o.Cache, o.Expectations, kind, corev1.SchemeGroupVersion.WithKind(string(kind)),
-			o.Expectations.writing(kind, bundle))
-		rep.Add(unseen)
-	}
 	return rep
 }
 
