@@ -54,13 +54,15 @@ func (h *Handler) peerOutputPending(ctx context.Context, j *janitor.Client, d ou
 	return "", nil
 }
 
-// holdsStaleOutput reports whether b holds an output of a kind the
-// instance writes whose group or SPIFFE ID label is not d's: one rendered
-// from an earlier spec of b.
+// holdsStaleOutput reports whether b holds an output of a served kind
+// whose group or SPIFFE ID label is not d's: one rendered from an earlier
+// spec of b. Every served kind counts, as for peerOutputPending: one the
+// instance wrote before its outputs were configured otherwise stands in a
+// peer's way as well.
 func (h *Handler) holdsStaleOutput(ctx context.Context, j *janitor.Client, b *v1alpha1.IdentityBinding, d output.Desired) (bool, error) {
 	name := output.Name(b.Namespace, b.Name)
 	want := d.Labels()
-	for _, k := range h.opts.Outputs {
+	for _, k := range h.opts.ServedOutputs {
 		o := output.New(k)
 		found, err := j.Claim(ctx, client.ObjectKey{Name: name}, o)
 		var notOwned *janitor.NotOwnedError
