@@ -39,13 +39,7 @@ import (
 func TestForgedChildHeldByOurFinalizerNameCannotBlockOwnerDeletion(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	plane, err := testapi.StartControlPlane()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = plane.Stop() })
-	c := plane.Client
-
-	victim, err := testapi.NewNamespace(ctx, c, "victim-")
-	g.Expect(err).NotTo(HaveOccurred())
+	c, victim := testapi.PlaneForTest(t, "victim-")
 	tenant, err := testapi.NewNamespace(ctx, c, "tenant-")
 	g.Expect(err).NotTo(HaveOccurred())
 

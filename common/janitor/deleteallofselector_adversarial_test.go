@@ -32,13 +32,7 @@ import (
 func TestDeleteAllOfDeletesOnlyWhatTheCallerSelected(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	plane, err := testapi.StartControlPlane()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = plane.Stop() })
-	c := plane.Client
-
-	ns, err := testapi.NewNamespace(ctx, c, "j-sel-")
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := testapi.PlaneForTest(t, "j-sel-")
 	w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns, Labels: map[string]string{labels.Environment: "dev"}}}
 	g.Expect(c.Create(ctx, w)).To(Succeed())
 	j, err := janitor.New(scoped.New(c, "dev"), w)

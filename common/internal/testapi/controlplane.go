@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,4 +43,21 @@ func NewNamespace(ctx context.Context, c client.Client, prefix string) (string, 
 		return "", fmt.Errorf("create namespace %s*: %w", prefix, err)
 	}
 	return ns.Name, nil
+}
+
+// PlaneForTest starts a control plane (StartControlPlane) for a plain Go
+// test, stopped when the test ends, and creates a namespace named prefix
+// and a random suffix in it; the test fails at once if either fails.
+func PlaneForTest(t testing.TB, prefix string) (client.Client, string) {
+	t.Helper()
+	plane, err := StartControlPlane()
+	if err != nil {
+		t.Fatalf("start the control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = plane.Stop() })
+	ns, err := NewNamespace(context.Background(), plane.Client, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plane.Client, ns
 }
