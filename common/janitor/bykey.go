@@ -72,6 +72,9 @@ func (j *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 // Owns accepts is deleted, preconditioned on the UID and resourceVersion
 // listed.
 func (j *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	if scoped.SelectsNothing(opts...) {
+		return nil
+	}
 	own := labels.Owner(j.owner, j.ownerGVK.Kind)
 	if _, named := own[labels.OwnerName]; named {
 		// MatchingLabels adds to a selector opts hold; a

@@ -212,6 +212,9 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 
 // DeleteAllOf deletes only objects of this environment.
 func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	if SelectsNothing(opts...) {
+		return nil
+	}
 	if !c.any {
 		// For the default environment this leaves objects without the label
 		// (or with an empty one) alone: deleting in bulk what no label claims
@@ -219,6 +222,20 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...cli
 		opts = append(opts, client.MatchingLabels{labels.Environment: c.env})
 	}
 	return c.Client.DeleteAllOf(ctx, obj, opts...)
+}
+
+// SelectsNothing reports whether opts hold a label selector that selects
+// nothing (labels.Nothing(), which metav1.LabelSelectorAsSelector(nil) and
+// an empty MatchingLabelsSelector give). A DeleteAllOf of such options
+// deletes nothing: that selector has no requirements to add others to, and
+// is sent as no selector at all, which would select everything.
+func SelectsNothing(opts ...client.DeleteAllOfOption) bool {
+	given := (&client.DeleteAllOfOptions{}).ApplyOptions(opts)
+	if given.LabelSelector == nil {
+		return false
+	}
+	_, selectable := given.LabelSelector.Requirements()
+	return !selectable
 }
 
 // CreateOrUpdate fetches obj within the environment, applies mutate, and
