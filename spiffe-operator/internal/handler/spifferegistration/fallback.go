@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,9 +27,11 @@ type podSelection struct {
 	pods labels.Selector
 }
 
-// othersOf reads the policies the fallback policy obj yields to. A policy
-// whose spec does not compile (it keeps what it registered, but selects
-// nothing new) or that is being deleted is not one of them.
+// othersOf reads the policies the fallback policy obj yields to: the other
+// non-fallback policies of the class that are not being deleted. One whose
+// spec does not compile keeps what it registered, so the fallback yields
+// to what its selectors select, when they compile; one whose selectors do
+// not compile is not one of them.
 func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration) (*yield, error) {
 	var l v1alpha1.SpiffeRegistrationList
 	if err := h.Reader.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
@@ -40,15 +43,19 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		if o.UID == obj.UID || o.Spec.Fallback || o.DeletionTimestamp != nil || !h.Class.Takes(o.Spec.ClassName) {
 			continue
 		}
-		op, err := compile(&o.Spec, h.TrustDomain, h.ClusterName)
+		sel, err := compileSelection(&o.Spec)
 		if err != nil {
 			continue
 		}
-		if op.pods != nil {
-			y.pods = append(y.pods, podSelection{sel: op.selection, pods: op.pods})
-		} else {
-			y.workloads = append(y.workloads, op.selection)
+		if o.Spec.PodSelector == nil {
+			y.workloads = append(y.workloads, sel)
+			continue
 		}
+		pods, perr := metav1.LabelSelectorAsSelector(o.Spec.PodSelector)
+		if perr != nil {
+			continue
+		}
+		y.pods = append(y.pods, podSelection{sel: sel, pods: pods})
 	}
 	if len(y.workloads)+len(y.pods) == 0 {
 		return nil, nil

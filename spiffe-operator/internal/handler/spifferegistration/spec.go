@@ -130,19 +130,12 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 	if p.jwtTTL, err = ttlSeconds(spec.JWTSVIDTTL, 0); err != nil {
 		return nil, fieldErr(ReasonInvalidTTL, "spec.jwtSVIDTTL", err)
 	}
-	if p.selection.Namespaces, err = selector(spec.NamespaceSelector); err != nil {
-		return nil, fieldErr(ReasonInvalidNamespaceSelector, "spec.namespaceSelector", err)
-	}
-	if p.selection.Workloads, err = selector(spec.WorkloadSelector); err != nil {
-		return nil, fieldErr(ReasonInvalidWorkloadSelector, "spec.workloadSelector", err)
+	var serr *specError
+	if p.selection, serr = compileSelection(spec); serr != nil {
+		return nil, serr
 	}
 	p.perPod = spec.EntryGranularity == v1alpha1.EntryPerPod
 	p.autoDNS = spec.AutoPopulateDNSNames
-	p.selection.ServiceAccount = spec.ServiceAccountName
-	p.selection.IgnoreNamespaces = spec.IgnoreNamespaces
-	if spec.IgnoreNamespaces == nil {
-		p.selection.IgnoreNamespaces = v1alpha1.DefaultIgnoreNamespaces()
-	}
 	if (spec.Admin || spec.Downstream) && !singleAccount(spec) {
 		field := "spec.admin"
 		if !spec.Admin {
@@ -152,11 +145,34 @@ func compile(spec *v1alpha1.SpiffeRegistrationSpec, serverTD, clusterName string
 			"grants SPIRE admin or downstream rights, so the policy must select one namespace by name (namespaceSelector.matchLabels[%s]) and set serviceAccountName",
 			v1alpha1.NamespaceNameLabel))
 	}
-	p.selection.Kinds = spec.WorkloadKinds
-	if len(p.selection.Kinds) == 0 {
-		p.selection.Kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
-	}
 	return p, nil
+}
+
+// compileSelection compiles what spec selects besides pods: namespaces,
+// workloads, kinds and service account. A fallback policy yields on it to
+// a policy whose spec fails elsewhere, since that policy keeps what it
+// registered.
+func compileSelection(spec *v1alpha1.SpiffeRegistrationSpec) (workload.Selection, *specError) {
+	var (
+		sel workload.Selection
+		err error
+	)
+	if sel.Namespaces, err = selector(spec.NamespaceSelector); err != nil {
+		return sel, fieldErr(ReasonInvalidNamespaceSelector, "spec.namespaceSelector", err)
+	}
+	if sel.Workloads, err = selector(spec.WorkloadSelector); err != nil {
+		return sel, fieldErr(ReasonInvalidWorkloadSelector, "spec.workloadSelector", err)
+	}
+	sel.ServiceAccount = spec.ServiceAccountName
+	sel.IgnoreNamespaces = spec.IgnoreNamespaces
+	if spec.IgnoreNamespaces == nil {
+		sel.IgnoreNamespaces = v1alpha1.DefaultIgnoreNamespaces()
+	}
+	sel.Kinds = spec.WorkloadKinds
+	if len(sel.Kinds) == 0 {
+		sel.Kinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindDeployment}
+	}
+	return sel, nil
 }
 
 // compileParent sets the fixed parent, or the per-node parent template.

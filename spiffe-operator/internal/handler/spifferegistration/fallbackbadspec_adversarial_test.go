@@ -1,0 +1,74 @@
+package spifferegistration
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+)
+
+// TestAFallbackAndAPolicyWhoseSpecNoLongerCompilesNeverGiveAWorkloadTwoIdentities:
+// policy main (no fallback) registers Deployment a/web; a fallback policy
+// yields web to it. main's spec is then edited into one that does not
+// compile (a template naming an unknown variable): main is Blocked and, by
+// design ("a bad edit must not revoke identities"), keeps web's entry in
+// SPIRE. othersOf skips a policy whose spec does not compile, so the
+// fallback no longer yields and registers web as well: web's pods hold
+// main's kept identity and the fallback's at once (seen failing). The
+// fallback now yields to what such a policy's selectors select.
+func TestAFallbackAndAPolicyWhoseSpecNoLongerCompilesNeverGiveAWorkloadTwoIdentities(t *testing.T) {
+	ctx := context.Background()
+	web := map[string]string{"app": "web"}
+	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "web", web), runningPod("a", "web-1", "web", "", web))
+	main := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+		s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}"
+	})
+	main.Name, main.Generation, main.UID = "main", 1, k8stypes.UID("22222222-3333-4444-5555-666666666666")
+	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	fb := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+		s.Fallback = true
+		s.SpiffeIDTemplate = "fallback/ns/{namespace}/sa/{serviceAccount}"
+	})
+	fb.Name, fb.Generation = "fallback", 1
+	pass := func() {
+		t.Helper()
+		_ = e.h.CreateOrUpdate(ctx, main)
+		if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass()
+	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/web"}) {
+		t.Fatalf("precondition: SPIRE holds %v, want main's entry alone", got)
+	}
+
+	// main's spec is edited into one that does not compile.
+	cur := &v1alpha1.SpiffeRegistration{}
+	if err := e.c.Get(ctx, client.ObjectKey{Name: "main"}, cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAcount}"
+	cur.Generation = 2
+	if err := e.c.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	main.Spec.SpiffeIDTemplate, main.Generation = cur.Spec.SpiffeIDTemplate, 2
+	pass()
+	pass()
+
+	got := paths(e.api)
+	if !slices.Contains(got, "/ns/a/sa/web") {
+		t.Fatalf("precondition: main's entry should be kept across its bad edit; SPIRE holds %v", got)
+	}
+	if slices.ContainsFunc(got, func(p string) bool { return strings.HasPrefix(p, "/fallback/") }) {
+		t.Errorf("Deployment a/web holds two identities: main keeps its entry across a spec that does not compile and the fallback registers web as well: "+
+			"SPIRE holds %v (fallback: workloadsSelected=%d)", got, fb.Status.WorkloadsSelected)
+	}
+}
