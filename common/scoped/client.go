@@ -132,6 +132,10 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 // opts (for the default environment: also objects without the label or with
 // an empty one).
 func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if selectsNothing((&client.ListOptions{}).ApplyOptions(opts)) {
+		// Sent as no selector, it would list every environment's objects.
+		return meta.SetList(list, nil)
+	}
 	if c.any {
 		return c.Client.List(ctx, list, opts...)
 	}
@@ -224,18 +228,26 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...cli
 	return c.Client.DeleteAllOf(ctx, obj, opts...)
 }
 
-// SelectsNothing reports whether opts hold a label selector that selects
-// nothing (labels.Nothing(), which metav1.LabelSelectorAsSelector(nil) and
-// an empty MatchingLabelsSelector give). A DeleteAllOf of such options
+// SelectsNothing reports whether opts hold a label or field selector that
+// selects nothing (labels.Nothing(), which metav1.LabelSelectorAsSelector(nil)
+// and an empty MatchingLabelsSelector give; fields.Nothing(), which an
+// empty MatchingFieldsSelector gives). A DeleteAllOf of such options
 // deletes nothing: that selector has no requirements to add others to, and
 // is sent as no selector at all, which would select everything.
 func SelectsNothing(opts ...client.DeleteAllOfOption) bool {
-	given := (&client.DeleteAllOfOptions{}).ApplyOptions(opts)
-	if given.LabelSelector == nil {
-		return false
+	return selectsNothing(&(&client.DeleteAllOfOptions{}).ApplyOptions(opts).ListOptions)
+}
+
+// selectsNothing is SelectsNothing of resolved list options.
+func selectsNothing(lo *client.ListOptions) bool {
+	if lo.LabelSelector != nil {
+		if _, selectable := lo.LabelSelector.Requirements(); !selectable {
+			return true
+		}
 	}
-	_, selectable := given.LabelSelector.Requirements()
-	return !selectable
+	// fields.Nothing() is the one field selector neither empty nor made of
+	// requirements.
+	return lo.FieldSelector != nil && !lo.FieldSelector.Empty() && len(lo.FieldSelector.Requirements()) == 0
 }
 
 // CreateOrUpdate fetches obj within the environment, applies mutate, and
