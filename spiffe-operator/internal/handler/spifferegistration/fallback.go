@@ -30,8 +30,10 @@ type podSelection struct {
 // othersOf reads the policies the fallback policy obj yields to: the other
 // non-fallback policies of the class that are not being deleted. One whose
 // spec does not compile keeps what it registered, so the fallback yields
-// to what its selectors select, when they compile; one whose selectors do
-// not compile is not one of them.
+// to what its selectors select, when they compile, as long as its status
+// records a parent it holds entries under; one that holds none (it never
+// compiled, say) takes nothing, and neither does one whose selectors do
+// not compile.
 func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration) (*yield, error) {
 	var l v1alpha1.SpiffeRegistrationList
 	if err := h.Reader.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
@@ -46,6 +48,11 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		sel, err := compileSelection(&o.Spec)
 		if err != nil {
 			continue
+		}
+		if len(o.Status.ParentIDs) == 0 {
+			if _, specErr := compile(&o.Spec, h.TrustDomain, h.ClusterName); specErr != nil {
+				continue
+			}
 		}
 		if o.Spec.PodSelector == nil {
 			y.workloads = append(y.workloads, sel)

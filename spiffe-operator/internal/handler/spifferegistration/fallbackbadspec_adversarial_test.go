@@ -56,6 +56,7 @@ func TestAFallbackAndAPolicyWhoseSpecNoLongerCompilesNeverGiveAWorkloadTwoIdenti
 	}
 	cur.Spec.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAcount}"
 	cur.Generation = 2
+	cur.Status = main.Status // as the Controller wrote it after main's passes
 	if err := e.c.Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
