@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
-	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
@@ -27,7 +26,7 @@ import (
 // "of those only what the caller's options select". It looks at both now.
 func TestDeleteAllOfWithAFieldSelectorOfNothingDeletesNoChild(t *testing.T) {
 	ctx := context.Background()
-	c, ns := testapi.PlaneForTest(t, "j-attack-fields-")
+	c, ns := plane.For(t, "j-fields-")
 	for _, tc := range []struct{ what, owner, prefix string }{
 		{"an owner whose name a label holds", "w", "short"},
 		{"an owner whose name no label holds", "w-" + strings.Repeat("x", 70), "long"},

@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
-	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
@@ -53,7 +52,7 @@ func nothingSelected(t *testing.T) client.MatchingLabelsSelector {
 func TestDeleteAllOfWithASelectorOfNothingNeverDeletesOthersObjects(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	c, ns := testapi.PlaneForTest(t, "j-nothing-")
+	c, ns := plane.For(t, "j-nothing-")
 	w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns, Labels: map[string]string{labels.Environment: "dev"}}}
 	g.Expect(c.Create(ctx, w)).To(Succeed())
 	j, err := janitor.New(scoped.New(c, "dev"), w)
@@ -90,7 +89,7 @@ func TestDeleteAllOfWithASelectorOfNothingNeverDeletesOthersObjects(t *testing.T
 func TestDeleteAllOfOfALongNamedOwnerWithASelectorOfNothingDeletesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	c, ns := testapi.PlaneForTest(t, "j-nothing-long-")
+	c, ns := plane.For(t, "j-nothing-long-")
 	w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w-" + strings.Repeat("x", 70), Namespace: ns,
 		Labels: map[string]string{labels.Environment: "dev"}}}
 	g.Expect(c.Create(ctx, w)).To(Succeed())

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
-	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
@@ -32,7 +31,7 @@ import (
 func TestDeleteAllOfDeletesOnlyWhatTheCallerSelected(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	c, ns := testapi.PlaneForTest(t, "j-sel-")
+	c, ns := plane.For(t, "j-sel-")
 	w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns, Labels: map[string]string{labels.Environment: "dev"}}}
 	g.Expect(c.Create(ctx, w)).To(Succeed())
 	j, err := janitor.New(scoped.New(c, "dev"), w)

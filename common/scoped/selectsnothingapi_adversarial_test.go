@@ -23,7 +23,7 @@ import (
 // environments' objects (both seen failing). Both now select nothing.
 func TestSelectorsOfNothingNeverReachBeyondWhatTheySelect(t *testing.T) {
 	ctx := context.Background()
-	c, ns := testapi.PlaneForTest(t, "s-attack-")
+	c, ns := testapi.PlaneForTest(t, "s-nothing-")
 	dev := scoped.New(c, "dev")
 	mk := func(name, env string) {
 		t.Helper()

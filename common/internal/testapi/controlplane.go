@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,4 +61,36 @@ func PlaneForTest(t testing.TB, prefix string) (client.Client, string) {
 		t.Fatal(err)
 	}
 	return plane.Client, ns
+}
+
+// SharedPlane is one control plane (StartControlPlane) for the plain tests
+// of a package, started by the first that asks for it; the package's
+// TestMain stops it after m.Run. Each test gets a namespace of its own.
+type SharedPlane struct {
+	once  sync.Once
+	plane *testenv.ControlPlane
+	err   error
+}
+
+// For returns the shared control plane's client and a new namespace named
+// prefix and a random suffix; the test fails at once if either fails.
+func (s *SharedPlane) For(t testing.TB, prefix string) (client.Client, string) {
+	t.Helper()
+	s.once.Do(func() { s.plane, s.err = StartControlPlane() })
+	if s.err != nil {
+		t.Fatalf("start the control plane: %v", s.err)
+	}
+	ns, err := NewNamespace(context.Background(), s.plane.Client, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.plane.Client, ns
+}
+
+// Stop stops the control plane, if a test started it.
+func (s *SharedPlane) Stop() error {
+	if s.plane == nil {
+		return nil
+	}
+	return s.plane.Stop()
 }
