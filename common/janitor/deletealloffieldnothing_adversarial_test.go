@@ -2,7 +2,6 @@ package janitor_test
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
@@ -45,15 +45,8 @@ func TestDeleteAllOfWithAFieldSelectorOfNothingDeletesNoChild(t *testing.T) {
 
 			g.Expect(j.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.MatchingFieldsSelector{})).To(Succeed())
 
-			list := &corev1.ConfigMapList{}
-			g.Expect(c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{labels.OwnerUID: string(w.UID)})).To(Succeed())
-			var left []string
-			for _, cm := range list.Items {
-				if cm.DeletionTimestamp == nil {
-					left = append(left, cm.Name)
-				}
-			}
-			sort.Strings(left)
+			left, err := testapi.LiveConfigMaps(ctx, c, ns, client.MatchingLabels{labels.OwnerUID: string(w.UID)})
+			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(left).To(Equal([]string{prefix + "-cache", prefix + "-config"}),
 				"the caller's field selector selects nothing (fields.Nothing()), yet the janitor's DeleteAllOf deleted the owner's children")
 		})

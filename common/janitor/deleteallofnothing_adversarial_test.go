@@ -16,7 +16,6 @@ package janitor_test
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"testing"
 
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
@@ -104,15 +104,8 @@ func TestDeleteAllOfOfALongNamedOwnerWithASelectorOfNothingDeletesNothing(t *tes
 
 	g.Expect(j.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), nothingSelected(t))).To(Succeed())
 
-	list := &corev1.ConfigMapList{}
-	g.Expect(c.List(ctx, list, client.InNamespace(ns), client.HasLabels{labels.OwnerUID})).To(Succeed())
-	var left []string
-	for _, cm := range list.Items {
-		if cm.DeletionTimestamp == nil {
-			left = append(left, cm.Name)
-		}
-	}
-	sort.Strings(left)
+	left, err := testapi.LiveConfigMaps(ctx, c, ns, client.HasLabels{labels.OwnerUID})
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(left).To(Equal([]string{"cache", "config"}),
 		"the caller's selector selects nothing, so no child of the owner may be deleted")
 }

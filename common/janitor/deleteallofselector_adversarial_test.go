@@ -5,7 +5,6 @@ package janitor_test
 
 import (
 	"context"
-	"sort"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	widgetv1 "github.com/trustplane/trustplane/common/examples/widget/api/v1"
+	"github.com/trustplane/trustplane/common/internal/testapi"
 	"github.com/trustplane/trustplane/common/janitor"
 	"github.com/trustplane/trustplane/common/labels"
 	"github.com/trustplane/trustplane/common/scoped"
@@ -51,18 +51,7 @@ func TestDeleteAllOfDeletesOnlyWhatTheCallerSelected(t *testing.T) {
 
 	g.Expect(j.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.MatchingLabels{"tier": "cache"})).To(Succeed())
 
-	left := func() []string {
-		list := &corev1.ConfigMapList{}
-		g.Expect(c.List(ctx, list, client.InNamespace(ns), client.HasLabels{labels.OwnerUID})).To(Succeed())
-		var names []string
-		for _, cm := range list.Items {
-			if cm.DeletionTimestamp == nil {
-				names = append(names, cm.Name)
-			}
-		}
-		sort.Strings(names)
-		return names
-	}
+	left := func() ([]string, error) { return testapi.LiveConfigMaps(ctx, c, ns, client.HasLabels{labels.OwnerUID}) }
 	g.Eventually(left).Should(Equal([]string{"config"}),
 		"DeleteAllOf with MatchingLabels{tier: cache} must delete the cache tier only and keep the owner's tier=config child")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -93,4 +94,21 @@ func (s *SharedPlane) Stop() error {
 		return nil
 	}
 	return s.plane.Stop()
+}
+
+// LiveConfigMaps returns the sorted names of the ConfigMaps of namespace
+// that opts select and that are not being deleted.
+func LiveConfigMaps(ctx context.Context, c client.Reader, namespace string, opts ...client.ListOption) ([]string, error) {
+	list := &corev1.ConfigMapList{}
+	if err := c.List(ctx, list, append([]client.ListOption{client.InNamespace(namespace)}, opts...)...); err != nil {
+		return nil, fmt.Errorf("list ConfigMaps of %s: %w", namespace, err)
+	}
+	var names []string
+	for _, cm := range list.Items {
+		if cm.DeletionTimestamp == nil {
+			names = append(names, cm.Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
