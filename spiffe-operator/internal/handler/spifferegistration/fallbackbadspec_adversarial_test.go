@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
@@ -25,25 +24,7 @@ func TestAFallbackAndAPolicyWhoseSpecNoLongerCompilesNeverGiveAWorkloadTwoIdenti
 	ctx := context.Background()
 	web := map[string]string{"app": "web"}
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "web", web), runningPod("a", "web-1", "web", "", web))
-	main := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.SpiffeIDTemplate = "ns/{namespace}/sa/{serviceAccount}"
-	})
-	main.Name, main.Generation, main.UID = "main", 1, k8stypes.UID("22222222-3333-4444-5555-666666666666")
-	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	fb := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.Fallback = true
-		s.SpiffeIDTemplate = "fallback/ns/{namespace}/sa/{serviceAccount}"
-	})
-	fb.Name, fb.Generation = "fallback", 1
-	pass := func() {
-		t.Helper()
-		_ = e.h.CreateOrUpdate(ctx, main)
-		if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
-			t.Fatal(err)
-		}
-	}
+	main, fb, pass := mainAndFallback(t, e, "ns/{namespace}/sa/{serviceAccount}")
 	pass()
 	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/sa/web"}) {
 		t.Fatalf("precondition: SPIRE holds %v, want main's entry alone", got)

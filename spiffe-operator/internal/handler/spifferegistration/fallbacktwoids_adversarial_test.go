@@ -29,25 +29,7 @@ func TestAFallbackAndAKeptEntryNeverGiveAWorkloadTwoIdentities(t *testing.T) {
 	d := deploy("a", "web", "web", web)
 	d.Labels["team"] = "pay"
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), d, runningPod("a", "web-1", "web", "", web))
-	main := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.SpiffeIDTemplate = "ns/{namespace}/team/{label:team}"
-	})
-	main.Name, main.Generation, main.UID = "main", 1, k8stypes.UID("22222222-3333-4444-5555-666666666666")
-	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	fb := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.Fallback = true
-		s.SpiffeIDTemplate = "fallback/ns/{namespace}/sa/{serviceAccount}"
-	})
-	fb.Name, fb.Generation = "fallback", 1
-	pass := func() {
-		t.Helper()
-		_ = e.h.CreateOrUpdate(ctx, main)
-		if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
-			t.Fatal(err)
-		}
-	}
+	main, fb, pass := mainAndFallback(t, e, "ns/{namespace}/team/{label:team}")
 	pass()
 	if got := paths(e.api); !slices.Equal(got, []string{"/ns/a/team/pay"}) {
 		t.Fatalf("precondition: SPIRE holds %v, want main's entry alone", got)
@@ -79,4 +61,30 @@ func TestAFallbackAndAKeptEntryNeverGiveAWorkloadTwoIdentities(t *testing.T) {
 		t.Errorf("Deployment a/web holds two identities: main keeps its last good entry and the fallback registers web as well: SPIRE holds %v "+
 			"(main: entriesDesired=%d failures=%+v; fallback: workloadsSelected=%d)", got, main.Status.EntriesDesired, main.Status.Failures, fb.Status.WorkloadsSelected)
 	}
+}
+
+// mainAndFallback stores a policy main with the SPIFFE ID template beside a
+// fallback policy of the same workloads, and returns both with pass, which
+// runs main's pass (that may fail) and then the fallback's.
+func mainAndFallback(t *testing.T, e *env, template string) (main, fb *v1alpha1.SpiffeRegistration, pass func()) {
+	t.Helper()
+	ctx := context.Background()
+	main = newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) { s.SpiffeIDTemplate = template })
+	main.Name, main.Generation, main.UID = "main", 1, k8stypes.UID("22222222-3333-4444-5555-666666666666")
+	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	fb = newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+		s.Fallback = true
+		s.SpiffeIDTemplate = "fallback/ns/{namespace}/sa/{serviceAccount}"
+	})
+	fb.Name, fb.Generation = "fallback", 1
+	pass = func() {
+		t.Helper()
+		_ = e.h.CreateOrUpdate(ctx, main)
+		if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return main, fb, pass
 }
