@@ -107,7 +107,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	regHandler := &spifferegistration.Handler{
 		Reader: cached, Lister: workload.CacheLister{Cache: mgr.GetCache()}, Syncer: o.Syncer, TrustDomain: o.TrustDomain,
 		Metrics: o.EntryMetrics, Dirty: o.Dirty, ClusterName: o.ClusterName, Nodes: nodes.CacheGetter(cached), AllNodes: nodes.CacheLister(cached), Class: o.Class,
-		DryRun: o.DryRun, Passes: o.PassMetrics,
+		DryRun: o.DryRun, Passes: o.PassMetrics, Notify: o.Notifier.Notify,
 		Pods: &pods.Source{Cache: mgr.GetCache()},
 		ServiceNames: func(ctx context.Context, namespace string, podLabels map[string]string) ([]string, error) {
 			return services.DNSNames(ctx, cached, namespace, podLabels)

@@ -4,6 +4,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
@@ -45,6 +46,41 @@ var _ = Describe("Fallback policies", func() {
 		// The policy goes: the fallback takes web back.
 		Expect(k8s.Delete(ctx, main)).To(Succeed())
 		Eventually(paths(parentOf("fallback"))).Should(Equal([]string{"/fallback/ns/fallback-a/sa/batch", "/fallback/ns/fallback-a/sa/web"}))
+	})
+
+	It("keep a workload another policy selects but cannot render, until it renders there", func() {
+		namespace("fallback-r", map[string]string{"test": "fallback-r"})
+		web := deployment("fallback-r", "web", "web", nil)
+		fb := policyFor("fallback-r", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.Fallback = true
+			s.SpiffeIDTemplate = "fallback/ns/{namespace}/sa/{serviceAccount}"
+		})
+		Expect(k8s.Create(ctx, fb)).To(Succeed())
+		Eventually(paths(parentOf("fallback-r"))).Should(Equal([]string{"/fallback/ns/fallback-r/sa/web"}))
+
+		// main selects web, but its template names a label web lacks: it
+		// renders nothing for web, and web keeps the fallback's identity.
+		main := policyFor("fallback-r-main", func(s *v1alpha1.SpiffeRegistrationSpec) {
+			s.NamespaceSelector.MatchLabels["test"] = "fallback-r"
+			s.SpiffeIDTemplate = "ns/{namespace}/team/{label:team}"
+		})
+		Expect(k8s.Create(ctx, main)).To(Succeed())
+		Eventually(func() []v1alpha1.Failure {
+			policyReady(main)()
+			return main.Status.Failures
+		}).Should(ContainElement(HaveField("Object", "Deployment fallback-r/web")))
+		Consistently(paths(parentOf("fallback-r")), resync).Should(Equal([]string{"/fallback/ns/fallback-r/sa/web"}))
+
+		// A workload main cannot render either, created after main's pass.
+		deployment("fallback-r", "api", "api", nil)
+		Eventually(paths(parentOf("fallback-r"))).Should(Equal([]string{"/fallback/ns/fallback-r/sa/api", "/fallback/ns/fallback-r/sa/web"}))
+
+		// web gets the label: it moves to main.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(web), web)).To(Succeed())
+		web.Labels["team"] = "pay"
+		Expect(k8s.Update(ctx, web)).To(Succeed())
+		Eventually(paths(parentOf("fallback-r-main"))).Should(Equal([]string{"/ns/fallback-r/team/pay"}))
+		Eventually(paths(parentOf("fallback-r"))).Should(Equal([]string{"/fallback/ns/fallback-r/sa/api"}))
 	})
 
 	It("register a pod that a policy of pods leaves out for its service account", func() {

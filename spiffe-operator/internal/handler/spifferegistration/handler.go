@@ -84,6 +84,10 @@ type Handler struct {
 	Pods *pods.Source
 	// Passes counts the passes by kind; nil counts nothing.
 	Passes *PassMetrics
+	// Notify asks for a pass of a policy without blocking: of the fallback
+	// policies, when another policy's pass finds workloads it selects but
+	// holds no entry for. nil asks for none.
+	Notify func(entrysync.Owner)
 
 	memo renders
 	// parents remembers the node each per-node parent was rendered for.
@@ -316,6 +320,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
+	h.publishUnheld(ctx, obj, memo, maps.Keys(memo.byWorkload))
 	if len(memo.dropped) > 0 {
 		logf.FromContext(ctx).Error(errors.New("the policy could not have rendered them"),
 			"left out last good entries the status records: written by someone other than the operator, or by a template since changed",

@@ -306,6 +306,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.attach(wk, nr, touched)
 		}
 	}
+	h.publishUnheld(ctx, obj, m, maps.Keys(m.renderFailed))
 
 	var want, gone []*entries.Entry
 	if m.followsPods {

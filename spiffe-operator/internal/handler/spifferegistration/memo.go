@@ -2,6 +2,7 @@ package spifferegistration
 
 import (
 	"fmt"
+	"iter"
 	"sync"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 type renders struct {
 	mu       sync.Mutex
 	byPolicy map[k8stypes.UID]*policyRenders
+	// unheld are, per policy, the workloads its last pass found it selects
+	// but holds no entry for (policyRenders.unheldOf), for the fallback
+	// policies' passes. A published set is never changed.
+	unheld map[k8stypes.UID]map[workloadKey]struct{}
 }
 
 type policyRenders struct {
@@ -172,6 +177,50 @@ func (r *renders) forget(uid k8stypes.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.byPolicy, uid)
+	delete(r.unheld, uid)
+}
+
+// publishUnheld records keys as the workloads policy uid holds no entry
+// for, and reports whether one of them was not recorded so before (or
+// none was recorded since the process started).
+func (r *renders) publishUnheld(uid k8stypes.UID, keys map[workloadKey]struct{}) (grew bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unheld == nil {
+		r.unheld = map[k8stypes.UID]map[workloadKey]struct{}{}
+	}
+	prev, known := r.unheld[uid]
+	r.unheld[uid] = keys
+	for k := range keys {
+		if _, was := prev[k]; !was {
+			return true
+		}
+	}
+	return !known && len(keys) > 0
+}
+
+// unheldBy returns what publishUnheld last recorded for policy uid, and
+// whether anything was.
+func (r *renders) unheldBy(uid k8stypes.UID) (map[workloadKey]struct{}, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys, ok := r.unheld[uid]
+	return keys, ok
+}
+
+// unheldOf returns the workloads of keys whose render failed and that
+// keep no last good entry.
+func (m *policyRenders) unheldOf(keys iter.Seq[workloadKey]) map[workloadKey]struct{} {
+	var out map[workloadKey]struct{}
+	for k := range keys {
+		if r := m.byWorkload[k]; r != nil && r.failure != nil && r.lastGood == nil {
+			if out == nil {
+				out = map[workloadKey]struct{}{}
+			}
+			out[k] = struct{}{}
+		}
+	}
+	return out
 }
 
 // render returns the entry w needs under p (nil when none) and its render
