@@ -12,6 +12,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
@@ -22,6 +23,9 @@ type yield struct {
 	workloads  []otherPolicy
 	pods       []podSelection
 	namespaces map[string]*corev1.Namespace
+	// held indexes, per namespace and then service account, the workloads
+	// others hold, for the namespaces a pass has looked at (heldIn).
+	held map[string]map[string][]heldWorkload
 }
 
 // podSelection is what a policy of pods selects.
@@ -30,37 +34,85 @@ type podSelection struct {
 	pods labels.Selector
 }
 
+// claim is how far the policies a fallback yields to hold a workload.
+type claim int
+
+const (
+	// claimNone: no other policy holds it; the fallback registers it.
+	claimNone claim = iota
+	// claimUnsure: a policy this process has not judged yet selects it
+	// and cannot render it; it holds an entry for it only if it kept one
+	// from before. The fallback keeps what it holds in SPIRE for it.
+	claimUnsure
+	// claimHeld: another policy holds, or will hold, an entry for it.
+	claimHeld
+)
+
 // otherPolicy is a policy of workloads that a fallback policy yields to,
 // for the workloads it selects and holds an entry for (holds).
 type otherPolicy struct {
-	sel workload.Selection
+	name string
+	sel  workload.Selection
 	// compiled is the policy, or nil when its spec fails: it then keeps
-	// what it registered, and the fallback yields it all it selects.
+	// what it registered, and no more.
 	compiled *policy
 	// judged is true when a pass of this process rendered the policy;
 	// unheld are then the workloads it selected that failed to render and
-	// kept no last good entry.
+	// kept no last good entry (false), or whose entry SPIRE refused (true).
 	judged bool
-	unheld map[workloadKey]struct{}
+	unheld map[workloadKey]bool
+	// recorded are the last good entries its status records, which its
+	// first pass after a start keeps; read while it is not judged.
+	recorded map[workloadKey]keptRecord
 }
 
-// holds reports whether o holds an entry for w, or may on its next pass:
-// w renders under o, or its render fails and o may keep a last good
-// entry. Only a policy a pass of this process judged is known to keep
-// none: one of an environment this instance does not run, or one whose
-// first pass since the start has yet to come, is taken to keep one. A
-// workload o has not judged yet, whose render fails, counts as held too:
-// o's pass then wakes the fallback policies (Handler.Notify).
-func (o *otherPolicy) holds(w workload.Workload) bool {
-	if o.compiled == nil || !o.judged {
-		return true
+// holds says how far o, which selects w, holds an entry for it. A policy a
+// pass of this process judged holds w unless that pass found it holds
+// nothing for w: SPIRE refused its entry, or its render failed and w does
+// not render now either (a label may have been added since). A
+// policy not judged yet (its first pass since the start is to come, or
+// its environment is not this instance's) holds w when w renders or its
+// status records a last good entry for w, and is unsure otherwise. One
+// whose spec fails and that no pass judged holds all it selects: the
+// fallback yields to it only while its status records a parent it holds
+// entries under (othersOf). A workload a judged policy has not met yet,
+// whose render fails, counts as held: the policy's pass then wakes the
+// fallback policies (Handler.Notify).
+func (o *otherPolicy) holds(w workload.Workload) claim {
+	if !o.judged {
+		if o.compiled == nil {
+			return claimHeld
+		}
+		if _, f := o.compiled.render(w); f == nil {
+			return claimHeld
+		}
+		if rec, ok := o.recorded[keyOf(w)]; ok && rec.uid == w.UID {
+			return claimHeld
+		}
+		return claimUnsure
 	}
-	if _, unheld := o.unheld[keyOf(w)]; !unheld {
-		return true
+	refused, unheld := o.unheld[keyOf(w)]
+	if !unheld {
+		return claimHeld
 	}
-	// It may render since (a label was added): then o registers it.
-	_, f := o.compiled.render(w)
-	return f == nil
+	if refused || o.compiled == nil {
+		return claimNone
+	}
+	if _, f := o.compiled.render(w); f == nil {
+		return claimHeld
+	}
+	return claimNone
+}
+
+// wide reports whether o's entries may select every pod of a namespace and
+// service account: they carry no pod-label selectors, or o's spec fails.
+func (o *otherPolicy) wide() bool { return o.compiled == nil || !o.compiled.podSelectors }
+
+// heldWorkload is a workload another policy holds an entry for.
+type heldWorkload struct {
+	workload workload.Workload
+	policy   string
+	wide     bool
 }
 
 // othersOf reads the policies the fallback policy obj yields to: the other
@@ -91,7 +143,7 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 			continue
 		}
 		if o.Spec.PodSelector == nil {
-			y.workloads = append(y.workloads, h.otherPolicy(o, sel, compiled))
+			y.workloads = append(y.workloads, h.otherPolicy(ctx, o, sel, compiled))
 			continue
 		}
 		pods, perr := metav1.LabelSelectorAsSelector(o.Spec.PodSelector)
@@ -114,42 +166,155 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	return y, nil
 }
 
-// takenByOthers reports whether a policy the fallback policy p yields to
-// selects the workload w.
-func (p *policy) takenByOthers(w workload.Workload) bool {
+// claimOf says how far the policies the fallback policy p yields to hold
+// the workload w: the most any of those that select it does.
+func (p *policy) claimOf(w workload.Workload) claim {
 	if p.others == nil {
-		return false
+		return claimNone
 	}
 	ns := p.others.namespaces[w.Namespace]
+	out := claimNone
 	for i := range p.others.workloads {
 		o := &p.others.workloads[i]
-		if o.sel.SelectsWorkload(ns, w) && o.holds(w) {
-			return true
+		if o.sel.SelectsWorkload(ns, w) {
+			if out = max(out, o.holds(w)); out == claimHeld {
+				break
+			}
 		}
 	}
-	return false
+	return out
+}
+
+// heldIn returns the workloads of namespace that the policies y yields to
+// hold or may hold, by service account; read once per pass.
+func (y *yield) heldIn(ctx context.Context, lister workload.Lister, namespace string) (map[string][]heldWorkload, error) {
+	if held, ok := y.held[namespace]; ok {
+		return held, nil
+	}
+	ns := y.namespaces[namespace]
+	held := map[string][]heldWorkload{}
+	for kind := range workload.Objects() {
+		err := lister.InNamespace(ctx, kind, namespace, func(obj client.Object) {
+			w, ok := workload.FromObject(obj)
+			if !ok {
+				return
+			}
+			for i := range y.workloads {
+				o := &y.workloads[i]
+				if o.sel.SelectsWorkload(ns, w) && o.holds(w) != claimNone {
+					held[w.ServiceAccount] = append(held[w.ServiceAccount], heldWorkload{workload: w, policy: o.name, wide: o.wide()})
+				}
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list %ss in namespace %s: %w", kind, namespace, err)
+		}
+	}
+	if y.held == nil {
+		y.held = map[string]map[string][]heldWorkload{}
+	}
+	y.held[namespace] = held
+	return held, nil
+}
+
+// sharesPods returns a workload another policy holds whose pods the
+// fallback policy p's entry e for w would also select, or whose holder's
+// entry would also select w's pods: a pod would hold two identities. A
+// workload's pods are judged by the labels its spec.selector.matchLabels
+// requires of them. nil when there is none.
+func (p *policy) sharesPods(ctx context.Context, lister workload.Lister, e *entries.Entry, w workload.Workload) (*heldWorkload, error) {
+	if p.others == nil || len(p.others.workloads) == 0 {
+		return nil, nil
+	}
+	sh, ok := entries.ShapeOf(e)
+	if !ok {
+		sh = entries.PodShape{Namespace: w.Namespace, ServiceAccount: w.ServiceAccount}
+	}
+	held, err := p.others.heldIn(ctx, lister, sh.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	for i := range held[sh.ServiceAccount] {
+		hw := &held[sh.ServiceAccount][i]
+		if keyOf(hw.workload) == keyOf(w) {
+			continue
+		}
+		if hw.wide || isSubset(sh.Labels, hw.workload.MatchLabels) || isSubset(hw.workload.MatchLabels, w.MatchLabels) {
+			return hw, nil
+		}
+	}
+	return nil, nil
+}
+
+// isSubset reports whether every label of sub is in set.
+func isSubset(sub, set map[string]string) bool {
+	for k, v := range sub {
+		if have, ok := set[k]; !ok || have != v {
+			return false
+		}
+	}
+	return true
+}
+
+// sharedPodsFailure says why the fallback policy leaves w unregistered.
+func sharedPodsFailure(w workload.Workload, hw *heldWorkload) v1alpha1.Failure {
+	return v1alpha1.Failure{Object: w.String(), Reason: ReasonSharesPodsWithAnotherPolicy,
+		Message: fmt.Sprintf("not registered by this fallback policy: its entry and the one policy %s holds for %s would both select the pods "+
+			"of one of them (namespace %s, service account %s), which would hold two identities; give one of the two workloads a service account of its own, or select %s in %s",
+			hw.policy, hw.workload, w.Namespace, w.ServiceAccount, w, hw.policy)}
+}
+
+// keepsOwn reports whether the fallback policy obj keeps registering w
+// that a policy not judged yet may hold (claimUnsure): when SPIRE holds
+// the fallback's entry for w. The fallback holds it only since that policy
+// last held nothing for w (it yields a workload a policy renders), and its
+// status records no last good entry for w, so that policy keeps none. A
+// per-node or per-pod fallback does not keep it, nor one whose entry SPIRE
+// cannot be asked about.
+func (h *Handler) keepsOwn(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, w workload.Workload) bool {
+	if p.byPods() {
+		return false
+	}
+	e, f := p.render(w)
+	if f != nil {
+		return false
+	}
+	ok, err := h.Syncer.Registered(ctx, h.ownerFor(obj, p), &e)
+	if err != nil {
+		logf.FromContext(ctx).V(1).Info("asking SPIRE whether it holds the fallback's entry for a workload another policy may hold; yielding it",
+			"workload", w.String(), "error", err.Error())
+		return false
+	}
+	return ok
 }
 
 // otherPolicy returns what the fallback needs of policy o of workloads,
 // whose selection is sel and which compiles to compiled (nil when its spec
 // fails).
-func (h *Handler) otherPolicy(o *v1alpha1.SpiffeRegistration, sel workload.Selection, compiled *policy) otherPolicy {
-	op := otherPolicy{sel: sel, compiled: compiled}
-	if compiled != nil {
-		op.unheld, op.judged = h.memo.unheldBy(o.UID)
+func (h *Handler) otherPolicy(ctx context.Context, o *v1alpha1.SpiffeRegistration, sel workload.Selection, compiled *policy) otherPolicy {
+	op := otherPolicy{name: o.Name, sel: sel, compiled: compiled}
+	op.unheld, op.judged = h.memo.unheldBy(o.UID)
+	if !op.judged && compiled != nil {
+		var err error
+		if op.recorded, err = parseKeptEntries(o.Status.KeptEntries, compiled.trustDomain); err != nil {
+			logf.FromContext(ctx).V(1).Info("reading another policy's recorded last good entries; the fallback yields it those it cannot read",
+				"policy", o.Name, "error", err.Error())
+		}
 	}
 	return op
 }
 
 // publishUnheld records, for a fallback policy's judgement (holds), the
 // workloads among keys that the policy obj selects but holds no entry
-// for, and when some were not so before, asks for a pass of every
-// fallback policy of the class. A fallback policy records none.
-func (h *Handler) publishUnheld(ctx context.Context, obj *v1alpha1.SpiffeRegistration, m *policyRenders, keys iter.Seq[workloadKey]) {
+// for (policyRenders.unheldOf; refused are the keys of its entries SPIRE
+// refused), and when that changed, asks for a pass of every fallback
+// policy of the class. A fallback policy records none.
+func (h *Handler) publishUnheld(ctx context.Context, obj *v1alpha1.SpiffeRegistration, m *policyRenders, keys iter.Seq[workloadKey],
+	refused map[entries.Key]struct{}) {
 	if obj.Spec.Fallback {
 		return
 	}
-	if !h.memo.publishUnheld(obj.UID, m.unheldOf(keys)) || h.Notify == nil {
+	if !h.memo.publishUnheld(obj.UID, m.unheldOf(keys, refused)) || h.Notify == nil {
 		return
 	}
 	var l v1alpha1.SpiffeRegistrationList
@@ -179,4 +344,14 @@ func (p *policy) podTakenByOthers(namespace, serviceAccount string, podLabels la
 		}
 	}
 	return false
+}
+
+// refusedOf is refused, the keys of entries SPIRE refused, for a policy
+// whose desired entries are those of its workloads; nil for a per-node or
+// per-pod policy, whose refused entries are those its pods expand to.
+func refusedOf(p *policy, refused map[entries.Key]struct{}) map[entries.Key]struct{} {
+	if p.byPods() {
+		return nil
+	}
+	return refused
 }

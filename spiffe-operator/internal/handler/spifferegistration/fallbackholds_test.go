@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -279,4 +280,43 @@ func setTeam(ctx context.Context, t *testing.T, e *env, team string) {
 // failureNames reports whether p's status names object among its failures.
 func failureNames(p *v1alpha1.SpiffeRegistration, object string) bool {
 	return slices.ContainsFunc(p.Status.Failures, func(f v1alpha1.Failure) bool { return f.Object == object })
+}
+
+// TestAFallbackLeavesAWorkloadThatSharesAnAccountWithAnotherPolicys:
+// policy main selects only Deployment a/api, which runs as service account
+// shop; Deployment a/web, which main does not select, runs as shop too.
+// The fallback's entry for web selects every pod of shop in namespace a,
+// so api's pods held main's identity and the fallback's (seen failing).
+// The fallback leaves web unregistered and its status says why.
+func TestAFallbackLeavesAWorkloadThatSharesAnAccountWithAnotherPolicys(t *testing.T) {
+	ctx := context.Background()
+	webL := map[string]string{"app": "web"}
+	apiL := map[string]string{"app": "api"}
+	api := deploy("a", "api", "shop", apiL)
+	api.Labels["team"] = "pay"
+	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "shop", webL), api,
+		runningPod("a", "web-1", "shop", "", webL), runningPod("a", "api-1", "shop", "", apiL))
+	main := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+		s.SpiffeIDTemplate = teamTemplate
+		s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: apiL}
+	})
+	main.Name, main.Generation, main.UID = "main", 1, "uid-policy-main"
+	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	fb := storedFallback(ctx, t, e)
+	for range 2 {
+		if err := e.h.CreateOrUpdate(ctx, main); err != nil {
+			t.Fatal(err)
+		}
+		_ = e.h.CreateOrUpdate(ctx, fb)
+	}
+	if got := selectingPod(e.api.All(), "a", "shop", apiL); len(got) != 1 {
+		t.Errorf("Deployment a/api's pods are selected by %v, want main's entry alone", got)
+	}
+	if !slices.ContainsFunc(fb.Status.Failures, func(f v1alpha1.Failure) bool {
+		return f.Object == "Deployment a/web" && f.Reason == ReasonSharesPodsWithAnotherPolicy
+	}) {
+		t.Errorf("the fallback's status does not say why it leaves web unregistered: failures %+v", fb.Status.Failures)
+	}
 }

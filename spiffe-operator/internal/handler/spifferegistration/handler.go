@@ -295,13 +295,30 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	yielded := 0
 	var autoErr error
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
-		if p.takenByOthers(w) {
+		switch p.claimOf(w) {
+		case claimHeld:
 			yielded++
 			return
+		case claimUnsure:
+			if !h.keepsOwn(ctx, obj, p, w) {
+				yielded++
+				return
+			}
 		}
 		e, f := memo.render(p, w)
 		if f != nil {
 			failures = append(failures, *f)
+		}
+		if e != nil && p.others != nil {
+			hw, err := p.sharesPods(ctx, lister, e, w)
+			if err != nil {
+				autoErr = cmp.Or(autoErr, err)
+				return
+			}
+			if hw != nil {
+				failures = append(failures, sharedPodsFailure(w, hw))
+				return
+			}
 		}
 		if e != nil && p.autoDNS {
 			var err error
@@ -320,7 +337,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
-	h.publishUnheld(ctx, obj, memo, maps.Keys(memo.byWorkload))
+	h.publishUnheld(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, memo.spireFailed))
 	if len(memo.dropped) > 0 {
 		logf.FromContext(ctx).Error(errors.New("the policy could not have rendered them"),
 			"left out last good entries the status records: written by someone other than the operator, or by a template since changed",
@@ -348,6 +365,13 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	owner := h.ownerFor(obj, p)
 	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
 	obj.Status.ParentIDs = out.Parents
+	if len(out.Failed) > 0 || len(memo.spireFailed) > 0 {
+		refused := map[entries.Key]struct{}{}
+		for _, f := range out.Failed {
+			refused[f.Entry.Key()] = struct{}{}
+		}
+		h.publishUnheld(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, refused))
+	}
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})
 	}

@@ -3,6 +3,7 @@ package spifferegistration
 import (
 	"fmt"
 	"iter"
+	"maps"
 	"sync"
 	"time"
 
@@ -22,7 +23,7 @@ type renders struct {
 	// unheld are, per policy, the workloads its last pass found it selects
 	// but holds no entry for (policyRenders.unheldOf), for the fallback
 	// policies' passes. A published set is never changed.
-	unheld map[k8stypes.UID]map[workloadKey]struct{}
+	unheld map[k8stypes.UID]map[workloadKey]bool
 }
 
 type policyRenders struct {
@@ -181,27 +182,26 @@ func (r *renders) forget(uid k8stypes.UID) {
 }
 
 // publishUnheld records keys as the workloads policy uid holds no entry
-// for, and reports whether one of them was not recorded so before (or
-// none was recorded since the process started).
-func (r *renders) publishUnheld(uid k8stypes.UID, keys map[workloadKey]struct{}) (grew bool) {
+// for (policyRenders.unheldOf), and reports whether that changed what was
+// recorded (or none was recorded since the process started and keys is
+// not empty).
+func (r *renders) publishUnheld(uid k8stypes.UID, keys map[workloadKey]bool) (changed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.unheld == nil {
-		r.unheld = map[k8stypes.UID]map[workloadKey]struct{}{}
+		r.unheld = map[k8stypes.UID]map[workloadKey]bool{}
 	}
 	prev, known := r.unheld[uid]
 	r.unheld[uid] = keys
-	for k := range keys {
-		if _, was := prev[k]; !was {
-			return true
-		}
+	if !known {
+		return len(keys) > 0
 	}
-	return !known && len(keys) > 0
+	return !maps.Equal(prev, keys)
 }
 
 // unheldBy returns what publishUnheld last recorded for policy uid, and
 // whether anything was.
-func (r *renders) unheldBy(uid k8stypes.UID) (map[workloadKey]struct{}, bool) {
+func (r *renders) unheldBy(uid k8stypes.UID) (map[workloadKey]bool, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	keys, ok := r.unheld[uid]
@@ -209,18 +209,38 @@ func (r *renders) unheldBy(uid k8stypes.UID) (map[workloadKey]struct{}, bool) {
 }
 
 // unheldOf returns the workloads of keys whose render failed and that
-// keep no last good entry.
-func (m *policyRenders) unheldOf(keys iter.Seq[workloadKey]) map[workloadKey]struct{} {
-	var out map[workloadKey]struct{}
+// keep no last good entry (false), or whose entry SPIRE refused (true: its
+// key is in refused).
+func (m *policyRenders) unheldOf(keys iter.Seq[workloadKey], refused map[entries.Key]struct{}) map[workloadKey]bool {
+	var out map[workloadKey]bool
 	for k := range keys {
-		if r := m.byWorkload[k]; r != nil && r.failure != nil && r.lastGood == nil {
+		r := m.byWorkload[k]
+		if r == nil {
+			continue
+		}
+		e := r.wanted()
+		byRefusal := false
+		if e != nil && len(refused) > 0 {
+			_, byRefusal = refused[e.Key()]
+		}
+		if e == nil || byRefusal {
 			if out == nil {
-				out = map[workloadKey]struct{}{}
+				out = map[workloadKey]bool{}
 			}
-			out[k] = struct{}{}
+			out[k] = byRefusal
 		}
 	}
 	return out
+}
+
+// mayBeUnheld are the workloads an incremental pass judges for
+// unheldOf: those whose render failed, or every workload while SPIRE
+// refuses some of the policy's entries.
+func (m *policyRenders) mayBeUnheld() iter.Seq[workloadKey] {
+	if len(m.spireFailed) > 0 {
+		return maps.Keys(m.byWorkload)
+	}
+	return maps.Keys(m.renderFailed)
 }
 
 // render returns the entry w needs under p (nil when none) and its render

@@ -51,6 +51,11 @@ const (
 	// selectors than an entry may (entries.MaxSelectors), most of them the
 	// k8s:pod-label selectors of its spec.selector.matchLabels.
 	ReasonTooManySelectors = "TooManySelectors"
+	// ReasonSharesPodsWithAnotherPolicy: a fallback policy leaves a workload
+	// unregistered because its entry and the one another policy holds for
+	// another workload would both select the pods of one of them (the same
+	// namespace and service account): those pods would hold two identities.
+	ReasonSharesPodsWithAnotherPolicy = "SharesPodsWithAnotherPolicy"
 	// ReasonUnsafeAdmin: spec.admin or spec.downstream on a policy that does
 	// not select one namespace by name and one service account.
 	ReasonUnsafeAdmin = "UnsafeAdmin"
