@@ -276,17 +276,28 @@ func toResults[R batchResult](rs []R) []Result {
 
 // batch splits n items into calls of at most BatchSize items and
 // MaxBatchBytes bytes, runs up to Concurrency of them at once, and returns
-// one Result per item. Items of a failed call get the call's code.
+// one Result per item. Items of a failed call get the call's code. An item
+// larger than MaxBatchBytes alone is not sent: it gets InvalidArgument, as
+// if SPIRE had refused it, since SPIRE would refuse the whole call (over
+// gRPC's message limit) and so fail the items sent with it.
 func (c *Client) batch(ctx context.Context, method string, n int, size func(int) int,
 	call func(ctx context.Context, lo, hi int) ([]Result, error)) ([]Result, error) {
 	results := make([]Result, n)
 	type span struct{ lo, hi int }
 	var spans []span
 	for lo := 0; lo < n; {
+		if s := size(lo); s > c.opts.MaxBatchBytes {
+			results[lo] = Result{Code: codes.InvalidArgument, Message: fmt.Sprintf(
+				"not sent: the entry is %d bytes encoded, more than the %d bytes one request to SPIRE may carry; "+
+					"it has too many DNS names (autoPopulateDNSNames adds one for each Service that selects its pods) or selectors", s, c.opts.MaxBatchBytes)}
+			c.observeResult(method, codes.InvalidArgument)
+			lo++
+			continue
+		}
 		hi, bytes := lo, 0
 		for hi < n && hi-lo < c.opts.BatchSize {
 			s := size(hi)
-			if hi > lo && bytes+s > c.opts.MaxBatchBytes {
+			if s > c.opts.MaxBatchBytes || hi > lo && bytes+s > c.opts.MaxBatchBytes {
 				break
 			}
 			bytes += s
