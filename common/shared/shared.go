@@ -53,7 +53,7 @@ type Writer struct {
 	// no retry changes, so its refusal of a release is ErrLeftInPlace.
 	// Each of its validations must give reason Forbidden: that tells a
 	// judgement of the object from the policy failing to judge (see
-	// refusedByOwnPolicy).
+	// RefusedByOwnPolicy).
 	Policies []string
 }
 
@@ -136,7 +136,7 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 			return "", fmt.Errorf("%w: %s/%s was deleted or replaced since it was read: %w", ErrChangedSinceRead, m.Namespace, m.Name, err)
 		case RefusedByFieldValidation(err):
 			return "", fmt.Errorf("%w: the API server refuses it without our fields (it is immutable, or needs a field only we own) and another writer manages a field of it: %w", ErrLeftInPlace, err)
-		case w.refusedByOwnPolicy(err):
+		case w.RefusedByOwnPolicy(err):
 			return "", fmt.Errorf("%w: our admission policy refuses to drop our fields for what another writer put in it: %w", ErrLeftInPlace, err)
 		case err != nil:
 			return "", fmt.Errorf("drop our fields: %w", err)
@@ -150,7 +150,7 @@ func (w Writer) Release(ctx context.Context, m *metav1.PartialObjectMetadata) (s
 	uid, rv := m.UID, m.ResourceVersion
 	err := client.IgnoreNotFound(w.Client.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
 	switch {
-	case w.refusedByOwnPolicy(err):
+	case w.RefusedByOwnPolicy(err):
 		return "", fmt.Errorf("%w: our admission policy refuses to delete it for what another writer put in it: %w", ErrLeftInPlace, err)
 	case err != nil:
 		return "", fmt.Errorf("delete: %w", err)
@@ -183,7 +183,7 @@ func RefusedByFieldValidation(err error) bool {
 	return false
 }
 
-// refusedByOwnPolicy reports whether err is one of w.Policies judging the
+// RefusedByOwnPolicy reports whether err is one of w.Policies judging the
 // object: a validation of the policy failing, with reason Forbidden. The
 // API server names the denying policy at the start of the cause it adds to
 // the status ("ValidatingAdmissionPolicy '<name>' ... denied request:
@@ -193,7 +193,7 @@ func RefusedByFieldValidation(err error) bool {
 // no reason, which the API server turns into Invalid: that is lifted once
 // it is fixed, and stays a failure to retry. So every validation of a
 // policy in Policies must give reason Forbidden.
-func (w Writer) refusedByOwnPolicy(err error) bool {
+func (w Writer) RefusedByOwnPolicy(err error) bool {
 	var se apierrors.APIStatus
 	if len(w.Policies) == 0 || !errors.As(err, &se) {
 		return false

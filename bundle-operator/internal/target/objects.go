@@ -253,7 +253,7 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 // anyWritableOther returns an error unless every target of others (which
 // hold a bundle other than d, under our hash annotation) is frozen: a
 // ConfigMap or Secret made immutable since we wrote it, which the API
-// server refuses to change. A frozen target holds whatever it held when its
+// server refuses to change, or one the policy on our writes refuses. A frozen target holds whatever it held when its
 // writer froze it, so it says nothing about the bundle we published last:
 // whoever may edit one selected namespace's target could otherwise freeze
 // it before a bundle change and so stop every other selected namespace from
@@ -261,9 +261,13 @@ func (o *Objects) Fill(ctx context.Context, d Desired) (Report, error) {
 // probed with a dry-run write of d, which reads none of its data; the
 // probes stop at the first target that would take it.
 func (o *Objects) anyWritableOther(ctx context.Context, d Desired, hash string, others []*metav1.PartialObjectMetadata) error {
+	w := writer(o.Client)
 	for _, m := range others {
-		err := writer(o.Client).Apply(ctx, applyObject(d, m.Namespace, hash), true, client.DryRunAll)
-		if shared.RefusedByFieldValidation(err) {
+		err := w.Apply(ctx, applyObject(d, m.Namespace, hash), true, client.DryRunAll)
+		if shared.RefusedByFieldValidation(err) || w.RefusedByOwnPolicy(err) {
+			// Frozen, or one our policy on our writes refuses (a tenant
+			// made it too large to judge, say): its writer decides
+			// what it holds, not us.
 			continue
 		}
 		why := "it would take the last good bundle"
