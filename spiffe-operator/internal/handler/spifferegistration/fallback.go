@@ -26,6 +26,10 @@ type yield struct {
 	// held indexes, per namespace and then service account, the workloads
 	// others hold, for the namespaces a pass has looked at (heldIn).
 	held map[string]map[string][]heldWorkload
+	// keeps reports whether the fallback keeps its own entry for a
+	// workload (Handler.keepsOwn), remembered by entry for the pass; nil
+	// keeps none.
+	keeps func(workload.Workload) bool
 }
 
 // podSelection is what a policy of pods selects.
@@ -42,8 +46,15 @@ const (
 	claimNone claim = iota
 	// claimUnsure: a policy this process has not judged yet selects it
 	// and cannot render it; it holds an entry for it only if it kept one
-	// from before. The fallback keeps what it holds in SPIRE for it.
+	// from before. The fallback keeps its own entry for it, if it has one
+	// (yield.keeps).
 	claimUnsure
+	// claimPresumed: a policy this process judged selects it and did not
+	// find it holds nothing for it: it kept a last good entry, or it has
+	// not met the workload yet. The fallback yields it, but does not leave
+	// another workload unregistered for it unless the fallback has no
+	// entry for it (heldIn).
+	claimPresumed
 	// claimHeld: another policy holds, or will hold, an entry for it.
 	claimHeld
 )
@@ -75,9 +86,10 @@ type otherPolicy struct {
 // status records a last good entry for w, and is unsure otherwise. One
 // whose spec fails and that no pass judged holds all it selects: the
 // fallback yields to it only while its status records a parent it holds
-// entries under (othersOf). A workload a judged policy has not met yet,
-// whose render fails, counts as held: the policy's pass then wakes the
-// fallback policies (Handler.Notify).
+// entries under (othersOf). A workload a judged policy did not find
+// unheld is presumed held (without a render, which only heldIn needs):
+// if the policy has not met it yet and holds nothing for it, its pass
+// then wakes the fallback policies (Handler.Notify).
 func (o *otherPolicy) holds(w workload.Workload) claim {
 	if !o.judged {
 		if o.compiled == nil {
@@ -93,7 +105,7 @@ func (o *otherPolicy) holds(w workload.Workload) claim {
 	}
 	refused, unheld := o.unheld[keyOf(w)]
 	if !unheld {
-		return claimHeld
+		return claimPresumed
 	}
 	if refused || o.compiled == nil {
 		return claimNone
@@ -102,6 +114,15 @@ func (o *otherPolicy) holds(w workload.Workload) claim {
 		return claimHeld
 	}
 	return claimNone
+}
+
+// renders reports whether w renders under o now.
+func (o *otherPolicy) renders(w workload.Workload) bool {
+	if o.compiled == nil {
+		return false
+	}
+	_, f := o.compiled.render(w)
+	return f == nil
 }
 
 // wide reports whether o's entries may select every pod of a namespace and
@@ -196,12 +217,12 @@ func (y *yield) heldIn(ctx context.Context, lister workload.Lister, namespace st
 	for kind := range workload.Objects() {
 		err := lister.InNamespace(ctx, kind, namespace, func(obj client.Object) {
 			w, ok := workload.FromObject(obj)
-			if !ok {
+			if !ok || obj.GetDeletionTimestamp() != nil {
 				return
 			}
 			for i := range y.workloads {
 				o := &y.workloads[i]
-				if o.sel.SelectsWorkload(ns, w) && o.holds(w) != claimNone {
+				if o.sel.SelectsWorkload(ns, w) && y.surelyHeld(o, w) {
 					held[w.ServiceAccount] = append(held[w.ServiceAccount], heldWorkload{workload: w, policy: o.name, wide: o.wide()})
 				}
 			}
@@ -215,6 +236,23 @@ func (y *yield) heldIn(ctx context.Context, lister workload.Lister, namespace st
 	}
 	y.held[namespace] = held
 	return held, nil
+}
+
+// surelyHeld reports whether o, which selects w, holds it surely enough
+// for the fallback to leave another workload unregistered because of it:
+// w renders under o, or o may hold it (claimUnsure, claimPresumed) and
+// the fallback has no entry for w itself. So a workload o has not met yet,
+// or one o cannot render after a restart, does not take the entry of a
+// workload beside it that the fallback registers.
+func (y *yield) surelyHeld(o *otherPolicy, w workload.Workload) bool {
+	switch c := o.holds(w); {
+	case c == claimNone:
+		return false
+	case c == claimHeld || c == claimPresumed && o.renders(w):
+		return true
+	default:
+		return y.keeps == nil || !y.keeps(w)
+	}
 }
 
 // sharesPods returns a workload another policy holds whose pods the
@@ -264,28 +302,41 @@ func sharedPodsFailure(w workload.Workload, hw *heldWorkload) v1alpha1.Failure {
 			hw.policy, hw.workload, w.Namespace, w.ServiceAccount, w, hw.policy)}
 }
 
-// keepsOwn reports whether the fallback policy obj keeps registering w
-// that a policy not judged yet may hold (claimUnsure): when SPIRE holds
-// the fallback's entry for w. The fallback holds it only since that policy
-// last held nothing for w (it yields a workload a policy renders), and its
-// status records no last good entry for w, so that policy keeps none. A
-// per-node or per-pod fallback does not keep it, nor one whose entry SPIRE
-// cannot be asked about.
-func (h *Handler) keepsOwn(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, w workload.Workload) bool {
-	if p.byPods() {
-		return false
+// keepsOwn returns yield.keeps for a pass of the fallback policy obj: it
+// reports whether the fallback's last pass wanted the entry it renders
+// for a workload (memo.keys), or, when this process has no such pass (a
+// restart), whether SPIRE holds that entry under the fallback's ID. The
+// fallback has it only while the workload's other policy held nothing for
+// it (it yields what a policy renders). Answers are remembered by entry
+// for the pass. A per-node or per-pod fallback keeps nothing, nor one
+// whose entry SPIRE cannot be asked about.
+func (h *Handler) keepsOwn(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, memo *policyRenders) func(workload.Workload) bool {
+	wanted := memo.keys
+	asked := map[entries.Key]bool{}
+	return func(w workload.Workload) bool {
+		if p.byPods() {
+			return false
+		}
+		e, f := p.render(w)
+		if f != nil {
+			return false
+		}
+		k := e.Key()
+		if wanted != nil {
+			_, ok := wanted[k]
+			return ok
+		}
+		if ok, seen := asked[k]; seen {
+			return ok
+		}
+		ok, err := h.Syncer.Registered(ctx, h.ownerFor(obj, p), &e)
+		if err != nil {
+			logf.FromContext(ctx).V(1).Info("asking SPIRE whether it holds the fallback's entry for a workload another policy may hold; yielding it",
+				"workload", w.String(), "error", err.Error())
+		}
+		asked[k] = ok && err == nil
+		return asked[k]
 	}
-	e, f := p.render(w)
-	if f != nil {
-		return false
-	}
-	ok, err := h.Syncer.Registered(ctx, h.ownerFor(obj, p), &e)
-	if err != nil {
-		logf.FromContext(ctx).V(1).Info("asking SPIRE whether it holds the fallback's entry for a workload another policy may hold; yielding it",
-			"workload", w.String(), "error", err.Error())
-		return false
-	}
-	return ok
 }
 
 // otherPolicy returns what the fallback needs of policy o of workloads,

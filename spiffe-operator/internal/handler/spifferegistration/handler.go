@@ -294,13 +294,16 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	}
 	yielded := 0
 	var autoErr error
+	if p.others != nil {
+		p.others.keeps = h.keepsOwn(ctx, obj, p, memo)
+	}
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
 		switch p.claimOf(w) {
-		case claimHeld:
+		case claimHeld, claimPresumed:
 			yielded++
 			return
 		case claimUnsure:
-			if !h.keepsOwn(ctx, obj, p, w) {
+			if !p.others.keeps(w) {
 				yielded++
 				return
 			}

@@ -364,9 +364,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.clearResult(e.Key(), m.outcomeOf(e.Key()))
 		}
 		m.apply(&out)
-		if len(out.Failed) > 0 {
-			h.publishUnheld(ctx, obj, m, m.mayBeUnheld(), refusedOf(p, m.spireFailed))
-		}
+		h.publishUnheld(ctx, obj, m, m.mayBeUnheld(), refusedOf(p, m.spireFailed))
 		if out.HeldBack > 0 {
 			m.ready = false // as in rebuild: only a full pass sees them again
 		}
