@@ -63,7 +63,6 @@ func TestARestartKeepsTheEntryOfTwoSiblingsNoPolicyRenders(t *testing.T) {
 	}
 }
 
-
 // TestANewSiblingTakesNoEntryFromAWorkloadNobodyHolds: main cannot render
 // Deployment a/v (no team label), so the fallback registers v (ns a / sa
 // shop). A tenant creates Deployment a/n, same service account, which main
@@ -92,7 +91,6 @@ func TestANewSiblingTakesNoEntryFromAWorkloadNobodyHolds(t *testing.T) {
 			"SPIRE holds %v, want %v (err %v)", got, want, err)
 	}
 }
-
 
 // TestAnIncrementalPassThatRegistersARefusedEntryTakesItFromTheFallback:
 // SPIRE refuses main's entry for web, so main publishes web as unheld
