@@ -46,21 +46,8 @@ var _ = Describe("A tenant object too large for the target policy's cost budget"
 		return d
 	}
 
-	published := func(ctx context.Context, prefix string) (tb *v1alpha1.TrustBundle, platform, tenant string) {
-		group := unique(prefix)
-		platform = newNamespace(ctx, map[string]string{"group": group})
-		tenant = newNamespace(ctx, map[string]string{"group": group})
-		tb = newTrustBundle(group, inline(testpki.ValidCA(prefix).PEM()))
-		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
-		for _, ns := range []string{platform, tenant} {
-			Eventually(func() string { return caData(ctx, ns) }).ShouldNot(BeEmpty())
-		}
-		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
-		return tb, platform, tenant
-	}
-
 	It("does not hold up the TrustBundle's deletion when the tenant edits the target of their own namespace", func(ctx context.Context) {
-		tb, platform, tenant := published(ctx, "atk-cost-del")
+		tb, platform, tenant := publishedToPlatformAndTenant(ctx, "atk-cost-del")
 		// kubectl edit of the tenant's own target: keys of their own, and
 		// a long keys annotation (the tenant's value, listing ca.crt too).
 		body, err := json.Marshal(map[string]any{
@@ -80,7 +67,7 @@ var _ = Describe("A tenant object too large for the target policy's cost budget"
 	})
 
 	It("does not make the TrustBundle fail through a decoy in the tenant's namespace", func(ctx context.Context) {
-		tb, platform, tenant := published(ctx, "atk-cost-decoy")
+		tb, platform, tenant := publishedToPlatformAndTenant(ctx, "atk-cost-decoy")
 		ours := map[string]any{}
 		for k, v := range configMap(ctx, tenant, "ca").Labels {
 			ours[k] = v

@@ -45,21 +45,6 @@ var _ = Describe("A tenant's release the target policy refuses", func() {
 		Expect(cp.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(manager), client.ForceOwnership)).To(Succeed())
 	}
 
-	// published creates a TrustBundle distributing to a platform namespace
-	// and to the tenant's, and waits for both targets and Ready.
-	published := func(ctx context.Context, prefix string) (tb *v1alpha1.TrustBundle, platform, tenant string) {
-		group := unique(prefix)
-		platform = newNamespace(ctx, map[string]string{"group": group})
-		tenant = newNamespace(ctx, map[string]string{"group": group})
-		tb = newTrustBundle(group, inline(testpki.ValidCA(prefix).PEM()))
-		Expect(cp.Client.Create(ctx, tb)).To(Succeed())
-		for _, ns := range []string{platform, tenant} {
-			Eventually(func() string { return caData(ctx, ns) }).ShouldNot(BeEmpty())
-		}
-		Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
-		return tb, platform, tenant
-	}
-
 	deleted := func(ctx context.Context, tb *v1alpha1.TrustBundle) {
 		Expect(cp.Client.Delete(ctx, tb)).To(Succeed())
 		Eventually(func() error { return cp.Client.Get(ctx, client.ObjectKeyFromObject(tb), &v1alpha1.TrustBundle{}) }, 20*time.Second).
@@ -84,7 +69,7 @@ var _ = Describe("A tenant's release the target policy refuses", func() {
 	}
 
 	It("a decoy labelled as the TrustBundle's target whose release the policy refuses does not make the TrustBundle fail", func(ctx context.Context) {
-		tb, platform, tenant := published(ctx, "atk-decoy")
+		tb, platform, tenant := publishedToPlatformAndTenant(ctx, "atk-decoy")
 		decoy(ctx, tenant)
 		Consistently(func() string { return readyReason(ctx, tb) }, 5*time.Second).Should(Equal("True"), func() string {
 			return fmt.Sprintf("a tenant's decoy fails the cluster-scoped TrustBundle; Ready: %s", conditionMessage(ctx, tb, "Ready"))
@@ -95,7 +80,7 @@ var _ = Describe("A tenant's release the target policy refuses", func() {
 	})
 
 	It("a decoy labelled as the TrustBundle's target whose release the policy refuses does not hold up its deletion", func(ctx context.Context) {
-		tb, platform, tenant := published(ctx, "atk-decoydel")
+		tb, platform, tenant := publishedToPlatformAndTenant(ctx, "atk-decoydel")
 		decoy(ctx, tenant)
 		deleted(ctx, tb)
 		Expect(configMap(ctx, platform, "ca")).To(BeNil(), "the platform namespace's target is released")
@@ -115,7 +100,7 @@ var _ = Describe("A tenant's release the target policy refuses", func() {
 	}
 
 	It("a key a tenant lists in the keys annotation of the target in their namespace does not hold up the TrustBundle's deletion", func(ctx context.Context) {
-		tb, platform, tenant := published(ctx, "atk-listdel")
+		tb, platform, tenant := publishedToPlatformAndTenant(ctx, "atk-listdel")
 		listOwnKey(ctx, tenant)
 		Consistently(func() string { return readyReason(ctx, tb) }, 3*time.Second).Should(Equal("True"))
 		deleted(ctx, tb)
@@ -133,7 +118,7 @@ var _ = Describe("A tenant's release the target policy refuses", func() {
 	// delete an object holding a key the operator neither listed nor
 	// applied. InSync reads only the Apply entry, so nothing repairs it.
 	It("a key a tenant adds to the target in their namespace under the operator's field manager name does not hold up the TrustBundle's deletion", func(ctx context.Context) {
-		tb, platform, tenant := published(ctx, "atk-fmdel")
+		tb, platform, tenant := publishedToPlatformAndTenant(ctx, "atk-fmdel")
 		Expect(cp.Client.Patch(ctx, cmRef(tenant, "ca"), mergePatch(`{"data":{"app.conf":"tenant"}}`),
 			client.FieldOwner(target.FieldManager))).To(Succeed())
 		Consistently(func() string { return readyReason(ctx, tb) }, 3*time.Second).Should(Equal("True"))
@@ -144,7 +129,7 @@ var _ = Describe("A tenant's release the target policy refuses", func() {
 	})
 
 	It("a key a tenant lists in the keys annotation of the target in their namespace does not fail the TrustBundle once that namespace is no longer selected", func(ctx context.Context) {
-		tb, platform, tenant := published(ctx, "atk-listdesel")
+		tb, platform, tenant := publishedToPlatformAndTenant(ctx, "atk-listdesel")
 		listOwnKey(ctx, tenant)
 		By("the platform no longer selecting the tenant's namespace")
 		setNamespaceLabels(ctx, tenant, map[string]string{"group": "elsewhere"})
@@ -156,3 +141,19 @@ var _ = Describe("A tenant's release the target policy refuses", func() {
 			Should(ContainElement(ContainSubstring("ConfigMap "+tenant+"/ca")), "the target left in place is named in a Warning event")
 	})
 })
+
+// publishedToPlatformAndTenant creates a TrustBundle distributing to a
+// platform namespace and to a tenant's, and waits for both targets and
+// Ready.
+func publishedToPlatformAndTenant(ctx context.Context, prefix string) (tb *v1alpha1.TrustBundle, platform, tenant string) {
+	group := unique(prefix)
+	platform = newNamespace(ctx, map[string]string{"group": group})
+	tenant = newNamespace(ctx, map[string]string{"group": group})
+	tb = newTrustBundle(group, inline(testpki.ValidCA(prefix).PEM()))
+	Expect(cp.Client.Create(ctx, tb)).To(Succeed())
+	for _, ns := range []string{platform, tenant} {
+		Eventually(func() string { return caData(ctx, ns) }).ShouldNot(BeEmpty())
+	}
+	Eventually(func() string { return readyReason(ctx, tb) }).Should(Equal("True"))
+	return tb, platform, tenant
+}

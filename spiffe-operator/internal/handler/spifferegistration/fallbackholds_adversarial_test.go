@@ -56,20 +56,9 @@ func selectingPod(all []*types.Entry, namespace, sa string, podLabels map[string
 // (SharesPodsWithAnotherPolicy).
 func TestAFallbackNeverGivesPodsOfAnotherPolicysWorkloadASecondIdentity(t *testing.T) {
 	ctx := context.Background()
-	webL := map[string]string{"app": "web"}
-	apiL := map[string]string{"app": "api"}
-	api := deploy("a", "api", "shop", apiL)
-	api.Labels["team"] = "pay"
-	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "shop", webL), api,
-		runningPod("a", "web-1", "shop", "", webL), runningPod("a", "api-1", "shop", "", apiL))
-	main, fb, _ := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		_ = e.h.CreateOrUpdate(ctx, main)
-		_ = e.h.CreateOrUpdate(ctx, fb)
-	}
+	e, apiL := shopEnv(t)
+	main, fb, _ := mainAndStoredFallback(t, e, teamTemplate)
+	twoPasses(ctx, e, main, fb)
 	if !failureNames(main, "Deployment a/web") {
 		t.Fatalf("precondition: main's render of web should fail, failures %+v", main.Status.Failures)
 	}
@@ -99,26 +88,14 @@ func TestAFallbackNeverGivesPodsOfAnotherPolicysWorkloadASecondIdentity(t *testi
 func TestARestartKeepsTheFallbacksEntryOfAWorkloadWithoutPods(t *testing.T) {
 	ctx := context.Background()
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "api", "api", map[string]string{"app": "api"}))
-	main, fb, pass := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	main, fb, pass := mainAndStoredFallback(t, e, teamTemplate)
 	pass()
 	pass()
 	want := []string{"/fallback/ns/a/sa/api"}
 	if got := sortedPaths(e.api); !slices.Equal(got, want) {
 		t.Fatalf("precondition: SPIRE holds %v, want %v", got, want)
 	}
-	for _, p := range []*v1alpha1.SpiffeRegistration{main, fb} {
-		stored := &v1alpha1.SpiffeRegistration{}
-		if err := e.c.Get(ctx, client.ObjectKey{Name: p.Name}, stored); err != nil {
-			t.Fatal(err)
-		}
-		stored.Status = p.Status
-		if err := e.c.Update(ctx, stored); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storeStatuses(ctx, t, e, main, fb)
 	idsBefore := entryIDs(e)
 
 	e.h = restarted(e)
@@ -163,10 +140,7 @@ func TestABadEditTakesNoIdentityThePolicyNeverHeld(t *testing.T) {
 	api.Labels["team"] = "pay"
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "web", webL), api,
 		runningPod("a", "web-1", "web", "", webL), runningPod("a", "api-1", "api", "", apiL))
-	main, fb, pass := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	main, _, pass := mainAndStoredFallback(t, e, teamTemplate)
 	pass()
 	pass()
 	want := []string{fallbackForWeb, mainPay}
@@ -208,10 +182,7 @@ func TestFallbackAndPolicyPassesRunTogether(t *testing.T) {
 	webL := map[string]string{"app": "web"}
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "web", webL),
 		deploy("a", "api", "api", map[string]string{"app": "api"}), runningPod("a", "web-1", "web", "", webL))
-	main, fb, _ := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	main, fb, _ := mainAndStoredFallback(t, e, teamTemplate)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {

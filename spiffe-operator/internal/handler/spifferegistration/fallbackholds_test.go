@@ -36,54 +36,48 @@ const teamTemplate = "ns/{namespace}/team/{label:team}"
 // yet what main holds), and web's running pod keeps the entry until then,
 // so web's entry never leaves SPIRE.
 func TestAPolicyThatNeverRenderedAWorkloadLeavesItTheFallbacksIdentity(t *testing.T) {
-	for _, fallbackFirst := range []bool{false, true} {
-		name := "main's pass first"
-		if fallbackFirst {
-			name = "fallback's pass first"
+	bothOrders(t, func(t *testing.T, fallbackFirst bool) {
+		ctx := context.Background()
+		web := map[string]string{"app": "web"}
+		e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "web", web),
+			runningPod("a", "web-1", "web", "", web))
+		fb := storedFallback(ctx, t, e)
+		if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
+			t.Fatal(err)
 		}
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			web := map[string]string{"app": "web"}
-			e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "web", web),
-				runningPod("a", "web-1", "web", "", web))
-			fb := storedFallback(ctx, t, e)
-			if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
-				t.Fatal(err)
-			}
-			if got := paths(e.api); !slices.Equal(got, []string{fallbackForWeb}) {
-				t.Fatalf("precondition: SPIRE holds %v, want the fallback's entry for web", got)
-			}
+		if got := paths(e.api); !slices.Equal(got, []string{fallbackForWeb}) {
+			t.Fatalf("precondition: SPIRE holds %v, want the fallback's entry for web", got)
+		}
 
-			main := storedPolicy(ctx, t, e, "main", teamTemplate)
-			if fallbackFirst {
-				if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
-					t.Fatal(err)
-				}
-				if got := paths(e.api); !slices.Equal(got, []string{fallbackForWeb}) {
-					t.Errorf("before main's first pass the fallback withdrew web's entry for a policy that cannot render web: SPIRE holds %v", got)
-				}
-			}
-			_ = e.h.CreateOrUpdate(ctx, main)
-			if !failureNames(main, "Deployment a/web") {
-				t.Fatalf("precondition: main's render of web should fail, failures %+v", main.Status.Failures)
-			}
-			if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
-				t.Fatal(err)
-			}
-			// A rollout: nothing retained for web-1 is left to explain an
-			// entry.
-			rollWeb(ctx, t, e)
-			for _, p := range []*v1alpha1.SpiffeRegistration{main, fb} {
-				_ = e.h.CreateOrUpdate(ctx, p)
-			}
+		main := storedPolicy(ctx, t, e, "main", teamTemplate)
+		if fallbackFirst {
 			if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
 				t.Fatal(err)
 			}
 			if got := paths(e.api); !slices.Equal(got, []string{fallbackForWeb}) {
-				t.Errorf("Deployment a/web lost its only identity to policy main, which selects it but cannot render it and holds nothing for it: SPIRE holds %v", got)
+				t.Errorf("before main's first pass the fallback withdrew web's entry for a policy that cannot render web: SPIRE holds %v", got)
 			}
-		})
-	}
+		}
+		_ = e.h.CreateOrUpdate(ctx, main)
+		if !failureNames(main, "Deployment a/web") {
+			t.Fatalf("precondition: main's render of web should fail, failures %+v", main.Status.Failures)
+		}
+		if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
+			t.Fatal(err)
+		}
+		// A rollout: nothing retained for web-1 is left to explain an
+		// entry.
+		rollWeb(ctx, t, e)
+		for _, p := range []*v1alpha1.SpiffeRegistration{main, fb} {
+			_ = e.h.CreateOrUpdate(ctx, p)
+		}
+		if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
+			t.Fatal(err)
+		}
+		if got := paths(e.api); !slices.Equal(got, []string{fallbackForWeb}) {
+			t.Errorf("Deployment a/web lost its only identity to policy main, which selects it but cannot render it and holds nothing for it: SPIRE holds %v", got)
+		}
+	})
 }
 
 // TestAWorkloadThatStartsRenderingMovesFromTheFallback: web holds the
@@ -92,37 +86,31 @@ func TestAPolicyThatNeverRenderedAWorkloadLeavesItTheFallbacksIdentity(t *testin
 // fallback yields it, whichever pass runs first; once web's pods are
 // replaced, only main's identity is left.
 func TestAWorkloadThatStartsRenderingMovesFromTheFallback(t *testing.T) {
-	for _, fallbackFirst := range []bool{false, true} {
-		name := "main's pass first"
-		if fallbackFirst {
-			name = "fallback's pass first"
+	bothOrders(t, func(t *testing.T, fallbackFirst bool) {
+		ctx := context.Background()
+		web := map[string]string{"app": "web"}
+		e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "web", web),
+			runningPod("a", "web-1", "web", "", web))
+		main, fb, pass := mainAndFallback(t, e, teamTemplate)
+		pass()
+		if got := paths(e.api); !slices.Equal(got, []string{fallbackForWeb}) {
+			t.Fatalf("precondition: SPIRE holds %v, want the fallback's entry for web alone", got)
 		}
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			web := map[string]string{"app": "web"}
-			e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "web", web),
-				runningPod("a", "web-1", "web", "", web))
-			main, fb, pass := mainAndFallback(t, e, teamTemplate)
-			pass()
-			if got := paths(e.api); !slices.Equal(got, []string{fallbackForWeb}) {
-				t.Fatalf("precondition: SPIRE holds %v, want the fallback's entry for web alone", got)
-			}
 
-			setTeam(ctx, t, e, "pay")
-			if fallbackFirst {
-				if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
-					t.Fatal(err)
-				}
+		setTeam(ctx, t, e, "pay")
+		if fallbackFirst {
+			if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
+				t.Fatal(err)
 			}
-			pass()
-			rollWeb(ctx, t, e)
-			pass()
-			pass()
-			if got := paths(e.api); !slices.Equal(got, []string{mainPay}) {
-				t.Errorf("SPIRE holds %v, want main's entry alone once web renders under main (main: failures %+v)", got, main.Status.Failures)
-			}
-		})
-	}
+		}
+		pass()
+		rollWeb(ctx, t, e)
+		pass()
+		pass()
+		if got := paths(e.api); !slices.Equal(got, []string{mainPay}) {
+			t.Errorf("SPIRE holds %v, want main's entry alone once web renders under main (main: failures %+v)", got, main.Status.Failures)
+		}
+	})
 }
 
 // TestAFallbackJudgesAfterARestartAsBefore: what SPIRE holds does not
@@ -142,24 +130,12 @@ func TestAFallbackJudgesAfterARestartAsBefore(t *testing.T) {
 	apiDeploy.UID = "uid-api"
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), d, apiDeploy,
 		runningPod("a", "web-1", "web", "", web), runningPod("a", "api-1", "api", "", api))
-	main, fb, pass := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	main, fb, pass := mainAndStoredFallback(t, e, teamTemplate)
 	pass()
 	setTeam(ctx, t, e, "")
 	pass()
 	// The statuses as the operator writes them.
-	for _, p := range []*v1alpha1.SpiffeRegistration{main, fb} {
-		stored := &v1alpha1.SpiffeRegistration{}
-		if err := e.c.Get(ctx, client.ObjectKey{Name: p.Name}, stored); err != nil {
-			t.Fatal(err)
-		}
-		stored.Status = p.Status
-		if err := e.c.Update(ctx, stored); err != nil { // the fake client has no status subresource
-			t.Fatal(err)
-		}
-	}
+	storeStatuses(ctx, t, e, main, fb)
 	want := []string{"/fallback/ns/a/sa/api", mainPay}
 	if got := sortedPaths(e.api); !slices.Equal(got, want) {
 		t.Fatalf("precondition: SPIRE holds %v, want %v (main keeps web's last good entry, the fallback registers api)", got, want)
@@ -191,10 +167,7 @@ func TestAWorkloadAPolicyCannotRenderWakesTheFallback(t *testing.T) {
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), d, runningPod("a", "web-1", "web", "", web))
 	var woken []string
 	e.h.Notify = func(o entrysync.Owner) { woken = append(woken, o.Kind+"/"+o.Name) }
-	main, fb, pass := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	main, fb, pass := mainAndStoredFallback(t, e, teamTemplate)
 	pass()
 	woken = nil
 
@@ -222,6 +195,51 @@ func TestAWorkloadAPolicyCannotRenderWakesTheFallback(t *testing.T) {
 	}
 }
 
+// bothOrders runs test twice: with main's pass before the fallback's, and
+// after it.
+func bothOrders(t *testing.T, test func(t *testing.T, fallbackFirst bool)) {
+	for _, fallbackFirst := range []bool{false, true} {
+		name := "main's pass first"
+		if fallbackFirst {
+			name = "fallback's pass first"
+		}
+		t.Run(name, func(t *testing.T) { test(t, fallbackFirst) })
+	}
+}
+
+// shopEnv holds Deployments a/web and a/api, both running as service
+// account shop, each with a running pod; api has the team label. It
+// returns api's pod labels.
+func shopEnv(t *testing.T) (*env, map[string]string) {
+	t.Helper()
+	webL := map[string]string{"app": "web"}
+	apiL := map[string]string{"app": "api"}
+	api := deploy("a", "api", "shop", apiL)
+	api.Labels["team"] = "pay"
+	return retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "shop", webL), api,
+		runningPod("a", "web-1", "shop", "", webL), runningPod("a", "api-1", "shop", "", apiL)), apiL
+}
+
+// storedMain stores a policy main of the given spec.
+func storedMain(ctx context.Context, t *testing.T, e *env, mut func(*v1alpha1.SpiffeRegistrationSpec)) *v1alpha1.SpiffeRegistration {
+	t.Helper()
+	main := newPolicy(mut)
+	main.Name, main.Generation, main.UID = "main", 1, "uid-policy-main"
+	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	return main
+}
+
+// twoPasses runs main's pass and then the fallback's, twice; either may
+// fail (what SPIRE holds is what the tests judge).
+func twoPasses(ctx context.Context, e *env, main, fb *v1alpha1.SpiffeRegistration) {
+	for range 2 {
+		_ = e.h.CreateOrUpdate(ctx, main)
+		_ = e.h.CreateOrUpdate(ctx, fb)
+	}
+}
+
 // rollWeb replaces web's pod web-1 by web-2, as a rollout does.
 func rollWeb(ctx context.Context, t *testing.T, e *env) {
 	t.Helper()
@@ -231,6 +249,33 @@ func rollWeb(ctx context.Context, t *testing.T, e *env) {
 	}
 	if err := e.c.Create(ctx, runningPod("a", "web-2", "web", "", web)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// mainAndStoredFallback is mainAndFallback with the fallback policy
+// stored too, so that policies' passes that list it find it.
+func mainAndStoredFallback(t *testing.T, e *env, template string) (main, fb *v1alpha1.SpiffeRegistration, pass func()) {
+	t.Helper()
+	main, fb, pass = mainAndFallback(t, e, template)
+	if err := e.c.Create(context.Background(), fb.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	return main, fb, pass
+}
+
+// storeStatuses writes each policy's status as a pass left it to the API
+// server, as the operator does.
+func storeStatuses(ctx context.Context, t *testing.T, e *env, ps ...*v1alpha1.SpiffeRegistration) {
+	t.Helper()
+	for _, p := range ps {
+		stored := &v1alpha1.SpiffeRegistration{}
+		if err := e.c.Get(ctx, client.ObjectKey{Name: p.Name}, stored); err != nil {
+			t.Fatal(err)
+		}
+		stored.Status = p.Status
+		if err := e.c.Update(ctx, stored); err != nil { // the fake client has no status subresource
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -290,27 +335,13 @@ func failureNames(p *v1alpha1.SpiffeRegistration, object string) bool {
 // The fallback leaves web unregistered and its status says why.
 func TestAFallbackLeavesAWorkloadThatSharesAnAccountWithAnotherPolicys(t *testing.T) {
 	ctx := context.Background()
-	webL := map[string]string{"app": "web"}
-	apiL := map[string]string{"app": "api"}
-	api := deploy("a", "api", "shop", apiL)
-	api.Labels["team"] = "pay"
-	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "web", "shop", webL), api,
-		runningPod("a", "web-1", "shop", "", webL), runningPod("a", "api-1", "shop", "", apiL))
-	main := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+	e, apiL := shopEnv(t)
+	main := storedMain(ctx, t, e, func(s *v1alpha1.SpiffeRegistrationSpec) {
 		s.SpiffeIDTemplate = teamTemplate
 		s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: apiL}
 	})
-	main.Name, main.Generation, main.UID = "main", 1, "uid-policy-main"
-	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
 	fb := storedFallback(ctx, t, e)
-	for range 2 {
-		if err := e.h.CreateOrUpdate(ctx, main); err != nil {
-			t.Fatal(err)
-		}
-		_ = e.h.CreateOrUpdate(ctx, fb)
-	}
+	twoPasses(ctx, e, main, fb)
 	if got := selectingPod(e.api.All(), "a", "shop", apiL); len(got) != 1 {
 		t.Errorf("Deployment a/api's pods are selected by %v, want main's entry alone", got)
 	}

@@ -28,21 +28,12 @@ func TestAStatefulSetAnotherPolicyHoldsKeepsTheFallbacksDeploymentOff(t *testing
 	web.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"web"}}}}
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), db, web,
 		runningPod("a", "db-0", "shop", "", dbL), runningPod("a", "web-1", "shop", "", map[string]string{"app": "web"}))
-	main := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+	main := storedMain(ctx, t, e, func(s *v1alpha1.SpiffeRegistrationSpec) {
 		s.SpiffeIDTemplate = "ns/{namespace}/w/{name}"
 		s.WorkloadKinds = []v1alpha1.WorkloadKind{v1alpha1.WorkloadKindStatefulSet}
 	})
-	main.Name, main.Generation, main.UID = "main", 1, "uid-policy-main"
-	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
 	fb := storedFallback(ctx, t, e)
-	for range 2 {
-		if err := e.h.CreateOrUpdate(ctx, main); err != nil {
-			t.Fatal(err)
-		}
-		_ = e.h.CreateOrUpdate(ctx, fb)
-	}
+	twoPasses(ctx, e, main, fb)
 	if got := selectingPod(e.api.All(), "a", "shop", dbL); len(got) != 1 {
 		t.Errorf("db's pods are selected by %v, want main's entry alone", got)
 	}

@@ -23,10 +23,7 @@ func TestTwoFallbacksAndAPolicyRunTogetherWithRefusals(t *testing.T) {
 		deploy("a", "api", "shop", map[string]string{"app": "api"}), runningPod("a", "web-1", "shop", "", webL))
 	e.h.Lister, e.h.Dirty = workload.ReaderLister{Reader: e.c}, NewDirty()
 	e.api.Reject["spiffe://example.org"+mainPay] = true
-	main, fb, _ := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	main, fb, _ := mainAndStoredFallback(t, e, teamTemplate)
 	fb2 := fb.DeepCopy()
 	fb2.Name, fb2.UID = "fallback2", "uid-fallback2"
 	if err := e.c.Create(ctx, fb2.DeepCopy()); err != nil {

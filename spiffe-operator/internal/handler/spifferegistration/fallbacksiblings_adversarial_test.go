@@ -14,21 +14,6 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
-// storeStatuses writes the statuses as the operator writes them.
-func storeStatuses(ctx context.Context, t *testing.T, e *env, ps ...*v1alpha1.SpiffeRegistration) {
-	t.Helper()
-	for _, p := range ps {
-		stored := &v1alpha1.SpiffeRegistration{}
-		if err := e.c.Get(ctx, client.ObjectKey{Name: p.Name}, stored); err != nil {
-			t.Fatal(err)
-		}
-		stored.Status = p.Status
-		if err := e.c.Update(ctx, stored); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestARestartKeepsTheEntryOfTwoSiblingsNoPolicyRenders: main selects
 // Deployments a/v and a/w, both running as service account shop, and
 // renders neither (no team label): the fallback registers the one entry of
@@ -40,10 +25,7 @@ func TestARestartKeepsTheEntryOfTwoSiblingsNoPolicyRenders(t *testing.T) {
 	ctx := context.Background()
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}),
 		deploy("a", "v", "shop", map[string]string{"app": "v"}), deploy("a", "w", "shop", map[string]string{"app": "w"}))
-	main, fb, pass := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	main, fb, pass := mainAndStoredFallback(t, e, teamTemplate)
 	pass()
 	pass()
 	want := []string{"/fallback/ns/a/sa/shop"}
@@ -72,10 +54,7 @@ func TestARestartKeepsTheEntryOfTwoSiblingsNoPolicyRenders(t *testing.T) {
 func TestANewSiblingTakesNoEntryFromAWorkloadNobodyHolds(t *testing.T) {
 	ctx := context.Background()
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), deploy("a", "v", "shop", map[string]string{"app": "v"}))
-	_, fb, pass := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	_, fb, pass := mainAndStoredFallback(t, e, teamTemplate)
 	pass()
 	pass()
 	want := []string{"/fallback/ns/a/sa/shop"}
@@ -109,10 +88,7 @@ func TestAnIncrementalPassThatRegistersARefusedEntryTakesItFromTheFallback(t *te
 	l := &countingLister{ReaderLister: workload.ReaderLister{Reader: e.c}}
 	e.h.Lister, e.h.Dirty = l, NewDirty()
 	e.api.Reject["spiffe://example.org"+mainPay] = true
-	main, fb, pass := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	main, fb, pass := mainAndStoredFallback(t, e, teamTemplate)
 	pass()
 	pass()
 	if got := sortedPaths(e.api); !slices.Equal(got, []string{fallbackForWeb}) {
@@ -201,10 +177,7 @@ func TestUnsureWorkloadsCostOneSPIRECallPerEntry(t *testing.T) {
 		objs = append(objs, deploy("t", name, name, map[string]string{"app": name}))
 	}
 	e := retainingEnv(t, objs...)
-	_, fb, _ := mainAndFallback(t, e, teamTemplate)
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
+	_, fb, _ := mainAndStoredFallback(t, e, teamTemplate)
 	_ = e.h.CreateOrUpdate(ctx, fb)
 	before := e.api.CallCount("GetEntry")
 	_ = e.h.CreateOrUpdate(ctx, fb)
