@@ -68,26 +68,27 @@ type otherPolicy struct {
 	// what it registered, and no more.
 	compiled *policy
 	// judged is true when a pass of this process rendered the policy;
-	// unheld are then the workloads it selected that failed to render and
-	// kept no last good entry (false), or whose entry SPIRE refused (true).
+	// failed are then the workloads of that pass whose render failed or
+	// whose entry SPIRE refused.
 	judged bool
-	unheld map[workloadKey]bool
+	failed map[workloadKey]failedWorkload
 	// recorded are the last good entries its status records, which its
 	// first pass after a start keeps; read while it is not judged.
 	recorded map[workloadKey]keptRecord
 }
 
 // holds says how far o, which selects w, holds an entry for it. A policy a
-// pass of this process judged holds w unless that pass found it holds
-// nothing for w: SPIRE refused its entry, or its render failed and w does
-// not render now either (a label may have been added since). A
+// pass of this process judged holds w surely when that pass kept w's last
+// good entry; it holds nothing for w when SPIRE refused w's entry, or
+// when w's render failed without a last good entry and w does not render
+// now either (a label may have been added since). A
 // policy not judged yet (its first pass since the start is to come, or
 // its environment is not this instance's) holds w when w renders or its
 // status records a last good entry for w, and is unsure otherwise. One
 // whose spec fails and that no pass judged holds all it selects: the
 // fallback yields to it only while its status records a parent it holds
 // entries under (othersOf). A workload a judged policy did not find
-// unheld is presumed held (without a render, which only heldIn needs):
+// failing is presumed held (without a render, which only heldIn needs):
 // if the policy has not met it yet and holds nothing for it, its pass
 // then wakes the fallback policies (Handler.Notify).
 func (o *otherPolicy) holds(w workload.Workload) claim {
@@ -103,11 +104,15 @@ func (o *otherPolicy) holds(w workload.Workload) claim {
 		}
 		return claimUnsure
 	}
-	refused, unheld := o.unheld[keyOf(w)]
-	if !unheld {
+	f, failed := o.failed[keyOf(w)]
+	switch {
+	case !failed:
 		return claimPresumed
-	}
-	if refused || o.compiled == nil {
+	case f.refused:
+		return claimNone
+	case f.kept && f.uid == w.UID:
+		return claimHeld
+	case o.compiled == nil:
 		return claimNone
 	}
 	if _, f := o.compiled.render(w); f == nil {
@@ -303,15 +308,17 @@ func sharedPodsFailure(w workload.Workload, hw *heldWorkload) v1alpha1.Failure {
 }
 
 // keepsOwn returns yield.keeps for a pass of the fallback policy obj: it
-// reports whether the fallback's last pass wanted the entry it renders
-// for a workload (memo.keys), or, when this process has no such pass (a
-// restart), whether SPIRE holds that entry under the fallback's ID. The
+// reports whether the fallback's last pass that synced wanted the entry
+// it renders for a workload (wanted, policyRenders.wanted), or, when this
+// process has no such pass (a restart, an edit of the fallback, a pass
+// that failed), whether SPIRE holds that entry under the fallback's ID;
+// SPIRE holds it too while pods that used it run, so a workload another
+// policy surely holds never asks (surelyHeld). The
 // fallback has it only while the workload's other policy held nothing for
 // it (it yields what a policy renders). Answers are remembered by entry
 // for the pass. A per-node or per-pod fallback keeps nothing, nor one
 // whose entry SPIRE cannot be asked about.
-func (h *Handler) keepsOwn(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, memo *policyRenders) func(workload.Workload) bool {
-	wanted := memo.keys
+func (h *Handler) keepsOwn(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, wanted map[entries.Key]struct{}) func(workload.Workload) bool {
 	asked := map[entries.Key]bool{}
 	return func(w workload.Workload) bool {
 		if p.byPods() {
@@ -344,7 +351,7 @@ func (h *Handler) keepsOwn(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 // fails).
 func (h *Handler) otherPolicy(ctx context.Context, o *v1alpha1.SpiffeRegistration, sel workload.Selection, compiled *policy) otherPolicy {
 	op := otherPolicy{name: o.Name, sel: sel, compiled: compiled}
-	op.unheld, op.judged = h.memo.unheldBy(o.UID)
+	op.failed, op.judged = h.memo.failedBy(o.UID)
 	if !op.judged && compiled != nil {
 		var err error
 		if op.recorded, err = parseKeptEntries(o.Status.KeptEntries, compiled.trustDomain); err != nil {
@@ -355,17 +362,18 @@ func (h *Handler) otherPolicy(ctx context.Context, o *v1alpha1.SpiffeRegistratio
 	return op
 }
 
-// publishUnheld records, for a fallback policy's judgement (holds), the
-// workloads among keys that the policy obj selects but holds no entry
-// for (policyRenders.unheldOf; refused are the keys of its entries SPIRE
+// publishFailed records, for a fallback policy's judgement (holds), the
+// workloads among keys whose render failed in the policy obj, with or
+// without a last good entry, or whose entry SPIRE refused
+// (policyRenders.failedOf; refused are the keys of its entries SPIRE
 // refused), and when that changed, asks for a pass of every fallback
 // policy of the class. A fallback policy records none.
-func (h *Handler) publishUnheld(ctx context.Context, obj *v1alpha1.SpiffeRegistration, m *policyRenders, keys iter.Seq[workloadKey],
+func (h *Handler) publishFailed(ctx context.Context, obj *v1alpha1.SpiffeRegistration, m *policyRenders, keys iter.Seq[workloadKey],
 	refused map[entries.Key]struct{}) {
 	if obj.Spec.Fallback {
 		return
 	}
-	if !h.memo.publishUnheld(obj.UID, m.unheldOf(keys, refused)) || h.Notify == nil {
+	if !h.memo.publishFailed(obj.UID, m.failedOf(keys, refused)) || h.Notify == nil {
 		return
 	}
 	var l v1alpha1.SpiffeRegistrationList

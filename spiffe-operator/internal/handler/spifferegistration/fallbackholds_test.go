@@ -308,8 +308,15 @@ func storedPolicy(ctx context.Context, t *testing.T, e *env, name, template stri
 // empty.
 func setTeam(ctx context.Context, t *testing.T, e *env, team string) {
 	t.Helper()
+	setTeamOf(ctx, t, e, "web", team)
+}
+
+// setTeamOf sets the team label of Deployment a/name, or removes it when
+// team is empty.
+func setTeamOf(ctx context.Context, t *testing.T, e *env, name, team string) {
+	t.Helper()
 	cur := &appsv1.Deployment{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "web"}, cur); err != nil {
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: name}, cur); err != nil {
 		t.Fatal(err)
 	}
 	if team == "" {

@@ -295,8 +295,9 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	yielded := 0
 	var autoErr error
 	if p.others != nil {
-		p.others.keeps = h.keepsOwn(ctx, obj, p, memo)
+		p.others.keeps = h.keepsOwn(ctx, obj, p, memo.wanted)
 	}
+	memo.wanted = nil
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
 		switch p.claimOf(w) {
 		case claimHeld, claimPresumed:
@@ -340,7 +341,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
-	h.publishUnheld(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, memo.spireFailed))
+	h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, memo.spireFailed))
 	if len(memo.dropped) > 0 {
 		logf.FromContext(ctx).Error(errors.New("the policy could not have rendered them"),
 			"left out last good entries the status records: written by someone other than the operator, or by a template since changed",
@@ -368,12 +369,18 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	owner := h.ownerFor(obj, p)
 	out, syncErr := h.Syncer.Sync(ctx, owner, want, entrysync.ParseParents(obj.Status.ParentIDs))
 	obj.Status.ParentIDs = out.Parents
+	if syncErr == nil && p.others != nil {
+		memo.wanted = make(map[entries.Key]struct{}, len(want))
+		for _, e := range want {
+			memo.wanted[e.Key()] = struct{}{}
+		}
+	}
 	if len(out.Failed) > 0 || len(memo.spireFailed) > 0 {
 		refused := map[entries.Key]struct{}{}
 		for _, f := range out.Failed {
 			refused[f.Entry.Key()] = struct{}{}
 		}
-		h.publishUnheld(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, refused))
+		h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, refused))
 	}
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})

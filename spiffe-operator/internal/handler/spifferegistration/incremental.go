@@ -306,7 +306,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.attach(wk, nr, touched)
 		}
 	}
-	h.publishUnheld(ctx, obj, m, m.mayBeUnheld(), refusedOf(p, m.spireFailed))
+	h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.spireFailed))
 
 	var want, gone []*entries.Entry
 	if m.followsPods {
@@ -364,7 +364,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.clearResult(e.Key(), m.outcomeOf(e.Key()))
 		}
 		m.apply(&out)
-		h.publishUnheld(ctx, obj, m, m.mayBeUnheld(), refusedOf(p, m.spireFailed))
+		h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.spireFailed))
 		if out.HeldBack > 0 {
 			m.ready = false // as in rebuild: only a full pass sees them again
 		}

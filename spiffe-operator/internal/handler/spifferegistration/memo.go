@@ -20,10 +20,10 @@ import (
 type renders struct {
 	mu       sync.Mutex
 	byPolicy map[k8stypes.UID]*policyRenders
-	// unheld are, per policy, the workloads its last pass found it selects
-	// but holds no entry for (policyRenders.unheldOf), for the fallback
-	// policies' passes. A published set is never changed.
-	unheld map[k8stypes.UID]map[workloadKey]bool
+	// failed are, per policy, the workloads its last pass found failing
+	// (policyRenders.failedOf), for the fallback policies' passes. A
+	// published set is never changed.
+	failed map[k8stypes.UID]map[workloadKey]failedWorkload
 }
 
 type policyRenders struct {
@@ -68,6 +68,10 @@ type policyRenders struct {
 	spireFailed map[entries.Key]struct{}
 	// registered and masked count the desired entries in those states.
 	registered, masked int
+	// wanted are, for a fallback policy, the keys of the entries its last
+	// full pass wanted, when that pass synced without error (nil during a
+	// pass, and after one that failed).
+	wanted map[entries.Key]struct{}
 	// synced is when a pass of this policy last read from or wrote to
 	// SPIRE without error (zero when none has since the operator started).
 	// A pass that does not talk to SPIRE reports it: the status of the
@@ -178,65 +182,71 @@ func (r *renders) forget(uid k8stypes.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.byPolicy, uid)
-	delete(r.unheld, uid)
+	delete(r.failed, uid)
 }
 
-// publishUnheld records keys as the workloads policy uid holds no entry
-// for (policyRenders.unheldOf), and reports whether that changed what was
-// recorded (or none was recorded since the process started and keys is
-// not empty).
-func (r *renders) publishUnheld(uid k8stypes.UID, keys map[workloadKey]bool) (changed bool) {
+// failedWorkload is how a workload failed in a policy's pass: its render
+// failed, and it keeps the last good entry of the workload of UID uid
+// (kept) or none; or SPIRE refused its entry (refused).
+type failedWorkload struct {
+	kept, refused bool
+	uid           k8stypes.UID
+}
+
+// publishFailed records failed as the failing workloads of policy uid, and
+// reports whether that changed what was recorded (or none was recorded
+// since the process started and failed is not empty).
+func (r *renders) publishFailed(uid k8stypes.UID, failed map[workloadKey]failedWorkload) (changed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.unheld == nil {
-		r.unheld = map[k8stypes.UID]map[workloadKey]bool{}
+	if r.failed == nil {
+		r.failed = map[k8stypes.UID]map[workloadKey]failedWorkload{}
 	}
-	prev, known := r.unheld[uid]
-	r.unheld[uid] = keys
+	prev, known := r.failed[uid]
+	r.failed[uid] = failed
 	if !known {
-		return len(keys) > 0
+		return len(failed) > 0
 	}
-	return !maps.Equal(prev, keys)
+	return !maps.Equal(prev, failed)
 }
 
-// unheldBy returns what publishUnheld last recorded for policy uid, and
+// failedBy returns what publishFailed last recorded for policy uid, and
 // whether anything was.
-func (r *renders) unheldBy(uid k8stypes.UID) (map[workloadKey]bool, bool) {
+func (r *renders) failedBy(uid k8stypes.UID) (map[workloadKey]failedWorkload, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	keys, ok := r.unheld[uid]
-	return keys, ok
+	failed, ok := r.failed[uid]
+	return failed, ok
 }
 
-// unheldOf returns the workloads of keys whose render failed and that
-// keep no last good entry (false), or whose entry SPIRE refused (true: its
-// key is in refused).
-func (m *policyRenders) unheldOf(keys iter.Seq[workloadKey], refused map[entries.Key]struct{}) map[workloadKey]bool {
-	var out map[workloadKey]bool
+// failedOf returns the workloads of keys whose render failed, or whose
+// entry SPIRE refused (its key is in refused).
+func (m *policyRenders) failedOf(keys iter.Seq[workloadKey], refused map[entries.Key]struct{}) map[workloadKey]failedWorkload {
+	var out map[workloadKey]failedWorkload
 	for k := range keys {
 		r := m.byWorkload[k]
 		if r == nil {
 			continue
 		}
 		e := r.wanted()
-		byRefusal := false
+		f := failedWorkload{kept: r.failure != nil && e != nil, uid: r.uid}
 		if e != nil && len(refused) > 0 {
-			_, byRefusal = refused[e.Key()]
+			_, f.refused = refused[e.Key()]
 		}
-		if e == nil || byRefusal {
+		if r.failure != nil || f.refused {
 			if out == nil {
-				out = map[workloadKey]bool{}
+				out = map[workloadKey]failedWorkload{}
 			}
-			out[k] = byRefusal
+			out[k] = f
 		}
 	}
 	return out
 }
 
-// mayBeUnheld are the workloads an incremental pass judges for
-// unheldOf: those whose render failed, or every workload while SPIRE
+// mayHaveFailed are the workloads an incremental pass judges for
+// failedOf: those whose render failed, or every workload while SPIRE
 // refuses some of the policy's entries.
-func (m *policyRenders) mayBeUnheld() iter.Seq[workloadKey] {
+func (m *policyRenders) mayHaveFailed() iter.Seq[workloadKey] {
 	if len(m.spireFailed) > 0 {
 		return maps.Keys(m.byWorkload)
 	}

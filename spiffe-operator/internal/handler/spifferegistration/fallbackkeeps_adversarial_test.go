@@ -6,30 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
-
-// setAPITeam sets Deployment a/api's team label, or removes it when team
-// is empty.
-func setAPITeam(ctx context.Context, t *testing.T, e *env, team string) {
-	t.Helper()
-	cur := &appsv1.Deployment{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "api"}, cur); err != nil {
-		t.Fatal(err)
-	}
-	if team == "" {
-		delete(cur.Labels, "team")
-	} else {
-		cur.Labels["team"] = team
-	}
-	if err := e.c.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // siblingsEnv: Deployments a/api and a/web both run as service account
 // shop (pods api-1, web-1). Policy main (team template) selects api only;
@@ -75,7 +55,7 @@ func siblingsEnv(ctx context.Context, t *testing.T, autoDNS bool) (e *env, main,
 	if got := sortedPaths(e.api); !slices.Equal(got, []string{"/fallback/ns/a/sa/shop"}) {
 		t.Fatalf("precondition: SPIRE holds %v, want the fallback's shop entry alone", got)
 	}
-	setAPITeam(ctx, t, e, "pay")
+	setTeamOf(ctx, t, e, "api", "pay")
 	pass()
 	pass()
 	if !slices.ContainsFunc(fb.Status.Failures, func(f v1alpha1.Failure) bool {
@@ -83,7 +63,7 @@ func siblingsEnv(ctx context.Context, t *testing.T, autoDNS bool) (e *env, main,
 	}) {
 		t.Fatalf("precondition: the fallback should leave web unregistered once main renders api: failures %+v", fb.Status.Failures)
 	}
-	setAPITeam(ctx, t, e, "")
+	setTeamOf(ctx, t, e, "api", "")
 	pass()
 	pass()
 	if got := main.Status.KeptEntries; len(got) != 1 {
@@ -118,10 +98,10 @@ func checkAPIOneIdentity(t *testing.T, e *env, fb *v1alpha1.SpiffeRegistration, 
 	}
 }
 
-// TestAttackControlNoRestartKeepsOneIdentity: the same history without a
+// TestAKeptEntryKeepsItsSiblingOffWithoutARestart: the same history without a
 // restart: the fallback's memo.keys says it has no entry for api, so web
 // stays unregistered and api's new pod holds main's identity alone.
-func TestAttackControlNoRestartKeepsOneIdentity(t *testing.T) {
+func TestAKeptEntryKeepsItsSiblingOffWithoutARestart(t *testing.T) {
 	ctx := context.Background()
 	e, _, fb, pass := siblingsEnv(ctx, t, false)
 	rollSiblings(ctx, t, e)
@@ -130,7 +110,7 @@ func TestAttackControlNoRestartKeepsOneIdentity(t *testing.T) {
 	checkAPIOneIdentity(t, e, fb, "without a restart")
 }
 
-// TestAttackRestartLetsARetainedEntryJoinAKeptOne: after a restart the
+// TestARestartLetsNoRetainedEntryJoinAKeptOne: after a restart the
 // fallback's keepsOwn asks SPIRE whether it holds its entry for api. The
 // shop entry is there only because it is retained for web-1 (the fallback
 // does not want it), but its key is also the key of the fallback's render
@@ -139,7 +119,7 @@ func TestAttackControlNoRestartKeepsOneIdentity(t *testing.T) {
 // fallback wants the shop entry again. From then on memo.keys holds that
 // key, so it keeps saying so: api's pods hold main's kept identity and the
 // fallback's for good.
-func TestAttackRestartLetsARetainedEntryJoinAKeptOne(t *testing.T) {
+func TestARestartLetsNoRetainedEntryJoinAKeptOne(t *testing.T) {
 	ctx := context.Background()
 	e, main, fb, _ := siblingsEnv(ctx, t, false)
 	storeStatuses(ctx, t, e, main, fb)
@@ -155,11 +135,11 @@ func TestAttackRestartLetsARetainedEntryJoinAKeptOne(t *testing.T) {
 	checkAPIOneIdentity(t, e, fb, "after a restart")
 }
 
-// TestAttackAutoDNSFallbackLetsARetainedEntryJoinAKeptOne: a fallback
+// TestAnAutoDNSFallbackLetsNoRetainedEntryJoinAKeptOne: a fallback
 // with autoPopulateDNSNames never rebuilds memo.keys, so keepsOwn asks
 // SPIRE on every pass, no restart needed: the shop entry retained for
 // web-1 makes it say the fallback keeps api's entry.
-func TestAttackAutoDNSFallbackLetsARetainedEntryJoinAKeptOne(t *testing.T) {
+func TestAnAutoDNSFallbackLetsNoRetainedEntryJoinAKeptOne(t *testing.T) {
 	ctx := context.Background()
 	e, _, fb, pass := siblingsEnv(ctx, t, true)
 	rollSiblings(ctx, t, e)
@@ -168,10 +148,10 @@ func TestAttackAutoDNSFallbackLetsARetainedEntryJoinAKeptOne(t *testing.T) {
 	checkAPIOneIdentity(t, e, fb, "autoDNS fallback, no restart")
 }
 
-// TestAttackFallbackEditLetsARetainedEntryJoinAKeptOne: an edit of the
+// TestAFallbackEditLetsNoRetainedEntryJoinAKeptOne: an edit of the
 // fallback's spec (a new generation) drops its memo, so keepsOwn asks
 // SPIRE again, as after a restart.
-func TestAttackFallbackEditLetsARetainedEntryJoinAKeptOne(t *testing.T) {
+func TestAFallbackEditLetsNoRetainedEntryJoinAKeptOne(t *testing.T) {
 	ctx := context.Background()
 	e, _, fb, pass := siblingsEnv(ctx, t, false)
 	fb.Generation = 2
@@ -183,7 +163,7 @@ func TestAttackFallbackEditLetsARetainedEntryJoinAKeptOne(t *testing.T) {
 	checkAPIOneIdentity(t, e, fb, "after an edit of the fallback")
 }
 
-// TestAttackAFailedFallbackPassLeavesStaleKeys: no pod runs (scaled to
+// TestAFailedFallbackPassLeavesNoStaleKeys: no pod runs (scaled to
 // zero). The fallback registers the shop entry for api and web. api gets
 // its team label and main registers it; the fallback's pass then fails
 // (SPIRE unavailable), so memo.keys still holds the shop key from the pass
@@ -191,7 +171,12 @@ func TestAttackFallbackEditLetsARetainedEntryJoinAKeptOne(t *testing.T) {
 // fallback's next pass reads the stale keys, finds it "keeps" api's entry,
 // so web is not blocked and the shop entry is wanted again, for good. The
 // pods started afterwards hold two identities.
-func TestAttackAFailedFallbackPassLeavesStaleKeys(t *testing.T) {
+func TestAFailedFallbackPassLeavesNoStaleKeys(t *testing.T) { afterAFallbackPass(t, true) }
+
+// TestAKeptEntryKeepsItsSiblingOffWhileSPIREIsUp: the same history with SPIRE up holds.
+func TestAKeptEntryKeepsItsSiblingOffWhileSPIREIsUp(t *testing.T) { afterAFallbackPass(t, false) }
+
+func afterAFallbackPass(t *testing.T, down bool) {
 	ctx := context.Background()
 	apiL := map[string]string{"app": "api"}
 	webL := map[string]string{"app": "web"}
@@ -218,16 +203,16 @@ func TestAttackAFailedFallbackPassLeavesStaleKeys(t *testing.T) {
 	if got := sortedPaths(e.api); !slices.Equal(got, []string{"/fallback/ns/a/sa/shop"}) {
 		t.Fatalf("precondition: SPIRE holds %v", got)
 	}
-	setAPITeam(ctx, t, e, "pay")
+	setTeamOf(ctx, t, e, "api", "pay")
 	if err := e.h.CreateOrUpdate(ctx, main); err != nil {
 		t.Fatalf("main's pass: %v", err)
 	}
-	e.api.SetUnavailable(true)
-	if err := e.h.CreateOrUpdate(ctx, fb); err == nil {
+	e.api.SetUnavailable(down)
+	if err := e.h.CreateOrUpdate(ctx, fb); down && err == nil {
 		t.Fatalf("precondition: the fallback's pass should fail while SPIRE is unavailable")
 	}
 	e.api.SetUnavailable(false)
-	setAPITeam(ctx, t, e, "")
+	setTeamOf(ctx, t, e, "api", "")
 	pass()
 	pass()
 	if err := e.c.Create(ctx, runningPod("a", "api-2", "shop", "", apiL)); err != nil {
