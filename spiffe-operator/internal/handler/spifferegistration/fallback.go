@@ -26,10 +26,8 @@ type yield struct {
 	// held indexes, per namespace and then service account, the workloads
 	// others hold, for the namespaces a pass has looked at (heldIn).
 	held map[string]map[string][]heldWorkload
-	// keeps reports whether the fallback keeps its own entry for a
-	// workload (Handler.keepsOwn), remembered by entry for the pass; nil
-	// keeps none.
-	keeps func(workload.Workload) bool
+	// own answers what the fallback holds of its own; nil holds nothing.
+	own *ownEntries
 }
 
 // podSelection is what a policy of pods selects.
@@ -121,6 +119,19 @@ func (o *otherPolicy) holds(w workload.Workload) claim {
 	return claimNone
 }
 
+// rendersElsewhere reports whether a policy the fallback policy p yields
+// to selects w and renders it now.
+func (p *policy) rendersElsewhere(w workload.Workload) bool {
+	ns := p.others.namespaces[w.Namespace]
+	for i := range p.others.workloads {
+		o := &p.others.workloads[i]
+		if o.sel.SelectsWorkload(ns, w) && o.renders(w) {
+			return true
+		}
+	}
+	return false
+}
+
 // renders reports whether w renders under o now.
 func (o *otherPolicy) renders(w workload.Workload) bool {
 	if o.compiled == nil {
@@ -130,9 +141,22 @@ func (o *otherPolicy) renders(w workload.Workload) bool {
 	return f == nil
 }
 
-// wide reports whether o's entries may select every pod of a namespace and
-// service account: they carry no pod-label selectors, or o's spec fails.
-func (o *otherPolicy) wide() bool { return o.compiled == nil || !o.compiled.podSelectors }
+// wideFor reports whether o's entry for w may select every pod of its
+// namespace and service account: it carries no pod-label selectors, or
+// o's spec fails. A last good entry o keeps for w is judged by its own
+// selectors, not by the template o has now.
+func (o *otherPolicy) wideFor(w workload.Workload) bool {
+	if o.compiled == nil {
+		return true
+	}
+	if f, ok := o.failed[keyOf(w)]; ok && f.kept && f.uid == w.UID {
+		return f.wide
+	}
+	if rec, ok := o.recorded[keyOf(w)]; !o.judged && ok && rec.uid == w.UID {
+		return selectsAllPodsOfAccount(&rec.entry)
+	}
+	return !o.compiled.podSelectors
+}
 
 // heldWorkload is a workload another policy holds an entry for.
 type heldWorkload struct {
@@ -228,7 +252,7 @@ func (y *yield) heldIn(ctx context.Context, lister workload.Lister, namespace st
 			for i := range y.workloads {
 				o := &y.workloads[i]
 				if o.sel.SelectsWorkload(ns, w) && y.surelyHeld(o, w) {
-					held[w.ServiceAccount] = append(held[w.ServiceAccount], heldWorkload{workload: w, policy: o.name, wide: o.wide()})
+					held[w.ServiceAccount] = append(held[w.ServiceAccount], heldWorkload{workload: w, policy: o.name, wide: o.wideFor(w)})
 				}
 			}
 		})
@@ -256,7 +280,7 @@ func (y *yield) surelyHeld(o *otherPolicy, w workload.Workload) bool {
 	case c == claimHeld || c == claimPresumed && o.renders(w):
 		return true
 	default:
-		return y.keeps == nil || !y.keeps(w)
+		return y.own == nil || !y.own.keeps(w)
 	}
 }
 
@@ -307,43 +331,66 @@ func sharedPodsFailure(w workload.Workload, hw *heldWorkload) v1alpha1.Failure {
 			hw.policy, hw.workload, w.Namespace, w.ServiceAccount, w, hw.policy)}
 }
 
-// keepsOwn returns yield.keeps for a pass of the fallback policy obj: it
-// reports whether the fallback's last pass that synced wanted the entry
-// it renders for a workload (wanted, policyRenders.wanted), or, when this
-// process has no such pass (a restart, an edit of the fallback, a pass
-// that failed), whether SPIRE holds that entry under the fallback's ID;
-// SPIRE holds it too while pods that used it run, so a workload another
-// policy surely holds never asks (surelyHeld). The
-// fallback has it only while the workload's other policy held nothing for
-// it (it yields what a policy renders). Answers are remembered by entry
-// for the pass. A per-node or per-pod fallback keeps nothing, nor one
-// whose entry SPIRE cannot be asked about.
-func (h *Handler) keepsOwn(ctx context.Context, obj *v1alpha1.SpiffeRegistration, p *policy, wanted map[entries.Key]struct{}) func(workload.Workload) bool {
-	asked := map[entries.Key]bool{}
-	return func(w workload.Workload) bool {
-		if p.byPods() {
-			return false
-		}
-		e, f := p.render(w)
-		if f != nil {
-			return false
-		}
-		k := e.Key()
-		if wanted != nil {
-			_, ok := wanted[k]
-			return ok
-		}
-		if ok, seen := asked[k]; seen {
-			return ok
-		}
-		ok, err := h.Syncer.Registered(ctx, h.ownerFor(obj, p), &e)
-		if err != nil {
-			logf.FromContext(ctx).V(1).Info("asking SPIRE whether it holds the fallback's entry for a workload another policy may hold; yielding it",
-				"workload", w.String(), "error", err.Error())
-		}
-		asked[k] = ok && err == nil
-		return asked[k]
+// ownEntries answers, for a pass of the fallback policy obj, what the
+// fallback holds of its own (yield.keeps, yield.keepsItself).
+type ownEntries struct {
+	h      *Handler
+	obj    *v1alpha1.SpiffeRegistration
+	p      *policy
+	memo   *policyRenders
+	wanted map[entries.Key]struct{}
+	asked  map[entries.Key]bool
+	ctx    context.Context
+}
+
+// keeps reports whether the fallback holds the entry its memo gives w (its
+// render now, or a last good entry, the status's records included): one
+// its last pass that synced wanted, or, when this process has no such
+// pass (a restart, an edit of the fallback, a pass that failed), one
+// SPIRE holds under its ID. SPIRE holds an entry too while pods that used
+// it run, so a workload another policy surely holds never asks
+// (surelyHeld). Answers from SPIRE are remembered by entry for the pass.
+// A per-node or per-pod fallback keeps nothing, nor one whose entry SPIRE
+// cannot be asked about.
+func (o *ownEntries) keeps(w workload.Workload) bool {
+	if o.p.byPods() {
+		return false
 	}
+	e := o.memo.lastWanted(o.p, w)
+	if e == nil {
+		return false
+	}
+	k := e.Key()
+	if o.wanted != nil {
+		_, ok := o.wanted[k]
+		return ok
+	}
+	if ok, seen := o.asked[k]; seen {
+		return ok
+	}
+	ok, err := o.h.Syncer.Registered(o.ctx, o.h.ownerFor(o.obj, o.p), e)
+	if err != nil {
+		logf.FromContext(o.ctx).V(1).Info("asking SPIRE whether it holds the fallback's entry for a workload another policy may hold; yielding it",
+			"workload", w.String(), "error", err.Error())
+	}
+	o.asked[k] = ok && err == nil
+	return o.asked[k]
+}
+
+// keepsItself reports whether the fallback registered w itself at its last
+// pass that synced (so not merely an entry w's pods share with a workload
+// it registers), or, without such a pass in this process, whether it
+// keeps the entry its memo gives w (keeps).
+func (o *ownEntries) keepsItself(w workload.Workload) bool {
+	if o.wanted == nil {
+		return o.keeps(w)
+	}
+	r := o.memo.byWorkload[keyOf(w)]
+	if r == nil || r.uid != w.UID || r.wanted() == nil || o.p.byPods() {
+		return false
+	}
+	_, ok := o.wanted[r.wanted().Key()]
+	return ok
 }
 
 // otherPolicy returns what the fallback needs of policy o of workloads,

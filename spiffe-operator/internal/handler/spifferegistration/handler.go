@@ -295,16 +295,21 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	yielded := 0
 	var autoErr error
 	if p.others != nil {
-		p.others.keeps = h.keepsOwn(ctx, obj, p, memo.wanted)
+		p.others.own = &ownEntries{h: h, obj: obj, p: p, memo: memo, wanted: memo.wanted, asked: map[entries.Key]bool{}, ctx: ctx}
 	}
 	memo.wanted = nil
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
-		switch p.claimOf(w) {
-		case claimHeld, claimPresumed:
+		switch c := p.claimOf(w); c {
+		case claimHeld:
 			yielded++
 			return
-		case claimUnsure:
-			if !p.others.keeps(w) {
+		case claimUnsure, claimPresumed:
+			// The other policy may hold w: the fallback keeps it only if
+			// it registered w itself and w renders in no other policy
+			// now, and otherwise keeps its render (its last good entry)
+			// for a later pass.
+			if !p.others.own.keepsItself(w) || c == claimPresumed && p.rendersElsewhere(w) {
+				memo.carry(w)
 				yielded++
 				return
 			}

@@ -187,10 +187,13 @@ func (r *renders) forget(uid k8stypes.UID) {
 
 // failedWorkload is how a workload failed in a policy's pass: its render
 // failed, and it keeps the last good entry of the workload of UID uid
-// (kept) or none; or SPIRE refused its entry (refused).
+// (kept) or none; or SPIRE refused its entry (refused). wide is true when
+// the entry it keeps has no pod-label selectors: it selects every pod of
+// its namespace and service account, whatever the policy's template is
+// now.
 type failedWorkload struct {
-	kept, refused bool
-	uid           k8stypes.UID
+	kept, refused, wide bool
+	uid                 k8stypes.UID
 }
 
 // publishFailed records failed as the failing workloads of policy uid, and
@@ -230,6 +233,9 @@ func (m *policyRenders) failedOf(keys iter.Seq[workloadKey], refused map[entries
 		}
 		e := r.wanted()
 		f := failedWorkload{kept: r.failure != nil && e != nil, uid: r.uid}
+		if f.kept {
+			f.wide = selectsAllPodsOfAccount(e)
+		}
 		if e != nil && len(refused) > 0 {
 			_, f.refused = refused[e.Key()]
 		}
@@ -282,6 +288,31 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 	return r.wanted(), r.failure
 }
 
+// lastWanted returns the entry the memo gives w without a pass of p
+// having rendered it yet: its render now, or after a failed render the
+// last good entry of its previous render or of the status's records (nil
+// when none). The memo is left as it was.
+func (m *policyRenders) lastWanted(p *policy, w workload.Workload) *entries.Entry {
+	k := keyOf(w)
+	prev := m.byWorkload[k]
+	if prev == nil {
+		prev = m.previous[k]
+	}
+	if rec, ok := m.recorded[k]; ok && prev == nil && rec.uid == w.UID {
+		prev = &rendered{entry: rec.entry, uid: rec.uid}
+	}
+	return newRender(p, w, prev, m.pass).wanted()
+}
+
+// carry keeps w's render in the memo through this pass without rendering
+// it again, so a workload a fallback yields for a pass keeps its last good
+// entry for the next.
+func (m *policyRenders) carry(w workload.Workload) {
+	if r := m.byWorkload[keyOf(w)]; r != nil {
+		r.pass = m.pass
+	}
+}
+
 // heldRecordNamespaces returns the namespaces of the records SPIRE holds
 // that the pass is to judge (see current).
 func (m *policyRenders) heldRecordNamespaces() map[string]bool {
@@ -309,4 +340,12 @@ func (m *policyRenders) end() {
 			delete(m.byWorkload, k)
 		}
 	}
+}
+
+// selectsAllPodsOfAccount reports whether e selects every pod of its
+// namespace and service account: it has no pod-label selectors, or its
+// selectors are not all of a pod's shape.
+func selectsAllPodsOfAccount(e *entries.Entry) bool {
+	sh, ok := entries.ShapeOf(e)
+	return !ok || len(sh.Labels) == 0
 }
