@@ -301,6 +301,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
 		switch c := p.claimOf(w); c {
 		case claimHeld:
+			memo.carry(w)
 			yielded++
 			return
 		case claimUnsure, claimPresumed:

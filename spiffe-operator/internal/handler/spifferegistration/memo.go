@@ -304,13 +304,29 @@ func (m *policyRenders) lastWanted(p *policy, w workload.Workload) *entries.Entr
 	return newRender(p, w, prev, m.pass).wanted()
 }
 
-// carry keeps w's render in the memo through this pass without rendering
-// it again, so a workload a fallback yields for a pass keeps its last good
-// entry for the next.
+// carry keeps w's last good entry in the memo through this pass without
+// rendering w again, so a workload a fallback yields keeps it for a later
+// pass (and its status records it, as for any failing workload): only a
+// render of w (its UID) that failed and kept a last good entry is carried,
+// one of this generation or of the previous one (rendered again at the
+// next pass, so the policy's grants and options now apply). A render that
+// succeeded is not carried: the next render gives the same entry, or
+// fails without a last good one, as after a restart.
 func (m *policyRenders) carry(w workload.Workload) {
-	if r := m.byWorkload[keyOf(w)]; r != nil {
-		r.pass = m.pass
+	k := keyOf(w)
+	r := m.byWorkload[k]
+	if r == nil {
+		if prev := m.previous[k]; prev != nil {
+			c := *prev
+			c.resourceVersion = ""
+			r = &c
+		}
 	}
+	if r == nil || r.uid != w.UID || r.failure == nil || r.lastGood == nil {
+		return
+	}
+	r.pass = m.pass
+	m.byWorkload[k] = r
 }
 
 // heldRecordNamespaces returns the namespaces of the records SPIRE holds
