@@ -6,9 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
 
@@ -19,26 +16,7 @@ import (
 // fallback's render of web would now fail), and passes run for a while.
 func carriedEnv(ctx context.Context, t *testing.T) (*env, *v1alpha1.SpiffeRegistration, *v1alpha1.SpiffeRegistration) {
 	t.Helper()
-	web := map[string]string{"app": "web"}
-	d := deploy("a", "web", "web", web)
-	d.UID = "uid-web"
-	d.Labels["tier"] = "x"
-	d.Labels["team"] = "pay"
-	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), d, runningPod("a", "web-1", "web", "", web))
-	fb := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
-		s.Fallback = true
-		s.SpiffeIDTemplate = "fallback/ns/{namespace}/sa/{serviceAccount}/tier/{label:tier}"
-	})
-	fb.Name, fb.Generation = "fallback", 1
-	if err := e.c.Create(ctx, fb.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
-		t.Fatal(err)
-	}
-	if got := paths(e.api); !slices.Equal(got, []string{tierFallbackWeb}) {
-		t.Fatalf("precondition: SPIRE holds %v, want the fallback's entry for web", got)
-	}
+	e, fb := webUnderTierFallback(ctx, t, map[string]string{"team": "pay"})
 	main := storedPolicy(ctx, t, e, "main", teamTemplate)
 	twoPasses(ctx, e, main, fb)
 	rollWeb(ctx, t, e)
@@ -46,14 +24,7 @@ func carriedEnv(ctx context.Context, t *testing.T) (*env, *v1alpha1.SpiffeRegist
 	if got := paths(e.api); !slices.Equal(got, []string{mainPay}) {
 		t.Fatalf("precondition: SPIRE holds %v, want main's entry for web alone", got)
 	}
-	cur := &appsv1.Deployment{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "web"}, cur); err != nil {
-		t.Fatal(err)
-	}
-	delete(cur.Labels, "tier")
-	if err := e.c.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	setLabelOf(ctx, t, e, "web", "tier", "")
 	twoPasses(ctx, e, main, fb)
 	if got := paths(e.api); !slices.Equal(got, []string{mainPay}) {
 		t.Fatalf("precondition: SPIRE holds %v, want main's entry for web alone", got)

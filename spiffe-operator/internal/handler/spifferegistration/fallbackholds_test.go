@@ -315,14 +315,21 @@ func setTeam(ctx context.Context, t *testing.T, e *env, team string) {
 // team is empty.
 func setTeamOf(ctx context.Context, t *testing.T, e *env, name, team string) {
 	t.Helper()
+	setLabelOf(ctx, t, e, name, "team", team)
+}
+
+// setLabelOf sets label key of Deployment a/name, or removes it when value
+// is empty.
+func setLabelOf(ctx context.Context, t *testing.T, e *env, name, key, value string) {
+	t.Helper()
 	cur := &appsv1.Deployment{}
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: name}, cur); err != nil {
 		t.Fatal(err)
 	}
-	if team == "" {
-		delete(cur.Labels, "team")
+	if value == "" {
+		delete(cur.Labels, key)
 	} else {
-		cur.Labels["team"] = team
+		cur.Labels[key] = value
 	}
 	if err := e.c.Update(ctx, cur); err != nil {
 		t.Fatal(err)

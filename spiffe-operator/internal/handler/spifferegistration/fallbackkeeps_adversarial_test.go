@@ -185,14 +185,10 @@ func afterAFallbackPass(t *testing.T, down bool) {
 	web := deploy("a", "web", "shop", webL)
 	web.UID = "uid-web"
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), api, web)
-	main := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
+	main := storedMain(ctx, t, e, func(s *v1alpha1.SpiffeRegistrationSpec) {
 		s.SpiffeIDTemplate = teamTemplate
 		s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: apiL}
 	})
-	main.Name, main.Generation, main.UID = "main", 1, "uid-policy-main"
-	if err := e.c.Create(ctx, main.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
 	fb := storedFallback(ctx, t, e)
 	pass := func() {
 		_ = e.h.CreateOrUpdate(ctx, main)

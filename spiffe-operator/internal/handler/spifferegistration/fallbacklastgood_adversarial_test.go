@@ -2,6 +2,7 @@ package spifferegistration
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 
@@ -20,10 +21,25 @@ const tierFallbackWeb = "/fallback/ns/a/sa/web/tier/x"
 // its last good entry.
 func tierFallbackEnv(ctx context.Context, t *testing.T) (*env, *v1alpha1.SpiffeRegistration) {
 	t.Helper()
+	e, fb := webUnderTierFallback(ctx, t, nil)
+	setLabelOf(ctx, t, e, "web", "tier", "")
+	_ = e.h.CreateOrUpdate(ctx, fb)
+	if got := paths(e.api); !slices.Equal(got, []string{tierFallbackWeb}) {
+		t.Fatalf("precondition: SPIRE holds %v, want the fallback's last good entry for web", got)
+	}
+	return e, fb
+}
+
+// webUnderTierFallback stores Deployment a/web (UID uid-web, labels tier=x
+// and extra, a running pod) and a fallback policy whose SPIFFE ID names
+// the tier label, and runs the fallback's first pass, which registers web.
+func webUnderTierFallback(ctx context.Context, t *testing.T, extra map[string]string) (*env, *v1alpha1.SpiffeRegistration) {
+	t.Helper()
 	web := map[string]string{"app": "web"}
 	d := deploy("a", "web", "web", web)
 	d.UID = "uid-web"
 	d.Labels["tier"] = "x"
+	maps.Copy(d.Labels, extra)
 	e := retainingEnv(t, ns("a", map[string]string{"spiffe": "on"}), d, runningPod("a", "web-1", "web", "", web))
 	fb := newPolicy(func(s *v1alpha1.SpiffeRegistrationSpec) {
 		s.Fallback = true
@@ -36,17 +52,8 @@ func tierFallbackEnv(ctx context.Context, t *testing.T) (*env, *v1alpha1.SpiffeR
 	if err := e.h.CreateOrUpdate(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
-	cur := &appsv1.Deployment{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "web"}, cur); err != nil {
-		t.Fatal(err)
-	}
-	delete(cur.Labels, "tier")
-	if err := e.c.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
-	_ = e.h.CreateOrUpdate(ctx, fb)
 	if got := paths(e.api); !slices.Equal(got, []string{tierFallbackWeb}) {
-		t.Fatalf("precondition: SPIRE holds %v, want the fallback's last good entry for web", got)
+		t.Fatalf("precondition: SPIRE holds %v, want the fallback's entry for web", got)
 	}
 	return e, fb
 }
