@@ -301,7 +301,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
 		switch c := p.claimOf(w); c {
 		case claimHeld:
-			memo.carry(w)
+			memo.carry(p, w)
 			yielded++
 			return
 		case claimUnsure, claimPresumed:
@@ -310,7 +310,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 			// now, and otherwise keeps its render (its last good entry)
 			// for a later pass.
 			if !p.others.own.keepsItself(w) || c == claimPresumed && p.rendersElsewhere(w) {
-				memo.carry(w)
+				memo.carry(p, w)
 				yielded++
 				return
 			}

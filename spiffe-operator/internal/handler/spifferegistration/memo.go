@@ -308,11 +308,12 @@ func (m *policyRenders) lastWanted(p *policy, w workload.Workload) *entries.Entr
 // rendering w again, so a workload a fallback yields keeps it for a later
 // pass (and its status records it, as for any failing workload): only a
 // render of w (its UID) that failed and kept a last good entry is carried,
-// one of this generation or of the previous one (rendered again at the
-// next pass, so the policy's grants and options now apply). A render that
+// one of this generation, of the previous one, or the status's record of
+// one after a restart (rendered again at the next pass, so the policy's
+// grants and options now apply). A render that
 // succeeded is not carried: the next render gives the same entry, or
 // fails without a last good one, as after a restart.
-func (m *policyRenders) carry(w workload.Workload) {
+func (m *policyRenders) carry(p *policy, w workload.Workload) {
 	k := keyOf(w)
 	r := m.byWorkload[k]
 	if r == nil {
@@ -320,6 +321,17 @@ func (m *policyRenders) carry(w workload.Workload) {
 			c := *prev
 			c.resourceVersion = ""
 			r = &c
+		}
+	}
+	if rec, ok := m.recorded[k]; ok && r == nil && rec.uid == w.UID {
+		// After a restart: the record the status keeps, judged as a
+		// render judges it.
+		if err := p.couldHaveKept(rec, w, m.current); err != nil {
+			delete(m.recorded, k)
+			m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
+		} else {
+			r = newRender(p, w, &rendered{entry: rec.entry, uid: rec.uid}, m.pass)
+			r.resourceVersion = ""
 		}
 	}
 	if r == nil || r.uid != w.UID || r.failure == nil || r.lastGood == nil {
