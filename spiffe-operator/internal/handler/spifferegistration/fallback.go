@@ -461,3 +461,16 @@ func refusedOf(p *policy, refused map[entries.Key]struct{}) map[entries.Key]stru
 	}
 	return refused
 }
+
+// refusedIn returns the keys of the entries of failed, the entries SPIRE
+// refused in a pass; nil when there are none.
+func refusedIn(failed []entrysync.Failed) map[entries.Key]struct{} {
+	if len(failed) == 0 {
+		return nil
+	}
+	out := make(map[entries.Key]struct{}, len(failed))
+	for _, f := range failed {
+		out[f.Entry.Key()] = struct{}{}
+	}
+	return out
+}

@@ -347,7 +347,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
-	h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, memo.spireFailed))
+	h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, memo.refused))
 	if len(memo.dropped) > 0 {
 		logf.FromContext(ctx).Error(errors.New("the policy could not have rendered them"),
 			"left out last good entries the status records: written by someone other than the operator, or by a template since changed",
@@ -381,11 +381,8 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 			memo.wanted[e.Key()] = struct{}{}
 		}
 	}
-	if len(out.Failed) > 0 || len(memo.spireFailed) > 0 {
-		refused := map[entries.Key]struct{}{}
-		for _, f := range out.Failed {
-			refused[f.Entry.Key()] = struct{}{}
-		}
+	if refused := refusedIn(out.Failed); syncErr == nil && !maps.Equal(refused, memo.refused) {
+		memo.refused = refused
 		h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, refused))
 	}
 	for _, f := range out.Failed {

@@ -306,7 +306,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.attach(wk, nr, touched)
 		}
 	}
-	h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.spireFailed))
+	h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.refused))
 
 	var want, gone []*entries.Entry
 	if m.followsPods {
@@ -364,7 +364,10 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.clearResult(e.Key(), m.outcomeOf(e.Key()))
 		}
 		m.apply(&out)
-		h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.spireFailed))
+		if !maps.Equal(m.spireFailed, m.refused) {
+			m.refused = maps.Clone(m.spireFailed)
+			h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.refused))
+		}
 		if out.HeldBack > 0 {
 			m.ready = false // as in rebuild: only a full pass sees them again
 		}

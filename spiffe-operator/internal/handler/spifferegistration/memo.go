@@ -68,6 +68,11 @@ type policyRenders struct {
 	spireFailed map[entries.Key]struct{}
 	// registered and masked count the desired entries in those states.
 	registered, masked int
+	// refused are the keys of the desired entries SPIRE refused at the last
+	// pass that synced, for publishFailed (spireFailed holds them only
+	// while the per-entry state is kept, which autoPopulateDNSNames
+	// policies do not keep).
+	refused map[entries.Key]struct{}
 	// wanted are, for a fallback policy, the keys of the entries its last
 	// full pass wanted, when that pass synced without error (nil during a
 	// pass, and after one that failed).
@@ -93,6 +98,8 @@ func keyOf(w workload.Workload) workloadKey {
 }
 
 type rendered struct {
+	// wk is the workload rendered.
+	wk              workloadKey
 	resourceVersion string
 	entry           entries.Entry
 	failure         *v1alpha1.Failure
@@ -122,7 +129,7 @@ func (r *rendered) wanted() *entries.Entry {
 // (entries.Entry.Within), and with p's lifetimes and hint.
 func newRender(p *policy, w workload.Workload, prev *rendered, pass uint64) *rendered {
 	e, f := p.render(w)
-	r := &rendered{resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: pass, uid: w.UID}
+	r := &rendered{wk: keyOf(w), resourceVersion: w.ResourceVersion, entry: e, failure: f, pass: pass, uid: w.UID}
 	if f != nil && prev != nil && prev.uid == w.UID {
 		if last := prev.wanted(); last != nil {
 			kept := last.Within(p.grants())
@@ -250,13 +257,26 @@ func (m *policyRenders) failedOf(keys iter.Seq[workloadKey], refused map[entries
 }
 
 // mayHaveFailed are the workloads an incremental pass judges for
-// failedOf: those whose render failed, or every workload while SPIRE
-// refuses some of the policy's entries.
+// failedOf: those whose render failed, and those whose entries SPIRE
+// refuses (the members of the refused keys), so its cost follows the
+// failures, not the number of workloads.
 func (m *policyRenders) mayHaveFailed() iter.Seq[workloadKey] {
-	if len(m.spireFailed) > 0 {
-		return maps.Keys(m.byWorkload)
+	return func(yield func(workloadKey) bool) {
+		for wk := range m.renderFailed {
+			if !yield(wk) {
+				return
+			}
+		}
+		for k := range m.refused {
+			if ks := m.keys[k]; ks != nil {
+				for _, r := range ks.members {
+					if !yield(r.wk) {
+						return
+					}
+				}
+			}
+		}
 	}
-	return maps.Keys(m.renderFailed)
 }
 
 // render returns the entry w needs under p (nil when none) and its render
