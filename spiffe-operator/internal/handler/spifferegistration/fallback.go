@@ -413,14 +413,15 @@ func (h *Handler) otherPolicy(ctx context.Context, o *v1alpha1.SpiffeRegistratio
 // workloads among keys whose render failed in the policy obj, with or
 // without a last good entry, or whose entry SPIRE refused
 // (policyRenders.failedOf; refused are the keys of its entries SPIRE
-// refused), and when that changed, asks for a pass of every fallback
-// policy of the class. A fallback policy records none.
+// refused; beforeSync as for renders.publishFailed), and when that
+// changed, asks for a pass of every fallback policy of the class. A
+// fallback policy records none.
 func (h *Handler) publishFailed(ctx context.Context, obj *v1alpha1.SpiffeRegistration, m *policyRenders, keys iter.Seq[workloadKey],
-	refused map[entries.Key]struct{}) {
+	refused map[entries.Key]struct{}, beforeSync bool) {
 	if obj.Spec.Fallback {
 		return
 	}
-	if !h.memo.publishFailed(obj.UID, m.failedOf(keys, refused)) || h.Notify == nil {
+	if !h.memo.publishFailed(obj.UID, m.failedOf(keys, refused), beforeSync) || h.Notify == nil {
 		return
 	}
 	var l v1alpha1.SpiffeRegistrationList

@@ -347,7 +347,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		return fmt.Errorf("select workloads: %w", err)
 	}
 	memo.end()
-	h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, memo.refused))
+	h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, memo.refused), true)
 	if len(memo.dropped) > 0 {
 		logf.FromContext(ctx).Error(errors.New("the policy could not have rendered them"),
 			"left out last good entries the status records: written by someone other than the operator, or by a template since changed",
@@ -383,7 +383,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	}
 	if refused := refusedIn(out.Failed); syncErr == nil && !maps.Equal(refused, memo.refused) {
 		memo.refused = refused
-		h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, refused))
+		h.publishFailed(ctx, obj, memo, maps.Keys(memo.byWorkload), refusedOf(p, refused), false)
 	}
 	for _, f := range out.Failed {
 		failures = append(failures, v1alpha1.Failure{Object: f.Entry.SpiffeID.String(), Reason: f.Reason, Message: f.Message})

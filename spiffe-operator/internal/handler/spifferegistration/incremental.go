@@ -306,7 +306,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 			m.attach(wk, nr, touched)
 		}
 	}
-	h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.refused))
+	h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.refused), true)
 
 	var want, gone []*entries.Entry
 	if m.followsPods {
@@ -366,7 +366,7 @@ func (h *Handler) incremental(ctx context.Context, obj *v1alpha1.SpiffeRegistrat
 		m.apply(&out)
 		if !maps.Equal(m.spireFailed, m.refused) {
 			m.refused = maps.Clone(m.spireFailed)
-			h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.refused))
+			h.publishFailed(ctx, obj, m, m.mayHaveFailed(), refusedOf(p, m.refused), false)
 		}
 		if out.HeldBack > 0 {
 			m.ready = false // as in rebuild: only a full pass sees them again

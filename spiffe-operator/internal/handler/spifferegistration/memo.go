@@ -169,6 +169,7 @@ func (r *renders) forPolicy(uid k8stypes.UID, gen int64, recorded func() map[wor
 		if m != nil {
 			next.previous = m.byWorkload
 			next.synced = m.synced
+			next.refused = m.refused
 			next.recorded = m.recorded
 		} else {
 			// A policy's passes run one at a time, so only a forget
@@ -205,14 +206,27 @@ type failedWorkload struct {
 
 // publishFailed records failed as the failing workloads of policy uid, and
 // reports whether that changed what was recorded (or none was recorded
-// since the process started and failed is not empty).
-func (r *renders) publishFailed(uid k8stypes.UID, failed map[workloadKey]failedWorkload) (changed bool) {
+// since the process started and failed is not empty). Before a pass has
+// SPIRE's answer (beforeSync), a workload recorded as refused stays so:
+// only SPIRE says it takes the workload's entry now (after an edit of
+// the policy, or of the workload, that changed the entry, say).
+func (r *renders) publishFailed(uid k8stypes.UID, failed map[workloadKey]failedWorkload, beforeSync bool) (changed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.failed == nil {
 		r.failed = map[k8stypes.UID]map[workloadKey]failedWorkload{}
 	}
 	prev, known := r.failed[uid]
+	if beforeSync {
+		for k, f := range prev {
+			if nf, ok := failed[k]; f.refused && (!ok || !nf.refused) {
+				if failed == nil {
+					failed = map[workloadKey]failedWorkload{}
+				}
+				failed[k] = f
+			}
+		}
+	}
 	r.failed[uid] = failed
 	if !known {
 		return len(failed) > 0
