@@ -80,3 +80,14 @@ func (s Set) Map() map[string]string {
 
 // Equal reports whether s and o hold the same labels.
 func (s Set) Equal(o Set) bool { return slices.Equal(s.kv, o.kv) }
+
+// MapSubset reports whether every label of sub is in set with the same
+// value: whether an object labelled set matches the selector sub.
+func MapSubset(sub, set map[string]string) bool {
+	for k, v := range sub {
+		if have, ok := set[k]; !ok || have != v {
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // FuzzSetAgreesWithTheMap checks Set against the map it is made from, the
@@ -61,4 +63,18 @@ func parse(s string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// TestMapSubsetMatchesAsASelectorDoes checks MapSubset against
+// apimachinery's equality selector of the same labels.
+func TestMapSubsetMatchesAsASelectorDoes(t *testing.T) {
+	sets := []map[string]string{nil, {}, {"app": "web"}, {"app": "api"}, {"app": "web", "tier": "x"}, {"tier": "x"}, {"app": ""}}
+	for _, sub := range sets {
+		for _, set := range sets {
+			want := labels.SelectorFromSet(sub).Matches(labels.Set(set))
+			if got := MapSubset(sub, set); got != want {
+				t.Errorf("MapSubset(%v, %v) = %v, a selector of %v matches %v: %v", sub, set, got, sub, set, want)
+			}
+		}
+	}
 }

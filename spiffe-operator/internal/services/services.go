@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/spiffe-operator/internal/labelset"
 )
 
 // Transform is a cache transform (cache.TransformFunc) that keeps of a
@@ -42,20 +44,11 @@ func DNSNames(ctx context.Context, r client.Reader, namespace string, podLabels 
 	var out []string
 	for i := range l.Items {
 		s := &l.Items[i]
-		if len(s.Spec.Selector) == 0 || s.DeletionTimestamp != nil || !subset(s.Spec.Selector, podLabels) {
+		if len(s.Spec.Selector) == 0 || s.DeletionTimestamp != nil || !labelset.MapSubset(s.Spec.Selector, podLabels) {
 			continue
 		}
 		out = append(out, s.Name+"."+s.Namespace+".svc")
 	}
 	slices.Sort(out)
 	return out, nil
-}
-
-func subset(sel, labels map[string]string) bool {
-	for k, v := range sel {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }

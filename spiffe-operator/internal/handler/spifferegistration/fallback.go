@@ -14,6 +14,7 @@ import (
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entrysync"
+	"github.com/trustplane/trustplane/spiffe-operator/internal/labelset"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/workload"
 )
 
@@ -45,7 +46,7 @@ const (
 	// claimUnsure: a policy this process has not judged yet selects it
 	// and cannot render it; it holds an entry for it only if it kept one
 	// from before. The fallback keeps its own entry for it, if it has one
-	// (yield.keeps).
+	// (ownEntries.keepsItself).
 	claimUnsure
 	// claimPresumed: a policy this process judged selects it and did not
 	// find it holds nothing for it: it kept a last good entry, or it has
@@ -91,13 +92,7 @@ type otherPolicy struct {
 // then wakes the fallback policies (Handler.Notify).
 func (o *otherPolicy) holds(w workload.Workload) claim {
 	if !o.judged {
-		if o.compiled == nil {
-			return claimHeld
-		}
-		if _, f := o.compiled.render(w); f == nil {
-			return claimHeld
-		}
-		if rec, ok := o.recorded[keyOf(w)]; ok && rec.uid == w.UID {
+		if rec, ok := o.recorded[keyOf(w)]; o.compiled == nil || o.renders(w) || ok && rec.uid == w.UID {
 			return claimHeld
 		}
 		return claimUnsure
@@ -108,12 +103,7 @@ func (o *otherPolicy) holds(w workload.Workload) claim {
 		return claimPresumed
 	case f.refused:
 		return claimNone
-	case f.kept && f.uid == w.UID:
-		return claimHeld
-	case o.compiled == nil:
-		return claimNone
-	}
-	if _, f := o.compiled.render(w); f == nil {
+	case f.kept && f.uid == w.UID || o.renders(w):
 		return claimHeld
 	}
 	return claimNone
@@ -184,12 +174,13 @@ func (h *Handler) othersOf(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 		if o.UID == obj.UID || o.Spec.Fallback || o.DeletionTimestamp != nil || !h.Class.Takes(o.Spec.ClassName) {
 			continue
 		}
-		sel, err := compileSelection(&o.Spec)
-		if err != nil {
-			continue
-		}
 		compiled, specErr := compile(&o.Spec, h.TrustDomain, h.ClusterName)
-		if specErr != nil && len(o.Status.ParentIDs) == 0 {
+		var sel workload.Selection
+		if specErr == nil {
+			sel = compiled.selection
+		} else if len(o.Status.ParentIDs) == 0 {
+			continue
+		} else if sel, specErr = compileSelection(&o.Spec); specErr != nil {
 			continue
 		}
 		if o.Spec.PodSelector == nil {
@@ -251,7 +242,7 @@ func (y *yield) heldIn(ctx context.Context, lister workload.Lister, namespace st
 			}
 			for i := range y.workloads {
 				o := &y.workloads[i]
-				if o.sel.SelectsWorkload(ns, w) && y.surelyHeld(o, w) {
+				if o.sel.SelectsWorkload(ns, w) && y.surelyHeld(ctx, o, w) {
 					held[w.ServiceAccount] = append(held[w.ServiceAccount], heldWorkload{workload: w, policy: o.name, wide: o.wideFor(w)})
 				}
 			}
@@ -273,14 +264,14 @@ func (y *yield) heldIn(ctx context.Context, lister workload.Lister, namespace st
 // the fallback has no entry for w itself. So a workload o has not met yet,
 // or one o cannot render after a restart, does not take the entry of a
 // workload beside it that the fallback registers.
-func (y *yield) surelyHeld(o *otherPolicy, w workload.Workload) bool {
+func (y *yield) surelyHeld(ctx context.Context, o *otherPolicy, w workload.Workload) bool {
 	switch c := o.holds(w); {
 	case c == claimNone:
 		return false
 	case c == claimHeld || c == claimPresumed && o.renders(w):
 		return true
 	default:
-		return y.own == nil || !y.own.keeps(w)
+		return y.own == nil || !y.own.keeps(ctx, w)
 	}
 }
 
@@ -306,21 +297,11 @@ func (p *policy) sharesPods(ctx context.Context, lister workload.Lister, e *entr
 		if keyOf(hw.workload) == keyOf(w) {
 			continue
 		}
-		if hw.wide || isSubset(sh.Labels, hw.workload.MatchLabels) || isSubset(hw.workload.MatchLabels, w.MatchLabels) {
+		if hw.wide || labelset.MapSubset(sh.Labels, hw.workload.MatchLabels) || labelset.MapSubset(hw.workload.MatchLabels, w.MatchLabels) {
 			return hw, nil
 		}
 	}
 	return nil, nil
-}
-
-// isSubset reports whether every label of sub is in set.
-func isSubset(sub, set map[string]string) bool {
-	for k, v := range sub {
-		if have, ok := set[k]; !ok || have != v {
-			return false
-		}
-	}
-	return true
 }
 
 // sharedPodsFailure says why the fallback policy leaves w unregistered.
@@ -332,7 +313,7 @@ func sharedPodsFailure(w workload.Workload, hw *heldWorkload) v1alpha1.Failure {
 }
 
 // ownEntries answers, for a pass of the fallback policy obj, what the
-// fallback holds of its own (yield.keeps, yield.keepsItself).
+// fallback holds of its own (keeps, keepsItself).
 type ownEntries struct {
 	h      *Handler
 	obj    *v1alpha1.SpiffeRegistration
@@ -340,7 +321,6 @@ type ownEntries struct {
 	memo   *policyRenders
 	wanted map[entries.Key]struct{}
 	asked  map[entries.Key]bool
-	ctx    context.Context
 }
 
 // keeps reports whether the fallback holds the entry its memo gives w (its
@@ -352,7 +332,7 @@ type ownEntries struct {
 // (surelyHeld). Answers from SPIRE are remembered by entry for the pass.
 // A per-node or per-pod fallback keeps nothing, nor one whose entry SPIRE
 // cannot be asked about.
-func (o *ownEntries) keeps(w workload.Workload) bool {
+func (o *ownEntries) keeps(ctx context.Context, w workload.Workload) bool {
 	if o.p.byPods() {
 		return false
 	}
@@ -368,9 +348,9 @@ func (o *ownEntries) keeps(w workload.Workload) bool {
 	if ok, seen := o.asked[k]; seen {
 		return ok
 	}
-	ok, err := o.h.Syncer.Registered(o.ctx, o.h.ownerFor(o.obj, o.p), e)
+	ok, err := o.h.Syncer.Registered(ctx, o.h.ownerFor(o.obj, o.p), e)
 	if err != nil {
-		logf.FromContext(o.ctx).V(1).Info("asking SPIRE whether it holds the fallback's entry for a workload another policy may hold; yielding it",
+		logf.FromContext(ctx).V(1).Info("asking SPIRE whether it holds the fallback's entry for a workload another policy may hold; yielding it",
 			"workload", w.String(), "error", err.Error())
 	}
 	o.asked[k] = ok && err == nil
@@ -381,9 +361,9 @@ func (o *ownEntries) keeps(w workload.Workload) bool {
 // pass that synced (so not merely an entry w's pods share with a workload
 // it registers), or, without such a pass in this process, whether it
 // keeps the entry its memo gives w (keeps).
-func (o *ownEntries) keepsItself(w workload.Workload) bool {
+func (o *ownEntries) keepsItself(ctx context.Context, w workload.Workload) bool {
 	if o.wanted == nil {
-		return o.keeps(w)
+		return o.keeps(ctx, w)
 	}
 	r := o.memo.byWorkload[keyOf(w)]
 	if r == nil || r.uid != w.UID || r.wanted() == nil || o.p.byPods() {

@@ -295,7 +295,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 	yielded := 0
 	var autoErr error
 	if p.others != nil {
-		p.others.own = &ownEntries{h: h, obj: obj, p: p, memo: memo, wanted: memo.wanted, asked: map[entries.Key]bool{}, ctx: ctx}
+		p.others.own = &ownEntries{h: h, obj: obj, p: p, memo: memo, wanted: memo.wanted, asked: map[entries.Key]bool{}}
 	}
 	memo.wanted = nil
 	selected, err := workload.Each(ctx, h.Reader, lister, p.selection, func(w workload.Workload) {
@@ -309,7 +309,7 @@ func (h *Handler) fullPass(ctx context.Context, obj *v1alpha1.SpiffeRegistration
 			// it registered w itself and w renders in no other policy
 			// now, and otherwise keeps its render (its last good entry)
 			// for a later pass.
-			if !p.others.own.keepsItself(w) || c == claimPresumed && p.rendersElsewhere(w) {
+			if !p.others.own.keepsItself(ctx, w) || c == claimPresumed && p.rendersElsewhere(w) {
 				memo.carry(p, w)
 				yielded++
 				return

@@ -299,22 +299,7 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 	k := keyOf(w)
 	r := m.byWorkload[k]
 	if r == nil || r.resourceVersion != w.ResourceVersion || w.ResourceVersion == "" {
-		prev := r
-		if prev == nil {
-			prev = m.previous[k]
-		}
-		if rec, ok := m.recorded[k]; ok && prev == nil && rec.uid == w.UID {
-			// The status is no proof of what the operator registered:
-			// whoever may write it could record any entry. One that SPIRE
-			// does not hold as the policy's, and that the policy could not
-			// have rendered for w, is dropped (and named).
-			if err := p.couldHaveKept(rec, w, m.current); err != nil {
-				delete(m.recorded, k)
-				m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
-			} else {
-				prev = &rendered{entry: rec.entry, uid: rec.uid}
-			}
-		}
+		prev, _ := m.earlier(p, w)
 		r = newRender(p, w, prev, m.pass)
 		m.byWorkload[k] = r
 	}
@@ -322,19 +307,37 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 	return r.wanted(), r.failure
 }
 
+// earlier returns w's render before this pass: the memo's, else its
+// previous generation's, else (after a start) the last good entry the
+// policy's status records for it (fromRecord). The status is no proof of
+// what the operator registered: whoever may write it could record any
+// entry. A record that SPIRE does not hold as the policy's, and that the
+// policy could not have rendered for w, is dropped (and named).
+func (m *policyRenders) earlier(p *policy, w workload.Workload) (prev *rendered, fromRecord bool) {
+	k := keyOf(w)
+	if prev = m.byWorkload[k]; prev != nil {
+		return prev, false
+	}
+	if prev = m.previous[k]; prev != nil {
+		return prev, false
+	}
+	rec, ok := m.recorded[k]
+	if !ok || rec.uid != w.UID {
+		return nil, false
+	}
+	if err := p.couldHaveKept(rec, w, m.current); err != nil {
+		delete(m.recorded, k)
+		m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
+		return nil, false
+	}
+	return &rendered{entry: rec.entry, uid: rec.uid}, true
+}
+
 // lastWanted returns the entry the memo gives w without a pass of p
 // having rendered it yet: its render now, or after a failed render the
-// last good entry of its previous render or of the status's records (nil
-// when none). The memo is left as it was.
+// last good entry of its earlier render (nil when none).
 func (m *policyRenders) lastWanted(p *policy, w workload.Workload) *entries.Entry {
-	k := keyOf(w)
-	prev := m.byWorkload[k]
-	if prev == nil {
-		prev = m.previous[k]
-	}
-	if rec, ok := m.recorded[k]; ok && prev == nil && rec.uid == w.UID {
-		prev = &rendered{entry: rec.entry, uid: rec.uid}
-	}
+	prev, _ := m.earlier(p, w)
 	return newRender(p, w, prev, m.pass).wanted()
 }
 
@@ -349,26 +352,21 @@ func (m *policyRenders) lastWanted(p *policy, w workload.Workload) *entries.Entr
 // fails without a last good one, as after a restart.
 func (m *policyRenders) carry(p *policy, w workload.Workload) {
 	k := keyOf(w)
-	r := m.byWorkload[k]
-	if r == nil {
-		if prev := m.previous[k]; prev != nil {
-			c := *prev
-			c.resourceVersion = ""
-			r = &c
-		}
+	r, fromRecord := m.earlier(p, w)
+	switch {
+	case r == nil:
+		return
+	case fromRecord:
+		// A last good entry, not a render: render w with it.
+		r = newRender(p, w, r, m.pass)
+		r.resourceVersion = ""
+	case m.byWorkload[k] != r:
+		// Of the previous generation: render it again at the next pass.
+		c := *r
+		c.resourceVersion = ""
+		r = &c
 	}
-	if rec, ok := m.recorded[k]; ok && r == nil && rec.uid == w.UID {
-		// After a restart: the record the status keeps, judged as a
-		// render judges it.
-		if err := p.couldHaveKept(rec, w, m.current); err != nil {
-			delete(m.recorded, k)
-			m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
-		} else {
-			r = newRender(p, w, &rendered{entry: rec.entry, uid: rec.uid}, m.pass)
-			r.resourceVersion = ""
-		}
-	}
-	if r == nil || r.uid != w.UID || r.failure == nil || r.lastGood == nil {
+	if r.uid != w.UID || r.failure == nil || r.lastGood == nil {
 		return
 	}
 	r.pass = m.pass
