@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,29 +27,37 @@ func editFallback(ctx context.Context, t *testing.T, e *env, fb *v1alpha1.Spiffe
 	fb.Generation++
 }
 
-// labelWeb sets labels on Deployment a/web.
-func labelWeb(ctx context.Context, t *testing.T, e *env, kv map[string]string) {
+// webMovedIntoARefusedMain is tierFallbackEnv with a policy main that
+// selects workloads labelled sel=main and whose entry for web SPIRE
+// refuses: web's writer gives it sel=main and team=pay together, and the
+// fallback's pass (before main's) yields web and carries its last good
+// entry.
+func webMovedIntoARefusedMain(ctx context.Context, t *testing.T) (e *env, main, fb *v1alpha1.SpiffeRegistration) {
 	t.Helper()
-	cur := &appsv1.Deployment{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "a", Name: "web"}, cur); err != nil {
-		t.Fatal(err)
+	e, fb = tierFallbackEnv(ctx, t)
+	e.api.Reject["spiffe://example.org"+mainPay] = true
+	main = storedMain(ctx, t, e, func(s *v1alpha1.SpiffeRegistrationSpec) {
+		s.SpiffeIDTemplate = teamTemplate
+		s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"sel": "main"}}
+	})
+	twoPasses(ctx, e, main, fb)
+	if got := paths(e.api); !slices.Equal(got, []string{tierFallbackWeb}) {
+		t.Fatalf("precondition: SPIRE holds %v, want the fallback's last good entry for web", got)
 	}
-	for k, v := range kv {
-		cur.Labels[k] = v
-	}
-	if err := e.c.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	setLabelOf(ctx, t, e, "web", "sel", "main")
+	setLabelOf(ctx, t, e, "web", "team", "pay")
+	_ = e.h.CreateOrUpdate(ctx, fb) // yields web for a pass and carries it
+	return e, main, fb
 }
 
 // TestAYieldToAPolicyThatRendersKeepsTheFallbacksLastGoodEntry: the fallback
 // keeps a last good entry for web (its render fails); main (judged)
 // selects web and cannot render it. web's owner adds team: the fallback's
-// pass before main's finds main renders web (claimHeld) and yields it,
-// but only claimUnsure/claimPresumed carry the memo record, so end()
-// drops web's last good entry. main's pass then finds SPIRE refusing its
-// entry: main holds nothing for web, and the fallback has nothing left to
-// register. Once web's pods roll, web holds no identity.
+// pass before main's finds main renders web (claimHeld) and yields it.
+// Only claimUnsure/claimPresumed carried the memo record, so end() dropped
+// web's last good entry; main's pass then found SPIRE refusing its entry:
+// main held nothing for web, the fallback had nothing left to register,
+// and once web's pods rolled web held no identity (seen failing).
 func TestAYieldToAPolicyThatRendersKeepsTheFallbacksLastGoodEntry(t *testing.T) {
 	ctx := context.Background()
 	e, fb := tierFallbackEnv(ctx, t)
@@ -79,24 +86,14 @@ func TestAYieldToAPolicyThatRendersKeepsTheFallbacksLastGoodEntry(t *testing.T) 
 // the fallback's pass before main's yields web (claimPresumed, main
 // renders it) and carries its last good entry. The fallback is then edited
 // (a hint) and passes again before main: its new generation's memo holds
-// web only in previous, carry finds nothing in byWorkload, and end() drops
-// previous. SPIRE refuses main's entry, so main holds nothing for web; the
-// fallback has no last good entry left. Without the edit, web keeps it.
+// web only in previous. carry looked only in byWorkload, and end() dropped
+// previous; SPIRE refuses main's entry, so main held nothing for web and
+// the fallback no last good entry (seen failing). Without the edit, web
+// kept it.
 func TestAFallbackEditKeepsACarriedLastGoodEntry(t *testing.T) {
 	for _, edit := range []bool{false, true} {
 		ctx := context.Background()
-		e, fb := tierFallbackEnv(ctx, t)
-		e.api.Reject["spiffe://example.org"+mainPay] = true
-		main := storedMain(ctx, t, e, func(s *v1alpha1.SpiffeRegistrationSpec) {
-			s.SpiffeIDTemplate = teamTemplate
-			s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"sel": "main"}}
-		})
-		twoPasses(ctx, e, main, fb)
-		if got := paths(e.api); !slices.Equal(got, []string{tierFallbackWeb}) {
-			t.Fatalf("precondition: SPIRE holds %v, want the fallback's last good entry for web", got)
-		}
-		labelWeb(ctx, t, e, map[string]string{"sel": "main", "team": "pay"})
-		_ = e.h.CreateOrUpdate(ctx, fb) // yields web for a pass and carries it
+		e, main, fb := webMovedIntoARefusedMain(ctx, t)
 		if edit {
 			editFallback(ctx, t, e, fb)
 			_ = e.h.CreateOrUpdate(ctx, fb) // a second pass before main's

@@ -4,10 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 )
 
 // TestARestartKeepsACarriedLastGoodEntry: as
@@ -15,26 +11,15 @@ import (
 // the edit. The fallback yields web (main renders it) and carries its last
 // good entry; its status records it (keptEntries). After a restart, the
 // fallback's first pass runs before main's: main is not judged and renders
-// web (claimHeld), so carry is called, but carry reads only byWorkload and
-// previous, never the status's records (memo.recorded): end() drops the
-// record. SPIRE then refuses main's entry, main holds nothing for web, and
-// the fallback has no last good entry left. Without the restart web keeps
-// it: a restart changes what SPIRE holds.
+// web (claimHeld), so carry is called. carry read only byWorkload and
+// previous, never the status's records (memo.recorded), so end() dropped
+// the record; SPIRE then refused main's entry, main held nothing for web,
+// and the fallback had no last good entry left (seen failing). Without the
+// restart web kept it: a restart changed what SPIRE holds.
 func TestARestartKeepsACarriedLastGoodEntry(t *testing.T) {
 	for _, restart := range []bool{false, true} {
 		ctx := context.Background()
-		e, fb := tierFallbackEnv(ctx, t)
-		e.api.Reject["spiffe://example.org"+mainPay] = true
-		main := storedMain(ctx, t, e, func(s *v1alpha1.SpiffeRegistrationSpec) {
-			s.SpiffeIDTemplate = teamTemplate
-			s.WorkloadSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"sel": "main"}}
-		})
-		twoPasses(ctx, e, main, fb)
-		if got := paths(e.api); !slices.Equal(got, []string{tierFallbackWeb}) {
-			t.Fatalf("precondition: SPIRE holds %v, want the fallback's last good entry for web", got)
-		}
-		labelWeb(ctx, t, e, map[string]string{"sel": "main", "team": "pay"})
-		_ = e.h.CreateOrUpdate(ctx, fb) // yields web for a pass and carries it
+		e, main, fb := webMovedIntoARefusedMain(ctx, t)
 		t.Logf("restart=%v: fallback keptEntries after the yield: %d", restart, len(fb.Status.KeptEntries))
 		if restart {
 			storeStatuses(ctx, t, e, main, fb)
