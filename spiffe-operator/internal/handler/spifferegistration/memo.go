@@ -299,7 +299,7 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 	k := keyOf(w)
 	r := m.byWorkload[k]
 	if r == nil || r.resourceVersion != w.ResourceVersion || w.ResourceVersion == "" {
-		prev, _ := m.earlier(p, w)
+		prev, _ := m.earlierJudged(p, w)
 		r = newRender(p, w, prev, m.pass)
 		m.byWorkload[k] = r
 	}
@@ -309,11 +309,8 @@ func (m *policyRenders) render(p *policy, w workload.Workload) (*entries.Entry, 
 
 // earlier returns w's render before this pass: the memo's, else its
 // previous generation's, else (after a start) the last good entry the
-// policy's status records for it (fromRecord). The status is no proof of
-// what the operator registered: whoever may write it could record any
-// entry. A record that SPIRE does not hold as the policy's, and that the
-// policy could not have rendered for w, is dropped (and named).
-func (m *policyRenders) earlier(p *policy, w workload.Workload) (prev *rendered, fromRecord bool) {
+// policy's status records for it (fromRecord), as recorded.
+func (m *policyRenders) earlier(w workload.Workload) (prev *rendered, fromRecord bool) {
 	k := keyOf(w)
 	if prev = m.byWorkload[k]; prev != nil {
 		return prev, false
@@ -321,23 +318,36 @@ func (m *policyRenders) earlier(p *policy, w workload.Workload) (prev *rendered,
 	if prev = m.previous[k]; prev != nil {
 		return prev, false
 	}
-	rec, ok := m.recorded[k]
-	if !ok || rec.uid != w.UID {
-		return nil, false
+	if rec, ok := m.recorded[k]; ok && rec.uid == w.UID {
+		return &rendered{entry: rec.entry, uid: rec.uid}, true
 	}
-	if err := p.couldHaveKept(rec, w, m.current); err != nil {
+	return nil, false
+}
+
+// earlierJudged is earlier with a status record judged: the status is no
+// proof of what the operator registered, since whoever may write it could
+// record any entry. A record that SPIRE does not hold as the policy's, and
+// that the policy could not have rendered for w, is dropped (and named).
+func (m *policyRenders) earlierJudged(p *policy, w workload.Workload) (prev *rendered, fromRecord bool) {
+	prev, fromRecord = m.earlier(w)
+	if !fromRecord {
+		return prev, false
+	}
+	k := keyOf(w)
+	if err := p.couldHaveKept(m.recorded[k], w, m.current); err != nil {
 		delete(m.recorded, k)
 		m.dropped = append(m.dropped, fmt.Sprintf("%s: %v", w, err))
 		return nil, false
 	}
-	return &rendered{entry: rec.entry, uid: rec.uid}, true
+	return prev, true
 }
 
 // lastWanted returns the entry the memo gives w without a pass of p
 // having rendered it yet: its render now, or after a failed render the
-// last good entry of its earlier render (nil when none).
+// last good entry of its earlier render, a status record unjudged (nil
+// when none). The memo is left as it was.
 func (m *policyRenders) lastWanted(p *policy, w workload.Workload) *entries.Entry {
-	prev, _ := m.earlier(p, w)
+	prev, _ := m.earlier(w)
 	return newRender(p, w, prev, m.pass).wanted()
 }
 
@@ -352,7 +362,7 @@ func (m *policyRenders) lastWanted(p *policy, w workload.Workload) *entries.Entr
 // fails without a last good one, as after a restart.
 func (m *policyRenders) carry(p *policy, w workload.Workload) {
 	k := keyOf(w)
-	r, fromRecord := m.earlier(p, w)
+	r, fromRecord := m.earlierJudged(p, w)
 	switch {
 	case r == nil:
 		return
