@@ -490,7 +490,7 @@ func startOperator(ctx context.Context, b *testing.B, bin, kubeconfig, spireSock
 	}
 	cmd := exec.CommandContext(ctx, bin,
 		"--spire-socket", spireSocket,
-		"--metrics-bind-address", addr,
+		"--metrics-bind-address", addr, "--metrics-secure=false", // read over loopback by the benchmark
 		"--health-probe-bind-address", "0",
 		"--kube-api-qps", operatorQPS, "--kube-api-burst", operatorBurst,
 		"--requeue-after", "5s", "--jitter-factor", "0",

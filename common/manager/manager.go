@@ -9,6 +9,7 @@ package manager
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,12 +25,16 @@ import (
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trustplane/trustplane/common/metricsauth"
 )
 
 // Keys of the manager settings, as flags; the environment variable of each is
 // the key upper-cased with dashes turned into underscores.
 const (
 	KeyMetricsAddr          = "metrics-bind-address"
+	KeyMetricsSecure        = "metrics-secure"
+	KeyMetricsCertDir       = "metrics-cert-dir"
 	KeyProbeAddr            = "health-probe-bind-address"
 	KeyPprofAddr            = "pprof-bind-address"
 	KeyLeaderElect          = "leader-elect"
@@ -43,6 +48,16 @@ const (
 type Options struct {
 	// MetricsAddr serves Prometheus metrics; "0" disables.
 	MetricsAddr string
+	// MetricsSecure serves the metrics over HTTPS, and only to clients
+	// whose bearer token the API server accepts and whose user may get
+	// /metrics (package metricsauth); false serves plain HTTP to whoever
+	// reaches the port.
+	MetricsSecure bool
+	// MetricsCertDir holds the metrics server's tls.crt and tls.key;
+	// empty: those of controller-runtime's
+	// default directory, <tmp>/k8s-metrics-server/serving-certs, when they
+	// are there, else a self-signed certificate made at start.
+	MetricsCertDir string
 	// ProbeAddr serves /healthz and /readyz; "0" disables.
 	ProbeAddr string
 	// PprofAddr serves net/http/pprof; "0" disables.
@@ -65,13 +80,15 @@ type Options struct {
 // Defaults are the settings an operator starts from; it may change them
 // before AddFlags, e.g. a higher QPS for an operator that fans out.
 func Defaults() Options {
-	return Options{MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0",
+	return Options{MetricsAddr: ":8080", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0",
 		KubeQPS: 50, KubeBurst: 100, GCPercent: 0}
 }
 
 // AddFlags registers the manager flags on fs with the given defaults.
 func AddFlags(fs *pflag.FlagSet, d Options) {
 	fs.String(KeyMetricsAddr, d.MetricsAddr, "metrics address; 0 disables (env METRICS_BIND_ADDRESS)")
+	fs.Bool(KeyMetricsSecure, d.MetricsSecure, "serve metrics over HTTPS, only to a bearer token whose user may get /metrics; false: plain HTTP to anyone (env METRICS_SECURE)")
+	fs.String(KeyMetricsCertDir, d.MetricsCertDir, "directory of the metrics server's tls.crt and tls.key; empty: a self-signed certificate (env METRICS_CERT_DIR)")
 	fs.String(KeyProbeAddr, d.ProbeAddr, "health probe address; 0 disables (env HEALTH_PROBE_BIND_ADDRESS)")
 	fs.String(KeyPprofAddr, d.PprofAddr, "net/http/pprof address; 0 disables (env PPROF_BIND_ADDRESS)")
 	fs.Bool(KeyLeaderElect, d.LeaderElect, "elect a leader so that one replica is active (env LEADER_ELECT)")
@@ -85,6 +102,8 @@ func AddFlags(fs *pflag.FlagSet, d Options) {
 func Load(v *viper.Viper) (Options, error) {
 	o := Options{
 		MetricsAddr:             v.GetString(KeyMetricsAddr),
+		MetricsSecure:           v.GetBool(KeyMetricsSecure),
+		MetricsCertDir:          v.GetString(KeyMetricsCertDir),
 		ProbeAddr:               v.GetString(KeyProbeAddr),
 		PprofAddr:               v.GetString(KeyPprofAddr),
 		LeaderElect:             v.GetBool(KeyLeaderElect),
@@ -99,6 +118,9 @@ func Load(v *viper.Viper) (Options, error) {
 	}
 	if o.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", KeyKubeBurst, o.KubeBurst))
+	}
+	if o.MetricsCertDir != "" && !o.MetricsSecure {
+		errs = append(errs, fmt.Errorf("%s is set but %s is false: the certificate would not be used", KeyMetricsCertDir, KeyMetricsSecure))
 	}
 	if o.GCPercent < 0 {
 		errs = append(errs, fmt.Errorf("%s must not be negative, got %d", KeyGCPercent, o.GCPercent))
@@ -163,7 +185,7 @@ const leaseSuffix = ".trustplane.dev"
 // Scheme, Cache and other fields on the result.
 func (o Options) ManagerOptions(name string) ctrl.Options {
 	return ctrl.Options{
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 o.metricsServerOptions(),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
@@ -175,6 +197,22 @@ func (o Options) ManagerOptions(name string) ctrl.Options {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// metricsServerOptions serves the metrics on MetricsAddr; when
+// MetricsSecure, over HTTPS (HTTP/1.1 only, as kubebuilder's operators
+// default to since the HTTP/2 stream-reset attacks) behind metricsauth.
+func (o Options) metricsServerOptions() metricsserver.Options {
+	if !o.MetricsSecure {
+		return metricsserver.Options{BindAddress: o.MetricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddr,
+		SecureServing:  true,
+		CertDir:        o.MetricsCertDir,
+		FilterProvider: metricsauth.Provider(metricsauth.Options{}),
+		TLSOpts:        []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
+}
 
 // ApplyGCPercent sets the GC target unless it is 0 or GOGC is set.
 func (o Options) ApplyGCPercent() {

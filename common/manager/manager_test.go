@@ -74,6 +74,8 @@ func TestInvalidSettings(t *testing.T) {
 		"qps":   {map[string]string{"KUBE_API_QPS": "0"}, "kube-api-qps must be positive"},
 		"burst": {map[string]string{"KUBE_API_BURST": "0"}, "kube-api-burst must be at least 1"},
 		"gc":    {map[string]string{"GC_PERCENT": "-5"}, "gc-percent must not be negative"},
+		"cert dir of plain metrics": {map[string]string{"METRICS_SECURE": "false", "METRICS_CERT_DIR": "/certs"},
+			"metrics-cert-dir is set but metrics-secure is false"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, manager.Defaults(), nil, c.env)

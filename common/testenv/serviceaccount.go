@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,4 +107,29 @@ func (cp *ControlPlane) BindRoles(ctx context.Context, roleFile, namespace, name
 		}
 	}
 	return nil
+}
+
+// ServiceAccountToken creates the service account namespace/name (and its
+// namespace) when they are not there, and returns a token the API server
+// issues for it (a TokenRequest), as a pod of that account holds: what a
+// client of the operator's own servers, a metrics scraper say, presents.
+func (cp *ControlPlane) ServiceAccountToken(ctx context.Context, namespace, name string) (string, error) {
+	admin, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		return "", fmt.Errorf("admin client: %w", err)
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+	} {
+		if err := admin.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	tr := &authnv1.TokenRequest{}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := admin.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("token of service account %s/%s: %w", namespace, name, err)
+	}
+	return tr.Status.Token, nil
 }

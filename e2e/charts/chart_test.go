@@ -378,7 +378,24 @@ func TestServiceMonitorSelectsTheMetricsService(t *testing.T) {
 			}) || !slices.Contains(container.Args, "--metrics-bind-address=:"+strconv.Itoa(int(portOf(container.Ports, "metrics")))) {
 				t.Errorf("%s: Service port %q targets %s, not the manager's metrics port (ports %v, args %q)", o.Name, e.Port, target.String(), container.Ports, container.Args)
 			}
+			// The operator serves its metrics over HTTPS, with a self-signed
+			// certificate, to a bearer token allowed to get /metrics.
+			if e.Scheme != "https" || e.BearerTokenFile == "" || !e.TLSConfig.InsecureSkipVerify {
+				t.Errorf("%s: ServiceMonitor endpoint scrapes with scheme %q, token file %q, insecureSkipVerify %v; the operator serves HTTPS to a bearer token",
+					o.Name, e.Scheme, e.BearerTokenFile, e.TLSConfig.InsecureSkipVerify)
+			}
 		}
+		reader := r.object(t, "ClusterRole", "tp-"+o.Name+"-metrics-reader")
+		if rules, _, _ := unstructuredMap(reader.Object, "rules"); fmt.Sprint(rules) != "[map[nonResourceURLs:[/metrics] verbs:[get]]]" {
+			t.Errorf("%s: metrics reader ClusterRole rules %v, want get on /metrics only", o.Name, rules)
+		}
+	}
+	plain := mustTemplate(t, ns, modes["ha"], "spiffeOperator.flags.metricsSecure=false")
+	if sm := plain.object(t, "ServiceMonitor", "spiffe-operator"); fmt.Sprint(sm.Object["spec"]) == "" || strings.Contains(fmt.Sprint(sm.Object["spec"]), "https") {
+		t.Errorf("with metricsSecure=false the ServiceMonitor still scrapes HTTPS: %v", sm.Object["spec"])
+	}
+	if roles := plain.find("ClusterRole"); slices.ContainsFunc(roles, func(u unstructured.Unstructured) bool { return u.GetName() == "tp-spiffe-operator-metrics-reader" }) {
+		t.Error("with metricsSecure=false the chart still makes spiffe-operator's metrics reader ClusterRole")
 	}
 	if _, err := template(t, "chart-default", nil, "spiffeOperator.metrics.service.enabled=false", "spiffeOperator.metrics.serviceMonitor.enabled=true"); err == nil ||
 		!strings.Contains(err.Error(), "spiffeOperator.metrics.serviceMonitor.enabled needs spiffeOperator.metrics.service.enabled") {
@@ -395,8 +412,13 @@ type serviceMonitorSpec struct {
 		MatchNames []string `json:"matchNames"`
 	} `json:"namespaceSelector"`
 	Endpoints []struct {
-		Port     string `json:"port"`
-		Interval string `json:"interval"`
+		Port            string `json:"port"`
+		Interval        string `json:"interval"`
+		Scheme          string `json:"scheme"`
+		BearerTokenFile string `json:"bearerTokenFile"`
+		TLSConfig       struct {
+			InsecureSkipVerify bool `json:"insecureSkipVerify"`
+		} `json:"tlsConfig"`
 	} `json:"endpoints"`
 }
 
@@ -465,8 +487,8 @@ func TestRBACIsTheOperatorsRBAC(t *testing.T) {
 			t.Errorf("%s: binding %+v", o.Name, binding)
 		}
 	}
-	if cr := r.find("ClusterRole"); len(cr) != 3 {
-		t.Errorf("%d ClusterRoles by default, want the three managers' (no Secret rights)", len(cr))
+	if cr := r.find("ClusterRole"); len(cr) != 6 {
+		t.Errorf("%d ClusterRoles by default, want the three managers' and the three metrics readers' (no Secret rights)", len(cr))
 	}
 	// ConfigMap sources are read through a Role in each source namespace,
 	// the release's by default; Secret rights come only with their flags.

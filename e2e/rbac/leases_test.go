@@ -30,6 +30,26 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// startPlane starts a control plane whose scheme holds client-go's kinds,
+// stopped when the test ends.
+func startPlane(t *testing.T) *testenv.ControlPlane {
+	t.Helper()
+	scheme := kruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return cp
+}
+
 // TestAnOperatorManagesOnlyItsOwnLeaderLease runs each operator as its own
 // service account with its config/rbac Roles in the namespace all three
 // share, as every install does. Each may create, read and renew its own
@@ -39,19 +59,8 @@ func repoRoot() string {
 func TestAnOperatorManagesOnlyItsOwnLeaderLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	scheme := kruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	cp := startPlane(t)
+	scheme := cp.Scheme
 	const ns = "trustplane-system"
 	root := repoRoot()
 	clients := map[string]client.Client{}

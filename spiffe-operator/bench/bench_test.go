@@ -930,7 +930,7 @@ func startOperator(bin, kubeconfig, socket string, extra ...string) (*process, e
 		"--spire-socket", socket,
 		"--trust-domain", trustDomain,
 		"--default-environment", "bench",
-		"--metrics-bind-address", addr,
+		"--metrics-bind-address", addr, "--metrics-secure=false", // read over loopback by the benchmark
 		"--health-probe-bind-address", "0",
 		"--kube-api-qps", kubeQPS, "--kube-api-burst", kubeBurst,
 		"--spire-write-concurrency", writeConcurrency(),

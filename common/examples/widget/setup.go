@@ -21,6 +21,9 @@ import (
 // +kubebuilder:rbac:groups=test.trustplane.dev,resources=widgets/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The metrics endpoint's guard (common/metricsauth) reviews each scraper's token and access.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // NewScheme returns the built-in kinds and Widget.
 func NewScheme() (*runtime.Scheme, error) {

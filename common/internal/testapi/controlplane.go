@@ -77,15 +77,24 @@ type SharedPlane struct {
 // prefix and a random suffix; the test fails at once if either fails.
 func (s *SharedPlane) For(t testing.TB, prefix string) (client.Client, string) {
 	t.Helper()
+	plane := s.Plane(t)
+	ns, err := NewNamespace(context.Background(), plane.Client, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plane.Client, ns
+}
+
+// Plane returns the shared control plane itself (its admin Config serves
+// clients other than controller-runtime's), started by the first test that
+// asks; the test fails at once if it cannot start.
+func (s *SharedPlane) Plane(t testing.TB) *testenv.ControlPlane {
+	t.Helper()
 	s.once.Do(func() { s.plane, s.err = StartControlPlane() })
 	if s.err != nil {
 		t.Fatalf("start the control plane: %v", s.err)
 	}
-	ns, err := NewNamespace(context.Background(), s.plane.Client, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.plane.Client, ns
+	return s.plane
 }
 
 // Stop stops the control plane, if a test started it.
