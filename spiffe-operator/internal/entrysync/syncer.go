@@ -1101,7 +1101,10 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	if err != nil {
 		return err
 	}
-	var failedCreates []Failed
+	var (
+		failedCreates []Failed
+		callErr       error // a create call that failed as a whole
+	)
 	tag := owner.Tag()
 	if len(p.creates) > 0 {
 		in := make([]*types.Entry, len(p.creates))
@@ -1167,10 +1170,15 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			retry = errors.Join(retry, err)
 		}
 		if err != nil {
-			return fmt.Errorf("create %d entries: %w", len(in), err)
+			// The call failed as a whole: its entries got the call's code
+			// above, as failed creates or refusals, and the pass goes on
+			// with its updates and trims, so that a grant the policy
+			// withdrew does not wait for SPIRE to take new entries. The
+			// pass still fails with the call's error.
+			callErr = fmt.Errorf("create %d entries: %w", len(in), err)
 		}
 		if renameErr != nil {
-			return renameErr
+			return errors.Join(callErr, renameErr)
 		}
 		if len(failedCreates) > 0 {
 			retry = errors.Join(retry, fmt.Errorf("create %d entries: %s: %w", len(failedCreates), describe(failedCreates), ErrTransient))
@@ -1180,7 +1188,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	refused := out.Failed[failedBefore:]
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
 		if !errors.Is(err, ErrTransient) {
-			return errors.Join(retry, err)
+			return errors.Join(callErr, retry, err)
 		}
 		retry = errors.Join(retry, err)
 	}
@@ -1197,7 +1205,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			retry = errors.Join(retry, err)
 		}
 	}
-	return errors.Join(retry, s.deleteStale(ctx, stale))
+	return errors.Join(callErr, retry, s.deleteStale(ctx, stale))
 }
 
 // withoutAccountsOf leaves out of stale every entry of the namespaces and
@@ -1578,6 +1586,7 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 		stale     bool
 		transient int
 		trims     []update
+		callErrs  []error // calls that failed as a whole
 	)
 	for _, m := range order {
 		g := groups[m]
@@ -1622,13 +1631,18 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 		}
 		s.mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("update %d entries (%s): %w", len(in), m, err)
+			// Its entries got the call's code above (and their trims);
+			// the calls of the other masks go on.
+			callErrs = append(callErrs, fmt.Errorf("update %d entries (%s): %w", len(in), m, err))
 		}
 	}
 	if len(trims) > 0 {
 		if err := s.updateAll(ctx, trims, out); err != nil {
-			return err
+			return errors.Join(append(callErrs, err)...)
 		}
+	}
+	if len(callErrs) > 0 {
+		return errors.Join(callErrs...)
 	}
 	if stale {
 		return fmt.Errorf("update entries: %w", ErrStale)
