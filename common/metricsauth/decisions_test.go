@@ -30,10 +30,10 @@ func TestAFloodOfMadeUpTokensKeepsTheDecisionsBounded(t *testing.T) {
 		if n := len(g.decided); n > 8 {
 			t.Fatalf("after %d tokens, %d decisions are kept, more than MaxDecisions 8", i+1, n)
 		}
-		if status, ok := g.kept(key); !ok || status != http.StatusUnauthorized {
+		if status, ok, _ := g.kept(key); !ok || status != http.StatusUnauthorized {
 			t.Fatalf("token %d: the newest decision is not kept (%d, %v)", i, status, ok)
 		}
-		if status, ok := g.kept(reader); !ok || status != http.StatusOK {
+		if status, ok, _ := g.kept(reader); !ok || status != http.StatusOK {
 			t.Fatalf("token %d pushed the reader's live grant out (%d, %v)", i, status, ok)
 		}
 	}

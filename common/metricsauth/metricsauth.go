@@ -10,7 +10,8 @@
 // reads the metrics, and a pod of a tenant does not. Everything else gets
 // 401 (no token, or one the API server does not accept) or 403 (a user
 // without the grant), and never reaches the metrics handler; when a review
-// cannot be made, the request gets 503, never the metrics.
+// cannot be made, the request gets 503, and when too many requests wait
+// for one, 429: never the metrics.
 //
 // Provider returns the filter for controller-runtime's metrics server
 // (metricsserver.Options.FilterProvider). It is written over the typed
@@ -24,10 +25,12 @@ package metricsauth
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,6 +40,7 @@ import (
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -52,13 +56,20 @@ type Options struct {
 	// MaxDecisions bounds the decisions kept (1024); when it is reached,
 	// expired ones go first, then arbitrary ones.
 	MaxDecisions int
-	// MaxConcurrentReviews bounds the reviews in flight at once (4); a
-	// request waits for its turn as long as its own context lasts.
+	// MaxConcurrentReviews bounds the reviews in flight at once in each
+	// lane (4); a request waits for its turn as long as its own context
+	// lasts. A token this guard has allowed before (for the same verb and
+	// path) is reviewed in a lane of its own, so that requests with tokens
+	// it never allowed (made-up ones, a tenant's) never hold up a reader.
 	MaxConcurrentReviews int
+	// MaxWaitingReviews bounds the requests waiting for a review in each
+	// lane (16); one more gets 429 Too Many Requests at once.
+	MaxWaitingReviews int
 	// ReviewQPS and ReviewBurst limit the review calls to the API server
-	// (5 and 10), apart from the operator's own client, so that a flood of
-	// requests with made-up tokens costs the API server little and the
-	// operator's own calls nothing.
+	// of each lane, TokenReviews and SubjectAccessReviews together (5 and
+	// 10), apart from the operator's own client, so that a flood of
+	// requests costs the API server little and the operator's own calls
+	// nothing.
 	ReviewQPS   float32
 	ReviewBurst int
 	// ReviewTimeout bounds each review call (10 seconds).
@@ -77,6 +88,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConcurrentReviews <= 0 {
 		o.MaxConcurrentReviews = 4
+	}
+	if o.MaxWaitingReviews <= 0 {
+		o.MaxWaitingReviews = 16
 	}
 	if o.ReviewQPS <= 0 {
 		o.ReviewQPS = 5
@@ -105,13 +119,23 @@ func Provider(o Options) func(cfg *rest.Config, httpClient *http.Client) (metric
 // guard reviews the requests to the metrics server and keeps its decisions
 // for a while.
 type guard struct {
+	// known reviews the tokens this guard allowed before, unknown the
+	// others.
+	known, unknown *lane
+	opts           Options
+	now            func() time.Time
+	mu             sync.Mutex
+	decided        map[[sha256.Size]byte]decision
+}
+
+// lane is a way to the API server's reviews: clients sharing one rate
+// limit, the turns of the reviews in flight and a count of the requests
+// waiting for one.
+type lane struct {
 	tokens  authnclient.TokenReviewInterface
 	access  authzclient.SubjectAccessReviewInterface
-	opts    Options
 	turns   chan struct{}
-	now     func() time.Time
-	mu      sync.Mutex
-	decided map[[sha256.Size]byte]decision
+	waiting atomic.Int64
 }
 
 // decision is the answer to one token, verb and path until expires.
@@ -120,10 +144,28 @@ type decision struct {
 	expires time.Time
 }
 
+// errBusy is the answer to a request that found its lane's waiting room
+// full.
+var errBusy = errors.New("too many requests are waiting for a review")
+
 func newGuard(cfg *rest.Config, httpClient *http.Client, o Options) (*guard, error) {
 	o = o.withDefaults()
+	known, err := newLane(cfg, httpClient, o)
+	if err != nil {
+		return nil, err
+	}
+	unknown, err := newLane(cfg, httpClient, o)
+	if err != nil {
+		return nil, err
+	}
+	return &guard{known: known, unknown: unknown, opts: o, now: time.Now, decided: make(map[[sha256.Size]byte]decision)}, nil
+}
+
+// newLane builds a lane whose TokenReview and SubjectAccessReview clients
+// share one token bucket of o.ReviewQPS and o.ReviewBurst.
+func newLane(cfg *rest.Config, httpClient *http.Client, o Options) (*lane, error) {
 	rc := rest.CopyConfig(cfg)
-	rc.QPS, rc.Burst, rc.RateLimiter = o.ReviewQPS, o.ReviewBurst, nil
+	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.ReviewQPS, o.ReviewBurst)
 	authn, err := authnclient.NewForConfigAndClient(rc, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("token review client: %w", err)
@@ -132,14 +174,7 @@ func newGuard(cfg *rest.Config, httpClient *http.Client, o Options) (*guard, err
 	if err != nil {
 		return nil, fmt.Errorf("access review client: %w", err)
 	}
-	return &guard{
-		tokens:  authn.TokenReviews(),
-		access:  authz.SubjectAccessReviews(),
-		opts:    o,
-		turns:   make(chan struct{}, o.MaxConcurrentReviews),
-		now:     time.Now,
-		decided: make(map[[sha256.Size]byte]decision),
-	}, nil
+	return &lane{tokens: authn.TokenReviews(), access: authz.SubjectAccessReviews(), turns: make(chan struct{}, o.MaxConcurrentReviews)}, nil
 }
 
 // filter is the metricsserver.Filter: it lets a request through to next
@@ -154,6 +189,11 @@ func (g *guard) filter(log logr.Logger, next http.Handler) (http.Handler, error)
 		}
 		verb, path := strings.ToLower(r.Method), r.URL.Path
 		status, err := g.decide(r.Context(), token, verb, path)
+		if errors.Is(err, errBusy) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "Too Many Requests: too many requests are waiting for a review", http.StatusTooManyRequests)
+			return
+		}
 		if err != nil {
 			log.Error(err, "Could not review a request to the metrics server")
 			http.Error(w, "Service Unavailable: the request could not be reviewed", http.StatusServiceUnavailable)
@@ -183,24 +223,36 @@ func bearerToken(r *http.Request) (string, bool) {
 }
 
 // decide returns the HTTP status the request gets: 200, 401 or 403, from a
-// decision kept or from new reviews; an error when a review failed.
+// decision kept or from new reviews; an error when a review failed or the
+// request's lane has too many waiting (errBusy).
 func (g *guard) decide(ctx context.Context, token, verb, path string) (int, error) {
 	key := sha256.Sum256([]byte(verb + "\x00" + path + "\x00" + token))
-	if status, ok := g.kept(key); ok {
+	status, fresh, allowedBefore := g.kept(key)
+	if fresh {
 		return status, nil
 	}
+	l := g.unknown
+	if allowedBefore {
+		l = g.known
+	}
+	if l.waiting.Add(1) > int64(g.opts.MaxWaitingReviews) {
+		l.waiting.Add(-1)
+		return 0, errBusy
+	}
 	select {
-	case g.turns <- struct{}{}:
-		defer func() { <-g.turns }()
+	case l.turns <- struct{}{}:
+		l.waiting.Add(-1)
+		defer func() { <-l.turns }()
 	case <-ctx.Done():
+		l.waiting.Add(-1)
 		return 0, fmt.Errorf("wait for a review: %w", ctx.Err())
 	}
 	// Another request with the same token may have decided while this one
 	// waited for its turn.
-	if status, ok := g.kept(key); ok {
+	if status, fresh, _ := g.kept(key); fresh {
 		return status, nil
 	}
-	status, err := g.review(ctx, token, verb, path)
+	status, err := l.review(ctx, token, verb, path, g.opts.ReviewTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -210,10 +262,10 @@ func (g *guard) decide(ctx context.Context, token, verb, path string) (int, erro
 
 // review asks the API server who the token belongs to and whether that
 // user may verb path.
-func (g *guard) review(ctx context.Context, token, verb, path string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.opts.ReviewTimeout)
+func (l *lane) review(ctx context.Context, token, verb, path string, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tr, err := g.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	tr, err := l.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("token review: %w", err)
 	}
@@ -225,7 +277,7 @@ func (g *guard) review(ctx context.Context, token, verb, path string) (int, erro
 	for k, v := range user.Extra {
 		extra[k] = authzv1.ExtraValue(v)
 	}
-	sar, err := g.access.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+	sar, err := l.access.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
 		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb},
 	}}, metav1.CreateOptions{})
@@ -238,15 +290,16 @@ func (g *guard) review(ctx context.Context, token, verb, path string) (int, erro
 	return http.StatusOK, nil
 }
 
-// kept returns a decision that has not expired.
-func (g *guard) kept(key [sha256.Size]byte) (int, bool) {
+// kept returns the decision kept for key, whether it has not expired, and
+// whether it allowed (expired or not: the token was a reader's).
+func (g *guard) kept(key [sha256.Size]byte) (status int, fresh, allowed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	d, ok := g.decided[key]
-	if !ok || !g.now().Before(d.expires) {
-		return 0, false
+	if !ok {
+		return 0, false, false
 	}
-	return d.status, true
+	return d.status, g.now().Before(d.expires), d.status == http.StatusOK
 }
 
 // keep records a decision for AllowFor or DenyFor, making room first when
@@ -266,12 +319,14 @@ func (g *guard) keep(key [sha256.Size]byte, status int) {
 // makeRoom removes decisions until fewer than MaxDecisions are kept.
 func (g *guard) makeRoom(now time.Time) {
 	if len(g.decided) >= g.opts.MaxDecisions {
-		// Expired decisions go first, then refusals (a flood of made-up
-		// tokens pushes out other made-up tokens, not a reader's grant),
-		// then any.
+		// Expired refusals go first, then refusals (a flood of made-up
+		// tokens pushes out other made-up tokens, not a reader's grant,
+		// which keeps the reader in its lane after it expired), then
+		// expired grants, then any.
 		for _, evict := range []func(decision) bool{
-			func(d decision) bool { return !now.Before(d.expires) },
+			func(d decision) bool { return d.status != http.StatusOK && !now.Before(d.expires) },
 			func(d decision) bool { return d.status != http.StatusOK },
+			func(d decision) bool { return !now.Before(d.expires) },
 			func(decision) bool { return true },
 		} {
 			for k, d := range g.decided {

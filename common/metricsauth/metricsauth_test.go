@@ -277,7 +277,7 @@ func TestAFloodOfMadeUpTokensReachesTheAPIServerSlowly(t *testing.T) {
 	}
 	counting := &inFlightTransport{base: hc.Transport}
 	hc.Transport = counting
-	filter, err := metricsauth.Provider(metricsauth.Options{})(cfg, hc)
+	filter, err := metricsauth.Provider(metricsauth.Options{MaxWaitingReviews: 64})(cfg, hc) // every request waits its turn
 	if err != nil {
 		t.Fatal(err)
 	}
