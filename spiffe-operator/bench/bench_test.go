@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/common/spireconn"
+	"github.com/trustplane/trustplane/common/residency"
 	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
@@ -450,6 +451,11 @@ func runSize(ctx context.Context, b *testing.B, rep *report, k8s client.WithWatc
 	}
 	anon, file := proc.rssDetail()
 	rep.add("N=%d operator RSS %.1f MiB after convergence (anon %.1f, file %.1f; pods cached: %v; target <= 60 MiB at 10,000 with pods)", n, rss, anon, file, s.pods)
+	if exe, err := residency.Of(proc.cmd.Process.Pid); err == nil {
+		rep.add("N=%d operator file-backed RSS: %s", n, exe.Summary(8))
+	} else {
+		b.Logf("where the executable's resident pages go: %v", err)
+	}
 
 	if idle && s.idle > 0 {
 		m0, err := proc.settle(30 * time.Second)
