@@ -30,8 +30,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/common/residency"
+	"github.com/trustplane/trustplane/common/spireconn"
 	"github.com/trustplane/trustplane/common/testenv"
 	"github.com/trustplane/trustplane/spiffe-operator/api/v1alpha1"
 	"github.com/trustplane/trustplane/spiffe-operator/internal/entries"
