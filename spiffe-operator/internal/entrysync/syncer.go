@@ -1170,11 +1170,11 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			retry = errors.Join(retry, err)
 		}
 		if err != nil {
-			// The call failed as a whole: its entries got the call's code
-			// above, as failed creates or refusals, and the pass goes on
-			// with its updates and trims, so that a grant the policy
-			// withdrew does not wait for SPIRE to take new entries. The
-			// pass still fails with the call's error.
+			// The call failed as a whole: SPIRE judged none of its
+			// entries, whatever code they got above. The pass still makes
+			// its updates and grant trims, so that a grant the policy
+			// withdrew does not wait for SPIRE to take new entries, but
+			// deletes and hands over nothing (below).
 			callErr = fmt.Errorf("create %d entries: %w", len(in), err)
 		}
 		if renameErr != nil {
@@ -1187,10 +1187,17 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	// A refused update leaves its entry in place and replaces nothing.
 	refused := out.Failed[failedBefore:]
 	if err := s.updateAll(ctx, p.updates, out); err != nil {
-		if !errors.Is(err, ErrTransient) {
-			return errors.Join(callErr, retry, err)
+		switch {
+		case errors.Is(err, errWholeCall):
+			callErr = errors.Join(callErr, err)
+		case errors.Is(err, ErrTransient), callErr != nil:
+			retry = errors.Join(retry, err)
+		default:
+			return errors.Join(retry, err)
 		}
-		retry = errors.Join(retry, err)
+	}
+	if callErr != nil {
+		return s.afterFailedCall(ctx, owner, p, out, callErr, retry)
 	}
 	stale := p.stale
 	if len(failedCreates) > 0 {
@@ -1205,7 +1212,31 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			retry = errors.Join(retry, err)
 		}
 	}
-	return errors.Join(callErr, retry, s.deleteStale(ctx, stale))
+	return errors.Join(retry, s.deleteStale(ctx, stale))
+}
+
+// errWholeCall marks the error of a call SPIRE (or what stands between)
+// failed as a whole.
+var errWholeCall = errors.New("the call failed as a whole")
+
+// afterFailedCall ends a pass in which a create or update call failed as a
+// whole. Every entry to delete is held back, since its replacement may be
+// among the entries SPIRE never judged, and nothing is handed over; the
+// held-back entries are trimmed of the grants the pass withdrew. The error
+// is the call's, so that the pass is reported as SPIRE's failure to answer
+// (its gRPC code decides the reason), not as the entries' or a stale view's;
+// the pass's other errors are named in its text.
+func (s *Syncer) afterFailedCall(ctx context.Context, owner Owner, p *plan, out *Outcome, callErr, retry error) error {
+	out.HeldBack = len(p.stale)
+	if out.HeldBack > 0 {
+		if err := s.updateAll(ctx, s.trimsOfHeldBack(owner, p.stale, nil), out); err != nil {
+			retry = errors.Join(retry, err)
+		}
+	}
+	if retry != nil {
+		return fmt.Errorf("%w; the pass deleted nothing (also: %v)", callErr, retry)
+	}
+	return fmt.Errorf("%w; the pass deleted nothing", callErr)
 }
 
 // withoutAccountsOf leaves out of stale every entry of the namespaces and
@@ -1633,7 +1664,7 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 		if err != nil {
 			// Its entries got the call's code above (and their trims);
 			// the calls of the other masks go on.
-			callErrs = append(callErrs, fmt.Errorf("update %d entries (%s): %w", len(in), m, err))
+			callErrs = append(callErrs, fmt.Errorf("update %d entries (%s): %w: %w", len(in), m, errWholeCall, err))
 		}
 	}
 	if len(trims) > 0 {
