@@ -18,15 +18,27 @@ func TestAFloodOfMadeUpTokensKeepsTheDecisionsBounded(t *testing.T) {
 		opts:    Options{MaxDecisions: 8}.withDefaults(),
 		now:     func() time.Time { return now },
 		decided: map[[sha256.Size]byte]decision{},
+		readers: map[string]bool{},
 	}
 	reader := sha256.Sum256([]byte("prometheus"))
-	g.keep(reader, http.StatusOK) // kept for AllowFor, 1 minute
+	g.keep(reader, http.StatusOK, "system:serviceaccount:monitoring:prometheus") // kept for AllowFor, 1 minute
 	for i := range 1000 {
 		if i%100 == 0 {
 			now = now.Add(5 * time.Second) // some refusals expire, the grant does not
 		}
 		key := sha256.Sum256(fmt.Appendf(nil, "made-up-%d", i))
-		g.keep(key, http.StatusUnauthorized)
+		// Every tenth made-up token is a tenant's real one, refused.
+		user := ""
+		if i%10 == 0 {
+			user = fmt.Sprintf("system:serviceaccount:tenant:app-%d", i)
+		}
+		g.keep(key, http.StatusUnauthorized, user)
+		if n := len(g.readers); n > 8 {
+			t.Fatalf("after %d tokens, %d users are remembered, more than MaxDecisions 8", i+1, n)
+		}
+		if !g.reader("system:serviceaccount:monitoring:prometheus") {
+			t.Fatalf("token %d pushed the reader out of the readers", i)
+		}
 		if n := len(g.decided); n > 8 {
 			t.Fatalf("after %d tokens, %d decisions are kept, more than MaxDecisions 8", i+1, n)
 		}

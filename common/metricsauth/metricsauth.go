@@ -20,6 +20,11 @@
 //
 //	authentication.k8s.io tokenreviews: create
 //	authorization.k8s.io subjectaccessreviews: create
+//
+// and reads the API server's service account signing keys
+// (/openid/v1/jwks, which the default discovery role lets every service
+// account read) to tell a reader's new token from others before its review
+// (see Options.MaxConcurrentReviews).
 package metricsauth
 
 import (
@@ -58,9 +63,12 @@ type Options struct {
 	MaxDecisions int
 	// MaxConcurrentReviews bounds the reviews in flight at once in each
 	// lane (4); a request waits for its turn as long as its own context
-	// lasts. A token this guard has allowed before (for the same verb and
-	// path) is reviewed in a lane of its own, so that requests with tokens
-	// it never allowed (made-up ones, a tenant's) never hold up a reader.
+	// lasts. The tokens of a reader (a user whose last review allowed it,
+	// told by the decision kept for the token or, for a new service
+	// account token, by the API server's signature on it) are reviewed in
+	// a lane of their own, so that requests with other tokens (made-up
+	// ones, a tenant's, a reader's whose grant was withdrawn) never hold
+	// up a reader.
 	MaxConcurrentReviews int
 	// MaxWaitingReviews bounds the requests waiting for a review in each
 	// lane (16); one more gets 429 Too Many Requests at once.
@@ -119,29 +127,37 @@ func Provider(o Options) func(cfg *rest.Config, httpClient *http.Client) (metric
 // guard reviews the requests to the metrics server and keeps its decisions
 // for a while.
 type guard struct {
-	// known reviews the tokens this guard allowed before, unknown the
-	// others.
+	// known reviews the tokens of the readers the API server allowed at
+	// their last review, unknown the others.
 	known, unknown *lane
+	issuer         *issuerKeys
 	opts           Options
 	now            func() time.Time
 	mu             sync.Mutex
 	decided        map[[sha256.Size]byte]decision
+	// readers holds, for each user a review authenticated, whether its
+	// last review allowed it.
+	readers map[string]bool
 }
 
 // lane is a way to the API server's reviews: clients sharing one rate
 // limit, the turns of the reviews in flight and a count of the requests
 // waiting for one.
 type lane struct {
+	rest    rest.Interface
 	tokens  authnclient.TokenReviewInterface
 	access  authzclient.SubjectAccessReviewInterface
 	turns   chan struct{}
 	waiting atomic.Int64
 }
 
-// decision is the answer to one token, verb and path until expires.
+// decision is the answer to one token, verb and path until expires, and
+// the user the review found the token to be (empty when it was not
+// authenticated).
 type decision struct {
 	status  int
 	expires time.Time
+	user    string
 }
 
 // errBusy is the answer to a request that found its lane's waiting room
@@ -158,7 +174,12 @@ func newGuard(cfg *rest.Config, httpClient *http.Client, o Options) (*guard, err
 	if err != nil {
 		return nil, err
 	}
-	return &guard{known: known, unknown: unknown, opts: o, now: time.Now, decided: make(map[[sha256.Size]byte]decision)}, nil
+	g := &guard{known: known, unknown: unknown, opts: o, now: time.Now,
+		decided: make(map[[sha256.Size]byte]decision), readers: make(map[string]bool)}
+	g.issuer = &issuerKeys{now: g.now, refetchAfter: time.Minute, fetch: func(ctx context.Context) ([]byte, error) {
+		return known.rest.Get().AbsPath("/openid/v1/jwks").DoRaw(ctx)
+	}}
+	return g, nil
 }
 
 // newLane builds a lane whose TokenReview and SubjectAccessReview clients
@@ -174,7 +195,8 @@ func newLane(cfg *rest.Config, httpClient *http.Client, o Options) (*lane, error
 	if err != nil {
 		return nil, fmt.Errorf("access review client: %w", err)
 	}
-	return &lane{tokens: authn.TokenReviews(), access: authz.SubjectAccessReviews(), turns: make(chan struct{}, o.MaxConcurrentReviews)}, nil
+	return &lane{rest: authn.RESTClient(), tokens: authn.TokenReviews(), access: authz.SubjectAccessReviews(),
+		turns: make(chan struct{}, o.MaxConcurrentReviews)}, nil
 }
 
 // filter is the metricsserver.Filter: it lets a request through to next
@@ -227,12 +249,17 @@ func bearerToken(r *http.Request) (string, bool) {
 // request's lane has too many waiting (errBusy).
 func (g *guard) decide(ctx context.Context, token, verb, path string) (int, error) {
 	key := sha256.Sum256([]byte(verb + "\x00" + path + "\x00" + token))
-	status, fresh, allowedBefore := g.kept(key)
+	status, fresh, user := g.kept(key)
 	if fresh {
 		return status, nil
 	}
 	l := g.unknown
-	if allowedBefore {
+	if user == "" {
+		// A token this guard has not reviewed: a service account token
+		// names its user under the API server's signature.
+		user = g.issuer.subject(ctx, token)
+	}
+	if g.reader(user) {
 		l = g.known
 	}
 	if l.waiting.Add(1) > int64(g.opts.MaxWaitingReviews) {
@@ -252,25 +279,25 @@ func (g *guard) decide(ctx context.Context, token, verb, path string) (int, erro
 	if status, fresh, _ := g.kept(key); fresh {
 		return status, nil
 	}
-	status, err := l.review(ctx, token, verb, path, g.opts.ReviewTimeout)
+	status, user, err := l.review(ctx, token, verb, path, g.opts.ReviewTimeout)
 	if err != nil {
 		return 0, err
 	}
-	g.keep(key, status)
+	g.keep(key, status, user)
 	return status, nil
 }
 
 // review asks the API server who the token belongs to and whether that
 // user may verb path.
-func (l *lane) review(ctx context.Context, token, verb, path string, timeout time.Duration) (int, error) {
+func (l *lane) review(ctx context.Context, token, verb, path string, timeout time.Duration) (status int, username string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tr, err := l.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("token review: %w", err)
+		return 0, "", fmt.Errorf("token review: %w", err)
 	}
 	if !tr.Status.Authenticated {
-		return http.StatusUnauthorized, nil
+		return http.StatusUnauthorized, "", nil
 	}
 	user := tr.Status.User
 	extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
@@ -282,29 +309,36 @@ func (l *lane) review(ctx context.Context, token, verb, path string, timeout tim
 		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb},
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("subject access review of %s: %w", user.Username, err)
+		return 0, "", fmt.Errorf("subject access review of %s: %w", user.Username, err)
 	}
 	if !sar.Status.Allowed || sar.Status.Denied {
-		return http.StatusForbidden, nil
+		return http.StatusForbidden, user.Username, nil
 	}
-	return http.StatusOK, nil
+	return http.StatusOK, user.Username, nil
 }
 
 // kept returns the decision kept for key, whether it has not expired, and
-// whether it allowed (expired or not: the token was a reader's).
-func (g *guard) kept(key [sha256.Size]byte) (status int, fresh, allowed bool) {
+// the user the review found its token to be (expired or not).
+func (g *guard) kept(key [sha256.Size]byte) (status int, fresh bool, user string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	d, ok := g.decided[key]
 	if !ok {
-		return 0, false, false
+		return 0, false, ""
 	}
-	return d.status, g.now().Before(d.expires), d.status == http.StatusOK
+	return d.status, g.now().Before(d.expires), d.user
+}
+
+// reader returns whether user's last review allowed it.
+func (g *guard) reader(user string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return user != "" && g.readers[user]
 }
 
 // keep records a decision for AllowFor or DenyFor, making room first when
 // MaxDecisions are kept.
-func (g *guard) keep(key [sha256.Size]byte, status int) {
+func (g *guard) keep(key [sha256.Size]byte, status int, user string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -313,20 +347,35 @@ func (g *guard) keep(key [sha256.Size]byte, status int) {
 		ttl = g.opts.AllowFor
 	}
 	g.makeRoom(now)
-	g.decided[key] = decision{status: status, expires: now.Add(ttl)}
+	g.decided[key] = decision{status: status, expires: now.Add(ttl), user: user}
+	if user == "" {
+		return
+	}
+	if _, known := g.readers[user]; !known && len(g.readers) >= g.opts.MaxDecisions {
+		// Users no longer allowed go first, then any.
+		for _, keepReaders := range []bool{true, false} {
+			for u, allowed := range g.readers {
+				if len(g.readers) < g.opts.MaxDecisions {
+					break
+				}
+				if !allowed || !keepReaders {
+					delete(g.readers, u)
+				}
+			}
+		}
+	}
+	g.readers[user] = status == http.StatusOK
 }
 
 // makeRoom removes decisions until fewer than MaxDecisions are kept.
 func (g *guard) makeRoom(now time.Time) {
 	if len(g.decided) >= g.opts.MaxDecisions {
-		// Expired refusals go first, then refusals (a flood of made-up
-		// tokens pushes out other made-up tokens, not a reader's grant,
-		// which keeps the reader in its lane after it expired), then
-		// expired grants, then any.
+		// Expired decisions go first, then refusals (a flood of made-up
+		// tokens pushes out other made-up tokens, not a reader's grant),
+		// then any.
 		for _, evict := range []func(decision) bool{
-			func(d decision) bool { return d.status != http.StatusOK && !now.Before(d.expires) },
-			func(d decision) bool { return d.status != http.StatusOK },
 			func(d decision) bool { return !now.Before(d.expires) },
+			func(d decision) bool { return d.status != http.StatusOK },
 			func(decision) bool { return true },
 		} {
 			for k, d := range g.decided {

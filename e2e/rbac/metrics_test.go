@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/onsi/gomega"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/trustplane/trustplane/common/metricsauth"
@@ -46,6 +47,12 @@ func TestEachOperatorsRoleGuardsItsMetricsWithItsReaderRole(t *testing.T) {
 			t.Fatal(err)
 		}
 		reader := tokenOf("monitoring", "prometheus-"+op)
+		// The guard reads the API server's service account signing keys
+		// to tell a reader's new token: the default discovery role lets
+		// every service account read them.
+		if _, err := kubernetes.NewForConfigOrDie(acc.Config).RESTClient().Get().AbsPath("/openid/v1/jwks").DoRaw(ctx); err != nil {
+			t.Errorf("%s cannot read the service account issuer's keys: %v", op, err)
+		}
 		url := guardedAs(t, acc.Config)
 		// RBAC's authorizer sees a new binding within a moment.
 		gomega.NewWithT(t).Eventually(func() int { return statusOf(t, url, reader) }, 10*time.Second, 100*time.Millisecond).
