@@ -39,17 +39,54 @@ func TestMain(m *testing.M) {
 // see without the grant.
 const secret = "trustplane_spire_entries{name=\"tenant-a-payments\"} 1\n"
 
-// countingTransport counts the review calls that reach the API server.
+// countingTransport counts the review calls that reach the API server:
+// TokenReviews (and the most in flight at once) and SubjectAccessReviews.
 type countingTransport struct {
-	base    http.RoundTripper
-	reviews atomic.Int64
+	base                        http.RoundTripper
+	reviews, accessReviews      atomic.Int64
+	reviewsInFlight, mostAtOnce atomic.Int64
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(r.URL.Path, "/tokenreviews") {
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/subjectaccessreviews"):
+		c.accessReviews.Add(1)
+	case strings.HasSuffix(r.URL.Path, "/tokenreviews"):
 		c.reviews.Add(1)
+		n := c.reviewsInFlight.Add(1)
+		defer c.reviewsInFlight.Add(-1)
+		for {
+			most := c.mostAtOnce.Load()
+			if n <= most || c.mostAtOnce.CompareAndSwap(most, n) {
+				break
+			}
+		}
 	}
 	return c.base.RoundTrip(r)
+}
+
+// all sends a request with each token to url at once and returns the
+// statuses (0 for a request that got no answer).
+func all(url string, tokens []string) []int {
+	statuses := make(chan int, len(tokens))
+	for _, token := range tokens {
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	out := make([]int, 0, len(tokens))
+	for range tokens {
+		out = append(out, <-statuses)
+	}
+	return out
 }
 
 // guarded serves secret behind the filter that Provider(o) builds over cfg,
@@ -242,78 +279,30 @@ func TestAnAPIServerThatCannotBeReachedLetsNothingThrough(t *testing.T) {
 	}
 }
 
-// inFlightTransport counts the token reviews sent and the most in flight
-// at once.
-type inFlightTransport struct {
-	base                    http.RoundTripper
-	sent, inFlight, maxSeen atomic.Int64
-}
-
-func (c *inFlightTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !strings.HasSuffix(r.URL.Path, "/tokenreviews") {
-		return c.base.RoundTrip(r)
-	}
-	c.sent.Add(1)
-	n := c.inFlight.Add(1)
-	defer c.inFlight.Add(-1)
-	for {
-		seen := c.maxSeen.Load()
-		if n <= seen || c.maxSeen.CompareAndSwap(seen, n) {
-			break
-		}
-	}
-	return c.base.RoundTrip(r)
-}
-
 // TestAFloodOfMadeUpTokensReachesTheAPIServerSlowly proves what a client
 // sending made-up tokens as fast as it can costs the API server: at most
 // MaxConcurrentReviews reviews in flight, and no more than ReviewBurst plus
 // ReviewQPS a second; every such request is refused.
 func TestAFloodOfMadeUpTokensReachesTheAPIServerSlowly(t *testing.T) {
-	cfg := plane.Plane(t).Config
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counting := &inFlightTransport{base: hc.Transport}
-	hc.Transport = counting
-	filter, err := metricsauth.Provider(metricsauth.Options{MaxWaitingReviews: 64})(cfg, hc) // every request waits its turn
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, secret) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	// Every request waits its turn.
+	url, _, counting := guarded(t, plane.Plane(t).Config, metricsauth.Options{MaxWaitingReviews: 64})
 	const flood = 30
-	start := time.Now()
-	statuses := make(chan int, flood)
-	for i := range flood {
-		go func() {
-			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
-			req.Header.Set("Authorization", fmt.Sprintf("Bearer made-up-%d", i))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				statuses <- 0
-				return
-			}
-			resp.Body.Close()
-			statuses <- resp.StatusCode
-		}()
+	tokens := make([]string, flood)
+	for i := range tokens {
+		tokens[i] = fmt.Sprintf("made-up-%d", i)
 	}
-	for range flood {
-		if s := <-statuses; s != http.StatusUnauthorized {
+	start := time.Now()
+	for _, s := range all(url+"/metrics", tokens) {
+		if s != http.StatusUnauthorized {
 			t.Errorf("a made-up token got %d, want 401", s)
 		}
 	}
 	elapsed := time.Since(start)
-	if m := counting.maxSeen.Load(); m > 4 {
+	if m := counting.mostAtOnce.Load(); m > 4 {
 		t.Errorf("%d token reviews were in flight at once, want at most 4", m)
 	}
 	// The limiter's bucket starts full (10) and refills 5 a second.
-	if sent, most := counting.sent.Load(), int64(10+5*elapsed.Seconds())+1; sent != flood || sent > most {
+	if sent, most := counting.reviews.Load(), int64(10+5*elapsed.Seconds())+1; sent != flood || sent > most {
 		t.Errorf("%d token reviews in %v, want %d, at most %d at 5 a second after a burst of 10", sent, elapsed, flood, most)
 	}
 	if elapsed < 3*time.Second {

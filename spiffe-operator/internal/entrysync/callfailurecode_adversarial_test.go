@@ -55,16 +55,7 @@ var wholeCallCodes = []codes.Code{codes.PermissionDenied, codes.Unauthenticated,
 // replacement was never even looked at by SPIRE. Before 9c20d03 the pass
 // ended at the failed call, before any delete.
 func TestAWholeCreateCallFailingWithANonTransientCodeKeepsMakeBeforeBreak(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		pods     bool
-		old, new entries.Entry
-	}{
-		{"selectors the pod cache cannot judge", true,
-			unixEntry("/old", "uid:1000"), unixEntry("/new", "uid:1000", "gid:1000")},
-		{"no pod source", false,
-			named("/old", "a", "sa", "app", "web"), named("/new", "a", "sa", "app", "web", "tier", "front")},
-	} {
+	for _, c := range makeBeforeBreakCases() {
 		for _, code := range wholeCallCodes {
 			t.Run(c.name+"/"+code.String(), func(t *testing.T) {
 				api := &createCallFails{EntryAPI: fake.New()}

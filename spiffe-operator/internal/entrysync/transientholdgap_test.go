@@ -23,15 +23,16 @@ func unixEntry(path string, sels ...string) entries.Entry {
 	return e
 }
 
-// TestATransientCreateFailureDoesNotBreakMakeBeforeBreak: a change of
-// SPIFFE ID and selectors at once (a SpiffeEntry renamed and narrowed by
-// a gid; a registration's template and labels without a pod source). The
-// workload matches both the old and the new entry. SPIRE fails the new
-// entry's create with Internal (a datastore error): the pass fails and is
-// retried, and the old entry must stay meanwhile, as it did when such a
-// failure ended the pass.
-func TestATransientCreateFailureDoesNotBreakMakeBeforeBreak(t *testing.T) {
-	for _, c := range []struct {
+// makeBeforeBreakCases are workloads whose entry is replaced by one the
+// pass cannot tell covers the same pods: selectors the pod cache cannot
+// judge (a unix uid and a gid), and a registration without a pod source.
+// The workload matches both the old and the new entry.
+func makeBeforeBreakCases() []struct {
+	name     string
+	pods     bool
+	old, new entries.Entry
+} {
+	return []struct {
 		name     string
 		pods     bool
 		old, new entries.Entry
@@ -40,7 +41,18 @@ func TestATransientCreateFailureDoesNotBreakMakeBeforeBreak(t *testing.T) {
 			unixEntry("/old", "uid:1000"), unixEntry("/new", "uid:1000", "gid:1000")},
 		{"no pod source", false,
 			named("/old", "a", "sa", "app", "web"), named("/new", "a", "sa", "app", "web", "tier", "front")},
-	} {
+	}
+}
+
+// TestATransientCreateFailureDoesNotBreakMakeBeforeBreak: a change of
+// SPIFFE ID and selectors at once (a SpiffeEntry renamed and narrowed by
+// a gid; a registration's template and labels without a pod source). The
+// workload matches both the old and the new entry. SPIRE fails the new
+// entry's create with Internal (a datastore error): the pass fails and is
+// retried, and the old entry must stay meanwhile, as it did when such a
+// failure ended the pass.
+func TestATransientCreateFailureDoesNotBreakMakeBeforeBreak(t *testing.T) {
+	for _, c := range makeBeforeBreakCases() {
 		t.Run(c.name, func(t *testing.T) {
 			api := fake.New()
 			var s *Syncer
