@@ -1103,8 +1103,13 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	}
 	var (
 		failedCreates []Failed
-		callErr       error // a create call that failed as a whole
+		callErr       error // a create or update call that failed as a whole
 	)
+	if errors.Is(retry, errWholeCall) {
+		// No entry was taken over; the pass goes on as after any call
+		// that failed as a whole.
+		callErr, retry = retry, nil
+	}
 	tag := owner.Tag()
 	if len(p.creates) > 0 {
 		in := make([]*types.Entry, len(p.creates))
@@ -1321,6 +1326,9 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 			probed[k] = out.Registered[k] == u.id
 			delete(out.Registered, k)
 		}
+		if errors.Is(err, errWholeCall) {
+			return s.dropTakeovers(p, err), nil
+		}
 		if err != nil && !errors.Is(err, ErrTransient) {
 			return nil, err
 		}
@@ -1332,6 +1340,19 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 		dropped := func(k entries.Key) bool { ok, isProbe := probed[k]; return isProbe && !ok }
 		p.takeovers = slices.DeleteFunc(p.takeovers, func(t takeover) bool { return dropped(t.by.Key()) })
 		p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return dropped(e.Key()) })
+	}
+	if len(p.takeovers) == 0 {
+		return failed, nil
+	}
+	// A takeover deletes the holder's entry before its own create (SPIRE
+	// keeps one entry per parent, SPIFFE ID and selectors). Ask SPIRE to
+	// create the holder's entry as it is, which it answers AlreadyExists
+	// and changes nothing: when it fails that call as a whole, it would
+	// fail the takeover's create and the put-back's too, and nothing is
+	// deleted.
+	t0 := p.takeovers[0]
+	if _, err := s.api.Create(ctx, []*types.Entry{t0.held.Proto(t0.id)}); err != nil {
+		return errors.Join(failed, s.dropTakeovers(p, fmt.Errorf("create %s as it is, before taking it over: %w: %w", t0.id, errWholeCall, err))), nil
 	}
 	del := make([]deletion, len(p.takeovers))
 	for i, t := range p.takeovers {
@@ -1353,6 +1374,18 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 	p.takeovers = done
 	p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return kept[e] })
 	return errors.Join(failed, fmt.Errorf("take over: %w", deleteErr)), nil
+}
+
+// dropTakeovers drops every takeover of p and its create, after a call
+// SPIRE failed as a whole (err, returned): the holders keep their entries.
+func (s *Syncer) dropTakeovers(p *plan, err error) error {
+	by := make(map[*entries.Entry]bool, len(p.takeovers))
+	for _, t := range p.takeovers {
+		by[t.by] = true
+	}
+	p.takeovers = nil
+	p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return by[e] })
+	return err
 }
 
 // putBack re-creates, with their IDs and fields, the entries taken over
@@ -1669,7 +1702,11 @@ func (s *Syncer) updateAll(ctx context.Context, ups []update, out *Outcome) erro
 	}
 	if len(trims) > 0 {
 		if err := s.updateAll(ctx, trims, out); err != nil {
-			return errors.Join(append(callErrs, err)...)
+			if len(callErrs) > 0 {
+				// The failed call decides how the pass is reported.
+				return fmt.Errorf("%w (and the grant trims: %v)", errors.Join(callErrs...), err)
+			}
+			return err
 		}
 	}
 	if len(callErrs) > 0 {

@@ -169,15 +169,6 @@ func (f *EntryAPI) Create(_ context.Context, in []*types.Entry) ([]spire.Result,
 			out[i] = r
 			continue
 		}
-		if c, ok := f.FailOnce["spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path]; ok {
-			delete(f.FailOnce, "spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path)
-			out[i] = spire.Result{Code: c, Message: "failed to create entry: datastore error (fake)"}
-			continue
-		}
-		if c, ok := f.Fail["spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path]; ok {
-			out[i] = spire.Result{Code: c, Message: "failed to create entry: datastore error (fake)"}
-			continue
-		}
 		existing := f.entries[e.Id]
 		if existing != nil && keyOf(existing) != keyOf(e) {
 			// As spire-server's SQL datastore answers: the ID is taken by
@@ -191,6 +182,17 @@ func (f *EntryAPI) Create(_ context.Context, in []*types.Entry) ([]spire.Result,
 		}
 		if existing != nil {
 			out[i] = spire.Result{Code: codes.AlreadyExists, Message: "similar entry already exists", Entry: proto.Clone(existing).(*types.Entry)}
+			continue
+		}
+		// A datastore error comes with the write, after SPIRE found no
+		// entry like it.
+		if c, ok := f.FailOnce["spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path]; ok {
+			delete(f.FailOnce, "spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path)
+			out[i] = spire.Result{Code: c, Message: "failed to create entry: datastore error (fake)"}
+			continue
+		}
+		if c, ok := f.Fail["spiffe://"+e.SpiffeId.TrustDomain+e.SpiffeId.Path]; ok {
+			out[i] = spire.Result{Code: c, Message: "failed to create entry: datastore error (fake)"}
 			continue
 		}
 		e = proto.Clone(e).(*types.Entry)
