@@ -21,7 +21,8 @@ func TestAFloodOfMadeUpTokensKeepsTheDecisionsBounded(t *testing.T) {
 		readers: map[string]bool{},
 	}
 	reader := sha256.Sum256([]byte("prometheus"))
-	g.keep(reader, http.StatusOK, "system:serviceaccount:monitoring:prometheus") // kept for AllowFor, 1 minute
+	const prometheus = "system:serviceaccount:monitoring:prometheus"
+	g.keep(reader, http.StatusOK, prometheus, readerKey(prometheus, "get", "/metrics")) // kept for AllowFor, 1 minute
 	for i := range 1000 {
 		if i%100 == 0 {
 			now = now.Add(5 * time.Second) // some refusals expire, the grant does not
@@ -32,11 +33,11 @@ func TestAFloodOfMadeUpTokensKeepsTheDecisionsBounded(t *testing.T) {
 		if i%10 == 0 {
 			user = fmt.Sprintf("system:serviceaccount:tenant:app-%d", i)
 		}
-		g.keep(key, http.StatusUnauthorized, user)
+		g.keep(key, http.StatusUnauthorized, user, readerKey(user, "get", "/metrics"))
 		if n := len(g.readers); n > 8 {
 			t.Fatalf("after %d tokens, %d users are remembered, more than MaxDecisions 8", i+1, n)
 		}
-		if !g.reader("system:serviceaccount:monitoring:prometheus") {
+		if !g.reader(readerKey(prometheus, "get", "/metrics")) {
 			t.Fatalf("token %d pushed the reader out of the readers", i)
 		}
 		if n := len(g.decided); n > 8 {

@@ -44,13 +44,10 @@ const maxTokenLen = 16 << 10
 // subject returns the sub claim of token when it is a JSON Web Token,
 // unexpired, signed with one of the API server's keys; empty otherwise.
 func (k *issuerKeys) subject(ctx context.Context, token string) string {
-	if len(token) > maxTokenLen {
+	if len(token) > maxTokenLen || strings.Count(token, ".") != 2 {
 		return ""
 	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return ""
-	}
+	parts := strings.SplitN(token, ".", 3)
 	var header struct {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`

@@ -135,8 +135,8 @@ type guard struct {
 	now            func() time.Time
 	mu             sync.Mutex
 	decided        map[[sha256.Size]byte]decision
-	// readers holds, for each user a review authenticated, whether its
-	// last review allowed it.
+	// readers holds, for each user a review authenticated and each verb
+	// and path (readerKey), whether its last review allowed it.
 	readers map[string]bool
 }
 
@@ -253,13 +253,14 @@ func (g *guard) decide(ctx context.Context, token, verb, path string) (int, erro
 	if fresh {
 		return status, nil
 	}
-	l := g.unknown
+	l, signed := g.unknown, ""
 	if user == "" {
 		// A token this guard has not reviewed: a service account token
 		// names its user under the API server's signature.
-		user = g.issuer.subject(ctx, token)
+		signed = g.issuer.subject(ctx, token)
+		user = signed
 	}
-	if g.reader(user) {
+	if g.reader(readerKey(user, verb, path)) {
 		l = g.known
 	}
 	if l.waiting.Add(1) > int64(g.opts.MaxWaitingReviews) {
@@ -279,12 +280,28 @@ func (g *guard) decide(ctx context.Context, token, verb, path string) (int, erro
 	if status, fresh, _ := g.kept(key); fresh {
 		return status, nil
 	}
-	status, user, err := l.review(ctx, token, verb, path, g.opts.ReviewTimeout)
+	status, reviewed, err := l.review(ctx, token, verb, path, g.opts.ReviewTimeout)
 	if err != nil {
 		return 0, err
 	}
-	g.keep(key, status, user)
+	g.keep(key, status, reviewed, readerKey(reviewed, verb, path))
+	if status == http.StatusUnauthorized && signed != "" {
+		// A token made for signed, under the API server's signature, that
+		// the API server does not accept (made for another audience, or
+		// bound to an object since deleted): signed leaves the readers'
+		// lane. Only who may have tokens made for it can send one.
+		g.keep(key, status, "", readerKey(signed, verb, path))
+	}
 	return status, nil
+}
+
+// readerKey names a user's standing for one verb and path in the readers'
+// lane; empty for no user.
+func readerKey(user, verb, path string) string {
+	if user == "" {
+		return ""
+	}
+	return user + "\x00" + verb + "\x00" + path
 }
 
 // review asks the API server who the token belongs to and whether that
@@ -329,16 +346,18 @@ func (g *guard) kept(key [sha256.Size]byte) (status int, fresh bool, user string
 	return d.status, g.now().Before(d.expires), d.user
 }
 
-// reader returns whether user's last review allowed it.
-func (g *guard) reader(user string) bool {
+// reader returns whether the last review of the user, verb and path that
+// reader names allowed it.
+func (g *guard) reader(reader string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return user != "" && g.readers[user]
+	return reader != "" && g.readers[reader]
 }
 
 // keep records a decision for AllowFor or DenyFor, making room first when
-// MaxDecisions are kept.
-func (g *guard) keep(key [sha256.Size]byte, status int, user string) {
+// MaxDecisions are kept, and whether it allowed the reader it names (a
+// user, verb and path; empty for none).
+func (g *guard) keep(key [sha256.Size]byte, status int, user, reader string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -348,10 +367,10 @@ func (g *guard) keep(key [sha256.Size]byte, status int, user string) {
 	}
 	g.makeRoom(now)
 	g.decided[key] = decision{status: status, expires: now.Add(ttl), user: user}
-	if user == "" {
+	if reader == "" {
 		return
 	}
-	if _, known := g.readers[user]; !known && len(g.readers) >= g.opts.MaxDecisions {
+	if _, known := g.readers[reader]; !known && len(g.readers) >= g.opts.MaxDecisions {
 		// Users no longer allowed go first, then any.
 		for _, keepReaders := range []bool{true, false} {
 			for u, allowed := range g.readers {
@@ -364,7 +383,7 @@ func (g *guard) keep(key [sha256.Size]byte, status int, user string) {
 			}
 		}
 	}
-	g.readers[user] = status == http.StatusOK
+	g.readers[reader] = status == http.StatusOK
 }
 
 // makeRoom removes decisions until fewer than MaxDecisions are kept.
