@@ -1239,9 +1239,9 @@ func (s *Syncer) afterFailedCall(ctx context.Context, owner Owner, p *plan, out 
 		}
 	}
 	if retry != nil {
-		return fmt.Errorf("%w; the pass deleted nothing (also: %v)", callErr, retry)
+		return fmt.Errorf("%w; the pass deleted no entry it no longer wants (also: %v)", callErr, retry)
 	}
-	return fmt.Errorf("%w; the pass deleted nothing", callErr)
+	return fmt.Errorf("%w; the pass deleted no entry it no longer wants", callErr)
 }
 
 // withoutAccountsOf leaves out of stale every entry of the namespaces and
@@ -1346,13 +1346,32 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 	}
 	// A takeover deletes the holder's entry before its own create (SPIRE
 	// keeps one entry per parent, SPIFFE ID and selectors). Ask SPIRE to
-	// create the holder's entry as it is, which it answers AlreadyExists
-	// and changes nothing: when it fails that call as a whole, it would
-	// fail the takeover's create and the put-back's too, and nothing is
+	// create the holders' entries as they are, all in one request, which
+	// it answers AlreadyExists and which changes nothing: when it fails
+	// that call as a whole, it would fail the takeovers' creates and the
+	// put-back (a request no larger than this one) too, and nothing is
 	// deleted.
-	t0 := p.takeovers[0]
-	if _, err := s.api.Create(ctx, []*types.Entry{t0.held.Proto(t0.id)}); err != nil {
-		return errors.Join(failed, s.dropTakeovers(p, fmt.Errorf("create %s as it is, before taking it over: %w: %w", t0.id, errWholeCall, err))), nil
+	held := make([]*types.Entry, len(p.takeovers))
+	for i, t := range p.takeovers {
+		held[i] = t.held.Proto(t.id)
+	}
+	res, err := s.api.Create(ctx, held)
+	if err != nil {
+		return errors.Join(failed, s.dropTakeovers(p, fmt.Errorf("create the %d entries to take over as they are, before taking them over: %w: %w",
+			len(held), errWholeCall, err))), nil
+	}
+	// An entry gone from SPIRE since the view was read is created again
+	// by the probe; a SPIRE that does not keep the IDs it is given (before
+	// 1.8) creates it under one of its own, which would be nobody's:
+	// delete it.
+	var renamed []deletion
+	for i, r := range res {
+		if r.Code == codes.OK && r.Entry != nil && r.Entry.GetId() != held[i].Id {
+			renamed = append(renamed, deletion{parent: p.takeovers[i].held.ParentID.String(), id: r.Entry.GetId()})
+		}
+	}
+	if err := s.deleteAll(ctx, renamed); err != nil {
+		failed = errors.Join(failed, fmt.Errorf("delete the entries SPIRE created under IDs of its own: %w", err))
 	}
 	del := make([]deletion, len(p.takeovers))
 	for i, t := range p.takeovers {
