@@ -13,6 +13,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -131,6 +132,10 @@ type Syncer struct {
 	withdrawn map[string]map[string]bool
 	// masks are the scheduled checks of foreign entries that mask ours, by ID.
 	masks map[string]*maskCheck
+	// renamed are the entries to delete that SPIRE created under IDs of its
+	// own at this syncer's request (or put back for an owner released
+	// meanwhile), whose delete failed: nobody else would delete them.
+	renamed map[deletion]bool
 	// releasing counts the Release calls in progress, by owner tag.
 	releasing map[string]int
 	// found holds, by owner tag, the parents under which CollectEverywhere
@@ -162,6 +167,7 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
 		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{},
+		renamed:   map[deletion]bool{},
 		releasing: map[string]int{}, found: map[string]map[string]spiffeid.ID{}, podsChanged: map[k8stypes.UID]map[string]struct{}{},
 		settled: !opts.HoldUntilSettled, waiting: map[string]Owner{}}
 }
@@ -276,11 +282,43 @@ func (s *Syncer) finish(ctx context.Context, owner Owner, notify []Owner, p *pla
 	for _, o := range p.notify {
 		s.opts.Notify(o)
 	}
+	renameErr := s.deleteRenamed(ctx, nil)
 	if p.empty() {
-		return out, nil
+		return out, renameErr
 	}
 	out.Talked = true
-	return out, s.execute(ctx, owner, p, &out)
+	return out, errors.Join(s.execute(ctx, owner, p, &out), renameErr)
+}
+
+// deleteRenamed deletes del, entries SPIRE created under IDs of its own at
+// this syncer's request (or put back for an owner released meanwhile), and
+// those of earlier passes whose delete failed; one whose delete fails
+// again is kept for the next pass.
+func (s *Syncer) deleteRenamed(ctx context.Context, del []deletion) error {
+	s.mu.Lock()
+	for _, d := range del {
+		s.renamed[d] = true
+	}
+	all := make([]deletion, 0, len(s.renamed))
+	for d := range s.renamed {
+		all = append(all, d)
+	}
+	s.mu.Unlock()
+	if len(all) == 0 {
+		return nil
+	}
+	gone, err := s.deleteEach(ctx, all)
+	s.mu.Lock()
+	for i, d := range all {
+		if gone[i] {
+			delete(s.renamed, d)
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("delete %d entries SPIRE created under IDs of its own: %w", len(all), err)
+	}
+	return nil
 }
 
 // Release deletes every entry owner holds, under the given parents and any
@@ -1167,7 +1205,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		}
 		s.mu.Unlock()
 		// Delete what SPIRE renamed even when the call failed in part.
-		renameErr := s.deleteAll(ctx, renamed)
+		renameErr := s.deleteRenamed(ctx, renamed)
 		// A put-back that fails is retried with the pass; the rest of the
 		// pass (its updates and trims above all) goes on: the stale
 		// entries of the accounts whose creates failed are held back.
@@ -1356,22 +1394,22 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 		held[i] = t.held.Proto(t.id)
 	}
 	res, err := s.api.Create(ctx, held)
-	if err != nil {
-		return errors.Join(failed, s.dropTakeovers(p, fmt.Errorf("create the %d entries to take over as they are, before taking them over: %w: %w",
-			len(held), errWholeCall, err))), nil
-	}
 	// An entry gone from SPIRE since the view was read is created again
 	// by the probe; a SPIRE that does not keep the IDs it is given (before
 	// 1.8) creates it under one of its own, which would be nobody's:
-	// delete it.
+	// delete it, also when another request of the probe failed.
 	var renamed []deletion
 	for i, r := range res {
 		if r.Code == codes.OK && r.Entry != nil && r.Entry.GetId() != held[i].Id {
 			renamed = append(renamed, deletion{parent: p.takeovers[i].held.ParentID.String(), id: r.Entry.GetId()})
 		}
 	}
-	if err := s.deleteAll(ctx, renamed); err != nil {
-		failed = errors.Join(failed, fmt.Errorf("delete the entries SPIRE created under IDs of its own: %w", err))
+	if renameErr := s.deleteRenamed(ctx, renamed); renameErr != nil {
+		failed = errors.Join(failed, renameErr)
+	}
+	if err != nil {
+		return errors.Join(failed, s.dropTakeovers(p, fmt.Errorf("create the %d entries to take over as they are, before taking them over: %w: %w",
+			len(held), errWholeCall, err))), nil
 	}
 	del := make([]deletion, len(p.takeovers))
 	for i, t := range p.takeovers {
@@ -1440,7 +1478,20 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 	if len(back) == 0 {
 		return nil
 	}
-	res, err := s.api.Create(ctx, back)
+	// One request per entry, each no larger than the probe's request that
+	// held it (the client groups what it is given by size, and a request
+	// of several could pass a limit the probe's did not).
+	answers := make([]spire.Result, len(back))
+	var err error
+	for i := range back {
+		r, callErr := s.api.Create(ctx, back[i:i+1])
+		if len(r) == 1 {
+			answers[i] = r[0]
+		} else {
+			answers[i] = spire.Result{Code: status.Code(callErr), Message: fmt.Sprint(callErr)}
+		}
+		err = errors.Join(err, callErr)
+	}
 	var (
 		failed []string
 		notify []Owner
@@ -1449,7 +1500,7 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 	// renamed are the entries to delete again: renamed by SPIRE, or of a
 	// holder released meanwhile.
 	var renamed []deletion
-	for i, r := range res {
+	for i, r := range answers {
 		v := s.views[parentOf(back[i])]
 		switch {
 		case r.Code == codes.OK && r.Entry.GetId() != back[i].Id:
@@ -1485,7 +1536,7 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		s.opts.Notify(o)
 	}
 	// Delete what SPIRE renamed even when the call failed in part.
-	renameErr := s.deleteAll(ctx, renamed)
+	renameErr := s.deleteRenamed(ctx, renamed)
 	if err != nil {
 		return fmt.Errorf("put back %d entries taken over: %w", len(back), err)
 	}
