@@ -117,6 +117,21 @@ func (c *fakeConn) Invoke(ctx context.Context, method string, args, reply any, _
 	return status.Errorf(codes.Unimplemented, "%s (fake)", method)
 }
 
+// syncerOverTheClient is a syncer whose SPIRE is the fake behind the real
+// spire.Client (which splits requests by count and bytes), with an older
+// owner that has had its first pass and a younger one.
+func syncerOverTheClient(t *testing.T) (api *fake.EntryAPI, conn *fakeConn, s *Syncer, older, younger Owner) {
+	t.Helper()
+	api = fake.New()
+	conn = &fakeConn{api: api}
+	s = New(spire.NewClient(conn, spire.Options{}), Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour})
+	older, younger = owner("older", time.Hour), owner("younger", 0)
+	if _, err := s.Sync(context.Background(), older, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return api, conn, s, older, younger
+}
+
 // foreignIDs returns the IDs of the entries SPIRE holds that the operator
 // would not recognise as its own.
 func foreignIDs(api *fake.EntryAPI) []string {
@@ -148,14 +163,7 @@ func foreignIDs(api *fake.EntryAPI) []string {
 // which f00f343 set out to close).
 func TestATakeoverProbeSplitInChunksDeletesWhatItsFirstChunkRenamed(t *testing.T) {
 	ctx := context.Background()
-	api := fake.New()
-	conn := &fakeConn{api: api}
-	client := spire.NewClient(conn, spire.Options{})
-	s := New(client, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour})
-	older, younger := owner("older", time.Hour), owner("younger", 0)
-	if _, err := s.Sync(ctx, older, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	api, conn, s, older, younger := syncerOverTheClient(t)
 	var want []entries.Entry
 	for i := 0; i < 51; i++ {
 		want = append(want, named(fmt.Sprintf("/shared-%02d", i), "a", "sa", "app", fmt.Sprintf("w%02d", i)))
@@ -237,14 +245,7 @@ func dnsPadded(path, app string, n int) entries.Entry {
 // not closed by f00f343 once requests are split.
 func TestAPutBackIsNoLargerThanTheProbesLargestRequest(t *testing.T) {
 	ctx := context.Background()
-	api := fake.New()
-	conn := &fakeConn{api: api}
-	client := spire.NewClient(conn, spire.Options{})
-	s := New(client, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour})
-	older, younger := owner("older", time.Hour), owner("younger", 0)
-	if _, err := s.Sync(ctx, older, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	api, conn, s, older, younger := syncerOverTheClient(t)
 	const mib = 1 << 20
 	a := dnsPadded("/shared-a", "a", 9*mib/10)
 	b := dnsPadded("/shared-b", "b", 12*mib/10)
