@@ -134,8 +134,11 @@ type Syncer struct {
 	masks map[string]*maskCheck
 	// renamed are the entries to delete that SPIRE created under IDs of its
 	// own at this syncer's request (or put back for an owner released
-	// meanwhile), whose delete failed: nobody else would delete them.
-	renamed map[deletion]bool
+	// meanwhile), whose delete failed: nobody else would delete them. Each
+	// has the tag of the owner whose pass made it.
+	renamed map[deletion]string
+	// renamedTried is when the deletes of renamed were last tried.
+	renamedTried time.Time
 	// releasing counts the Release calls in progress, by owner tag.
 	releasing map[string]int
 	// found holds, by owner tag, the parents under which CollectEverywhere
@@ -167,7 +170,7 @@ func New(api spire.EntryAPI, opts Options) *Syncer {
 	}
 	return &Syncer{api: api, opts: opts, views: map[string]*parentView{}, claims: newClaims(), listing: map[string]*sync.Mutex{},
 		retained: map[string]retention{}, withdrawn: map[string]map[string]bool{}, masks: map[string]*maskCheck{},
-		renamed:   map[deletion]bool{},
+		renamed:   map[deletion]string{},
 		releasing: map[string]int{}, found: map[string]map[string]spiffeid.ID{}, podsChanged: map[k8stypes.UID]map[string]struct{}{},
 		settled: !opts.HoldUntilSettled, waiting: map[string]Owner{}}
 }
@@ -282,44 +285,66 @@ func (s *Syncer) finish(ctx context.Context, owner Owner, notify []Owner, p *pla
 	for _, o := range p.notify {
 		s.opts.Notify(o)
 	}
-	renameErr := s.deleteRenamed(ctx, nil)
+	// The entries SPIRE renamed whose delete failed before; the owner's
+	// own are reported by the pass that made them, in execute.
+	_ = s.deleteRenamed(ctx, owner.Tag(), nil)
 	if p.empty() {
-		return out, renameErr
+		return out, nil
 	}
 	out.Talked = true
-	return out, errors.Join(s.execute(ctx, owner, p, &out), renameErr)
+	return out, s.execute(ctx, owner, p, &out)
 }
 
 // deleteRenamed deletes del, entries SPIRE created under IDs of its own at
-// this syncer's request (or put back for an owner released meanwhile), and
-// those of earlier passes whose delete failed; one whose delete fails
-// again is kept for the next pass.
-func (s *Syncer) deleteRenamed(ctx context.Context, del []deletion) error {
+// the request of the pass of the owner tagged tag (or put back for an owner
+// released meanwhile). One whose delete fails is kept and tried again at
+// every pass of that owner, which reports it, and by any pass after
+// renamedRetry, silently: another pass's entry that SPIRE will not delete
+// fails no pass but its owner's.
+func (s *Syncer) deleteRenamed(ctx context.Context, tag string, del []deletion) error {
+	now := s.opts.Now()
 	s.mu.Lock()
 	for _, d := range del {
-		s.renamed[d] = true
+		s.renamed[d] = tag
 	}
-	all := make([]deletion, 0, len(s.renamed))
-	for d := range s.renamed {
-		all = append(all, d)
+	earlier := now.Sub(s.renamedTried) >= renamedRetry
+	if earlier {
+		s.renamedTried = now
+	}
+	var all []deletion
+	for d, by := range s.renamed {
+		if earlier || by == tag {
+			all = append(all, d)
+		}
 	}
 	s.mu.Unlock()
 	if len(all) == 0 {
 		return nil
 	}
 	gone, err := s.deleteEach(ctx, all)
+	own := 0
 	s.mu.Lock()
 	for i, d := range all {
-		if gone[i] {
+		switch {
+		case gone[i]:
 			delete(s.renamed, d)
+		case s.renamed[d] == tag:
+			own++
 		}
 	}
 	s.mu.Unlock()
+	if own > 0 {
+		return fmt.Errorf("delete %d entries SPIRE created under IDs of its own (tried again at the next pass): %w", own, err)
+	}
 	if err != nil {
-		return fmt.Errorf("delete %d entries SPIRE created under IDs of its own: %w", len(all), err)
+		logf.FromContext(ctx).V(1).Info("entries SPIRE created under IDs of its own are still there; tried again later", "error", err.Error())
 	}
 	return nil
 }
+
+// renamedRetry is the least time between two tries of the deletes that
+// deleteRenamed keeps.
+const renamedRetry = time.Minute
 
 // Release deletes every entry owner holds, under the given parents and any
 // other parent the view knows, and hands its claims to the next owners.
@@ -1000,6 +1025,8 @@ type takeover struct {
 }
 
 type plan struct {
+	// tag is the tag of the owner whose pass runs the plan.
+	tag string
 	// notify are owners to ask for another pass.
 	notify    []Owner
 	takeovers []takeover
@@ -1135,6 +1162,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 	// retry is the error that makes the pass retry, for takeovers whose
 	// deletes failed and for failedCreates, the creates SPIRE failed for
 	// a cause that may pass.
+	p.tag = owner.Tag()
 	retry, err := s.takeOver(ctx, p, out)
 	if err != nil {
 		return err
@@ -1205,7 +1233,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		}
 		s.mu.Unlock()
 		// Delete what SPIRE renamed even when the call failed in part.
-		renameErr := s.deleteRenamed(ctx, renamed)
+		renameErr := s.deleteRenamed(ctx, p.tag, renamed)
 		// A put-back that fails is retried with the pass; the rest of the
 		// pass (its updates and trims above all) goes on: the stale
 		// entries of the accounts whose creates failed are held back.
@@ -1220,9 +1248,9 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 			// deletes and hands over nothing (below).
 			callErr = fmt.Errorf("create %d entries: %w", len(in), err)
 		}
-		if renameErr != nil {
-			return errors.Join(callErr, renameErr)
-		}
+		// A renamed entry whose delete failed is deleted at a later pass;
+		// this one goes on and fails.
+		retry = errors.Join(retry, renameErr)
 		if len(failedCreates) > 0 {
 			retry = errors.Join(retry, fmt.Errorf("create %d entries: %s: %w", len(failedCreates), describe(failedCreates), ErrTransient))
 		}
@@ -1404,7 +1432,7 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 			renamed = append(renamed, deletion{parent: p.takeovers[i].held.ParentID.String(), id: r.Entry.GetId()})
 		}
 	}
-	if renameErr := s.deleteRenamed(ctx, renamed); renameErr != nil {
+	if renameErr := s.deleteRenamed(ctx, p.tag, renamed); renameErr != nil {
 		failed = errors.Join(failed, renameErr)
 	}
 	if err != nil {
@@ -1536,7 +1564,7 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		s.opts.Notify(o)
 	}
 	// Delete what SPIRE renamed even when the call failed in part.
-	renameErr := s.deleteRenamed(ctx, renamed)
+	renameErr := s.deleteRenamed(ctx, p.tag, renamed)
 	if err != nil {
 		return fmt.Errorf("put back %d entries taken over: %w", len(back), err)
 	}
