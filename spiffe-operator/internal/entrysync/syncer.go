@@ -285,35 +285,36 @@ func (s *Syncer) finish(ctx context.Context, owner Owner, notify []Owner, p *pla
 	for _, o := range p.notify {
 		s.opts.Notify(o)
 	}
-	// The entries SPIRE renamed whose delete failed before; the owner's
-	// own are reported by the pass that made them, in execute.
-	_ = s.deleteRenamed(ctx, owner.Tag(), nil)
+	// The entries SPIRE renamed whose delete failed before: this owner's
+	// are reported by its pass.
+	renameErr := s.deleteRenamed(ctx, owner.Tag(), nil, true)
 	if p.empty() {
-		return out, nil
+		return out, renameErr
 	}
 	out.Talked = true
-	return out, s.execute(ctx, owner, p, &out)
+	return out, errors.Join(s.execute(ctx, owner, p, &out), renameErr)
 }
 
 // deleteRenamed deletes del, entries SPIRE created under IDs of its own at
-// the request of the pass of the owner tagged tag (or put back for an owner
-// released meanwhile). One whose delete fails is kept and tried again at
-// every pass of that owner, which reports it, and by any pass after
-// renamedRetry, silently: another pass's entry that SPIRE will not delete
-// fails no pass but its owner's.
-func (s *Syncer) deleteRenamed(ctx context.Context, tag string, del []deletion) error {
+// the request of the pass of the owner tagged tag (or put back, or handed
+// over, for an owner released meanwhile). One whose delete fails is kept.
+// With pending (once a pass), it also tries again the kept entries of tag,
+// and, after renamedRetry, silently, those of every owner. It reports the
+// failures of del and of tag's kept entries: another owner's entry that
+// SPIRE will not delete fails no pass but that owner's.
+func (s *Syncer) deleteRenamed(ctx context.Context, tag string, del []deletion, pending bool) error {
 	now := s.opts.Now()
 	s.mu.Lock()
 	for _, d := range del {
 		s.renamed[d] = tag
 	}
-	earlier := now.Sub(s.renamedTried) >= renamedRetry
+	earlier := pending && now.Sub(s.renamedTried) >= renamedRetry
 	if earlier {
 		s.renamedTried = now
 	}
 	var all []deletion
 	for d, by := range s.renamed {
-		if earlier || by == tag {
+		if earlier || pending && by == tag || slices.Contains(del, d) {
 			all = append(all, d)
 		}
 	}
@@ -521,16 +522,18 @@ func (s *Syncer) createFor(ctx context.Context, next []handover) {
 	if err != nil {
 		logf.FromContext(ctx).V(1).Info("handing entries over; the new holders' passes retry", "error", err.Error())
 	}
-	var renamed []deletion
+	// renamed are the entries to delete again, by the tag of the holder
+	// they were made for (whose passes report a failed delete).
+	renamed := map[string][]deletion{}
 	s.mu.Lock()
 	for i, r := range res {
 		switch {
 		case r.Code != codes.OK:
 		case r.Entry.GetId() != in[i].Id:
 			// As in execute: an entry SPIRE renamed would leak.
-			renamed = append(renamed, deletion{parent: parentOf(in[i]), id: r.Entry.GetId()})
+			renamed[next[i].holder] = append(renamed[next[i].holder], deletion{parent: parentOf(in[i]), id: r.Entry.GetId()})
 		case !s.claimedBy(next[i].holder, next[i].key):
-			renamed = append(renamed, deletion{parent: parentOf(in[i]), id: r.Entry.GetId()})
+			renamed[next[i].holder] = append(renamed[next[i].holder], deletion{parent: parentOf(in[i]), id: r.Entry.GetId()})
 		default:
 			if v := s.views[parentOf(in[i])]; v != nil {
 				v.put(s.opts.IDs, r.Entry)
@@ -538,8 +541,10 @@ func (s *Syncer) createFor(ctx context.Context, next []handover) {
 		}
 	}
 	s.mu.Unlock()
-	if err := s.deleteAll(ctx, renamed); err != nil {
-		logf.FromContext(ctx).Error(err, "deleting entries SPIRE created under other IDs")
+	for holder, del := range renamed {
+		if err := s.deleteRenamed(ctx, holder, del, false); err != nil {
+			logf.FromContext(ctx).Error(err, "deleting entries SPIRE created under other IDs")
+		}
 	}
 }
 
@@ -1233,7 +1238,7 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		}
 		s.mu.Unlock()
 		// Delete what SPIRE renamed even when the call failed in part.
-		renameErr := s.deleteRenamed(ctx, p.tag, renamed)
+		renameErr := s.deleteRenamed(ctx, p.tag, renamed, false)
 		// A put-back that fails is retried with the pass; the rest of the
 		// pass (its updates and trims above all) goes on: the stale
 		// entries of the accounts whose creates failed are held back.
@@ -1432,12 +1437,32 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 			renamed = append(renamed, deletion{parent: p.takeovers[i].held.ParentID.String(), id: r.Entry.GetId()})
 		}
 	}
-	if renameErr := s.deleteRenamed(ctx, p.tag, renamed); renameErr != nil {
+	if renameErr := s.deleteRenamed(ctx, p.tag, renamed, false); renameErr != nil {
 		failed = errors.Join(failed, renameErr)
 	}
 	if err != nil {
 		return errors.Join(failed, s.dropTakeovers(p, fmt.Errorf("create the %d entries to take over as they are, before taking them over: %w: %w",
 			len(held), errWholeCall, err))), nil
+	}
+	// A held entry SPIRE would not create as it is now (it refuses or
+	// fails it) could not be put back either: its takeover waits, and the
+	// holder keeps its entry.
+	var refused []string
+	waits := map[*entries.Entry]bool{}
+	for i, r := range res {
+		if r.Code != codes.OK && r.Code != codes.AlreadyExists {
+			waits[p.takeovers[i].by] = true
+			refused = append(refused, fmt.Sprintf("%s: %s %s", held[i].Id, r.Code, r.Message))
+		}
+	}
+	if len(refused) > 0 {
+		p.takeovers = slices.DeleteFunc(p.takeovers, func(t takeover) bool { return waits[t.by] })
+		p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return waits[e] })
+		failed = errors.Join(failed, fmt.Errorf("take over %d entries: SPIRE would not create them as they are, so they stay their holders' (%s): %w",
+			len(refused), strings.Join(refused, "; "), ErrTransient))
+		if len(p.takeovers) == 0 {
+			return failed, nil
+		}
 	}
 	del := make([]deletion, len(p.takeovers))
 	for i, t := range p.takeovers {
@@ -1564,7 +1589,7 @@ func (s *Syncer) putBack(ctx context.Context, p *plan, in []*types.Entry, res []
 		s.opts.Notify(o)
 	}
 	// Delete what SPIRE renamed even when the call failed in part.
-	renameErr := s.deleteRenamed(ctx, p.tag, renamed)
+	renameErr := s.deleteRenamed(ctx, p.tag, renamed, false)
 	if err != nil {
 		return fmt.Errorf("put back %d entries taken over: %w", len(back), err)
 	}
