@@ -312,33 +312,38 @@ func (s *Syncer) deleteRenamed(ctx context.Context, tag string, del []deletion, 
 	if earlier {
 		s.renamedTried = now
 	}
-	var all []deletion
+	// This owner's in one request, the others' in another, so that
+	// SPIRE refusing a request for another owner's entry fails no pass
+	// of this one.
+	var mine, others []deletion
 	for d, by := range s.renamed {
-		if earlier || pending && by == tag || slices.Contains(del, d) {
-			all = append(all, d)
-		}
-	}
-	s.mu.Unlock()
-	if len(all) == 0 {
-		return nil
-	}
-	gone, err := s.deleteEach(ctx, all)
-	own := 0
-	s.mu.Lock()
-	for i, d := range all {
 		switch {
-		case gone[i]:
-			delete(s.renamed, d)
-		case s.renamed[d] == tag:
-			own++
+		case by == tag && (pending || slices.Contains(del, d)):
+			mine = append(mine, d)
+		case earlier && by != tag:
+			others = append(others, d)
 		}
 	}
 	s.mu.Unlock()
-	if own > 0 {
-		return fmt.Errorf("delete %d entries SPIRE created under IDs of its own (tried again at the next pass): %w", own, err)
+	forget := func(tried []deletion) error {
+		if len(tried) == 0 {
+			return nil
+		}
+		gone, err := s.deleteEach(ctx, tried)
+		s.mu.Lock()
+		for i, d := range tried {
+			if gone[i] {
+				delete(s.renamed, d)
+			}
+		}
+		s.mu.Unlock()
+		return err
 	}
-	if err != nil {
+	if err := forget(others); err != nil {
 		logf.FromContext(ctx).V(1).Info("entries SPIRE created under IDs of its own are still there; tried again later", "error", err.Error())
+	}
+	if err := forget(mine); err != nil {
+		return fmt.Errorf("delete entries SPIRE created under IDs of its own (tried again at the next pass): %w", err)
 	}
 	return nil
 }
@@ -1417,14 +1422,14 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 	}
 	// A takeover deletes the holder's entry before its own create (SPIRE
 	// keeps one entry per parent, SPIFFE ID and selectors). Ask SPIRE to
-	// create the holders' entries as they are, all in one request, which
-	// it answers AlreadyExists and which changes nothing: when it fails
-	// that call as a whole, it would fail the takeovers' creates and the
-	// put-back (a request no larger than this one) too, and nothing is
-	// deleted.
+	// create the held entries as they are now (with the taker's fields,
+	// which they have after the probes above, or had already), all in one
+	// request, which it answers AlreadyExists and which changes nothing:
+	// when it fails that call as a whole, it would fail the takeovers'
+	// creates and the put-back (no larger) too, and nothing is deleted.
 	held := make([]*types.Entry, len(p.takeovers))
 	for i, t := range p.takeovers {
-		held[i] = t.held.Proto(t.id)
+		held[i] = t.by.Proto(t.id)
 	}
 	res, err := s.api.Create(ctx, held)
 	// An entry gone from SPIRE since the view was read is created again
@@ -1444,25 +1449,35 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 		return errors.Join(failed, s.dropTakeovers(p, fmt.Errorf("create the %d entries to take over as they are, before taking them over: %w: %w",
 			len(held), errWholeCall, err))), nil
 	}
-	// A held entry SPIRE would not create as it is now (it refuses or
-	// fails it) could not be put back either: its takeover waits, and the
-	// holder keeps its entry.
-	var refused []string
+	// An entry SPIRE would not create as it is now (it refuses the taker's
+	// fields, or fails them) could not be created after the delete either:
+	// its takeover waits, and the holder keeps its entry. A refusal is the
+	// taker's entry's, reported as any refused create; a failure that may
+	// pass is retried.
+	var failing []string
 	waits := map[*entries.Entry]bool{}
 	for i, r := range res {
-		if r.Code != codes.OK && r.Code != codes.AlreadyExists {
-			waits[p.takeovers[i].by] = true
-			refused = append(refused, fmt.Sprintf("%s: %s %s", held[i].Id, r.Code, r.Message))
+		if r.Code == codes.OK || r.Code == codes.AlreadyExists {
+			continue
+		}
+		t := p.takeovers[i]
+		waits[t.by] = true
+		if isTransient(r.Code) && !isRefusal(t.by, r, nil) {
+			failing = append(failing, fmt.Sprintf("%s: %s %s", held[i].Id, r.Code, r.Message))
+		} else if !isRefusal(t.by, r, out) {
+			out.Failed = append(out.Failed, Failed{Entry: *t.by, Reason: r.Code.String(), Message: r.Message})
 		}
 	}
-	if len(refused) > 0 {
+	if len(waits) > 0 {
 		p.takeovers = slices.DeleteFunc(p.takeovers, func(t takeover) bool { return waits[t.by] })
 		p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return waits[e] })
-		failed = errors.Join(failed, fmt.Errorf("take over %d entries: SPIRE would not create them as they are, so they stay their holders' (%s): %w",
-			len(refused), strings.Join(refused, "; "), ErrTransient))
-		if len(p.takeovers) == 0 {
-			return failed, nil
-		}
+	}
+	if len(failing) > 0 {
+		failed = errors.Join(failed, fmt.Errorf("take over %d entries: SPIRE failed them as they are, so they stay their holders' (%s): %w",
+			len(failing), strings.Join(failing, "; "), ErrTransient))
+	}
+	if len(p.takeovers) == 0 {
+		return failed, nil
 	}
 	del := make([]deletion, len(p.takeovers))
 	for i, t := range p.takeovers {
