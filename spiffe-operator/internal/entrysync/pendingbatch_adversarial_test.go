@@ -2,11 +2,9 @@ package entrysync
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -20,28 +18,10 @@ import (
 // request does) any delete naming an entry of path deny, and fails the
 // first delete of an entry of path once per item (Internal).
 type batchPolicy struct {
-	*fake.EntryAPI
-	mu      sync.Mutex
-	renames map[string]bool
-	deny    string
-	once    string
-	failed  bool
-}
-
-func (p *batchPolicy) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []spire.Result
-	for _, e := range in {
-		p.IgnoreIDs = p.renames[e.GetSpiffeId().GetPath()]
-		r, err := p.EntryAPI.Create(ctx, []*types.Entry{e})
-		p.IgnoreIDs = false
-		if err != nil {
-			return r, err
-		}
-		out = append(out, r...)
-	}
-	return out, nil
+	*renamesPaths
+	deny   string
+	once   string
+	failed bool
 }
 
 func (p *batchPolicy) Delete(ctx context.Context, ids []string) ([]spire.Result, error) {
@@ -92,7 +72,7 @@ func (p *batchPolicy) Delete(ctx context.Context, ids []string) ([]spire.Result,
 func TestAnotherOwnersUndeletableRenamedEntryDoesNotFailAPass(t *testing.T) {
 	ctx := context.Background()
 	api := fake.New()
-	pol := &batchPolicy{EntryAPI: api, renames: map[string]bool{"/x": true, "/y": true}, deny: "/y", once: "/x"}
+	pol := &batchPolicy{renamesPaths: &renamesPaths{EntryAPI: api, renames: map[string]bool{"/x": true, "/y": true}}, deny: "/y", once: "/x"}
 	c := &clock{now: t0}
 	s := New(pol, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour, Now: c.Now})
 	x, y := owner("x", time.Hour), owner("y", 0)

@@ -25,13 +25,20 @@ import (
 // operator to the entries it made; it makes an entry SPIRE renamed
 // undeletable for good.
 type prefixPolicy struct {
+	*renamesPaths
+	denied int
+}
+
+// renamesPaths is a SPIRE that ignores the entry IDs it is given for the
+// entries whose SPIFFE ID paths renames holds (as a server before 1.8
+// does), and keeps the others'.
+type renamesPaths struct {
 	*fake.EntryAPI
 	mu      sync.Mutex
 	renames map[string]bool
-	denied  int
 }
 
-func (p *prefixPolicy) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
+func (p *renamesPaths) Create(ctx context.Context, in []*types.Entry) ([]spire.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []spire.Result
@@ -83,7 +90,7 @@ func (p *prefixPolicy) Delete(ctx context.Context, ids []string) ([]spire.Result
 func TestAnUndeletableRenamedEntryOfAnotherOwnerDoesNotStopAPassesWithdrawals(t *testing.T) {
 	ctx := context.Background()
 	api := fake.New()
-	pol := &prefixPolicy{EntryAPI: api, renames: map[string]bool{"/renamed": true}}
+	pol := &prefixPolicy{renamesPaths: &renamesPaths{EntryAPI: api, renames: map[string]bool{"/renamed": true}}}
 	s := New(pol, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour})
 
 	// The tenant's first state: b1 (admin) and b2.
@@ -145,7 +152,7 @@ func TestAnUndeletableRenamedEntryOfAnotherOwnerDoesNotStopAPassesWithdrawals(t 
 func TestAnUndeletableRenamedEntryFailsEveryPassOfEveryOwner(t *testing.T) {
 	ctx := context.Background()
 	api := fake.New()
-	pol := &prefixPolicy{EntryAPI: api, renames: map[string]bool{"/renamed": true}}
+	pol := &prefixPolicy{renamesPaths: &renamesPaths{EntryAPI: api, renames: map[string]bool{"/renamed": true}}}
 	s := New(pol, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour})
 
 	bystander := owner("bystander", time.Hour)

@@ -158,7 +158,7 @@ func TestAHandOverSpireRenamedWhoseDeleteFailedOnceIsNotLeaked(t *testing.T) {
 func TestAnOwnersOwnUndeletableRenamedEntryIsReportedByItsNextPass(t *testing.T) {
 	ctx := context.Background()
 	api := fake.New()
-	pol := &prefixPolicy{EntryAPI: api, renames: map[string]bool{"/renamed": true}}
+	pol := &prefixPolicy{renamesPaths: &renamesPaths{EntryAPI: api, renames: map[string]bool{"/renamed": true}}}
 	s := New(pol, Options{IDs: entries.IDScheme{Prefix: "trustplane."}, ResyncInterval: time.Hour})
 	o := owner("o", 0)
 	want := ptrs([]entries.Entry{named("/renamed", "o", "sa", "app", "r")})
