@@ -284,14 +284,15 @@ func (g *guard) decide(ctx context.Context, token, verb, path string) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	g.keep(key, status, reviewed, readerKey(reviewed, verb, path))
+	reader := readerKey(reviewed, verb, path)
 	if status == http.StatusUnauthorized && signed != "" {
 		// A token made for signed, under the API server's signature, that
 		// the API server does not accept (made for another audience, or
 		// bound to an object since deleted): signed leaves the readers'
 		// lane. Only who may have tokens made for it can send one.
-		g.keep(key, status, "", readerKey(signed, verb, path))
+		reader = readerKey(signed, verb, path)
 	}
+	g.keep(key, status, reviewed, reader)
 	return status, nil
 }
 
@@ -365,45 +366,35 @@ func (g *guard) keep(key [sha256.Size]byte, status int, user, reader string) {
 	if status == http.StatusOK {
 		ttl = g.opts.AllowFor
 	}
-	g.makeRoom(now)
+	if _, known := g.decided[key]; !known {
+		// Expired decisions go first, then refusals (a flood of made-up
+		// tokens pushes out other made-up tokens, not a reader's grant),
+		// then any.
+		makeRoom(g.decided, g.opts.MaxDecisions,
+			func(d decision) bool { return !now.Before(d.expires) },
+			func(d decision) bool { return d.status != http.StatusOK })
+	}
 	g.decided[key] = decision{status: status, expires: now.Add(ttl), user: user}
 	if reader == "" {
 		return
 	}
-	if _, known := g.readers[reader]; !known && len(g.readers) >= g.opts.MaxDecisions {
+	if _, known := g.readers[reader]; !known {
 		// Users no longer allowed go first, then any.
-		for _, keepReaders := range []bool{true, false} {
-			for u, allowed := range g.readers {
-				if len(g.readers) < g.opts.MaxDecisions {
-					break
-				}
-				if !allowed || !keepReaders {
-					delete(g.readers, u)
-				}
-			}
-		}
+		makeRoom(g.readers, g.opts.MaxDecisions, func(allowed bool) bool { return !allowed })
 	}
 	g.readers[reader] = status == http.StatusOK
 }
 
-// makeRoom removes decisions until fewer than MaxDecisions are kept.
-func (g *guard) makeRoom(now time.Time) {
-	if len(g.decided) >= g.opts.MaxDecisions {
-		// Expired decisions go first, then refusals (a flood of made-up
-		// tokens pushes out other made-up tokens, not a reader's grant),
-		// then any.
-		for _, evict := range []func(decision) bool{
-			func(d decision) bool { return !now.Before(d.expires) },
-			func(d decision) bool { return d.status != http.StatusOK },
-			func(decision) bool { return true },
-		} {
-			for k, d := range g.decided {
-				if len(g.decided) < g.opts.MaxDecisions {
-					return
-				}
-				if evict(d) {
-					delete(g.decided, k)
-				}
+// makeRoom removes entries of m until fewer than max are left: those first
+// that the first of first removes, then the second's, and so on, then any.
+func makeRoom[K comparable, V any](m map[K]V, max int, first ...func(V) bool) {
+	for _, evict := range append(first, func(V) bool { return true }) {
+		for k, v := range m {
+			if len(m) < max {
+				return
+			}
+			if evict(v) {
+				delete(m, k)
 			}
 		}
 	}

@@ -71,9 +71,7 @@ func Of(pid int) (Report, error) {
 	}
 	r := Report{}
 	for _, m := range maps {
-		if err := m.locate(f); err != nil {
-			return Report{}, err
-		}
+		m.locate(f)
 	}
 	r.Resident = uint64(len(present)) * pageSize
 	r.Sections = sectionShares(f, maps, present, pageSize)
@@ -159,18 +157,16 @@ func mappingsOf(pid int, exe string) ([]*mapping, error) {
 	return out, nil
 }
 
-// locate sets m's bias from the loadable segment that holds its offset.
-func (m *mapping) locate(f *elf.File) error {
+// locate sets m's bias from the loadable segment that holds its offset; a
+// mapping of no loadable segment (the file mapped again by hand) keeps 0,
+// and its addresses name no section.
+func (m *mapping) locate(f *elf.File) {
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && m.offset >= p.Off && m.offset < p.Off+p.Filesz {
 			m.bias = m.start - (p.Vaddr + (m.offset - p.Off))
-			return nil
+			return
 		}
 	}
-	// A mapping of no loadable segment (the file mapped again by hand):
-	// its addresses name no section.
-	m.bias = 0
-	return nil
 }
 
 // presentPages returns the addresses of the resident pages of maps, from

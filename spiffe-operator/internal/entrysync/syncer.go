@@ -315,12 +315,15 @@ func (s *Syncer) deleteRenamed(ctx context.Context, tag string, del []deletion, 
 	// This owner's in one request, the others' in another, so that
 	// SPIRE refusing a request for another owner's entry fails no pass
 	// of this one.
-	var mine, others []deletion
+	mine, others := del, []deletion(nil)
+	if pending {
+		mine = nil
+	}
 	for d, by := range s.renamed {
 		switch {
-		case by == tag && (pending || slices.Contains(del, d)):
+		case by == tag && pending:
 			mine = append(mine, d)
-		case earlier && by != tag:
+		case by != tag && earlier:
 			others = append(others, d)
 		}
 	}
@@ -1186,11 +1189,10 @@ func (s *Syncer) execute(ctx context.Context, owner Owner, p *plan, out *Outcome
 		// that failed as a whole.
 		callErr, retry = retry, nil
 	}
-	tag := owner.Tag()
 	if len(p.creates) > 0 {
 		in := make([]*types.Entry, len(p.creates))
 		for i, e := range p.creates {
-			in[i] = e.Proto(s.opts.IDs.EntryIDFor(tag, e))
+			in[i] = e.Proto(s.opts.IDs.EntryIDFor(p.tag, e))
 		}
 		res, err := s.api.Create(ctx, in)
 		var renamed []deletion
@@ -1468,10 +1470,7 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 			out.Failed = append(out.Failed, Failed{Entry: *t.by, Reason: r.Code.String(), Message: r.Message})
 		}
 	}
-	if len(waits) > 0 {
-		p.takeovers = slices.DeleteFunc(p.takeovers, func(t takeover) bool { return waits[t.by] })
-		p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return waits[e] })
-	}
+	p.withoutTakeovers(func(t takeover) bool { return waits[t.by] })
 	if len(failing) > 0 {
 		failed = errors.Join(failed, fmt.Errorf("take over %d entries: SPIRE failed them as they are, so they stay their holders' (%s): %w",
 			len(failing), strings.Join(failing, "; "), ErrTransient))
@@ -1504,13 +1503,19 @@ func (s *Syncer) takeOver(ctx context.Context, p *plan, out *Outcome) (failed, e
 // dropTakeovers drops every takeover of p and its create, after a call
 // SPIRE failed as a whole (err, returned): the holders keep their entries.
 func (s *Syncer) dropTakeovers(p *plan, err error) error {
-	by := make(map[*entries.Entry]bool, len(p.takeovers))
-	for _, t := range p.takeovers {
-		by[t.by] = true
-	}
-	p.takeovers = nil
-	p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return by[e] })
+	p.withoutTakeovers(func(takeover) bool { return true })
 	return err
+}
+
+// withoutTakeovers drops the takeovers of p that drop names, and their
+// creates.
+func (p *plan) withoutTakeovers(drop func(takeover) bool) {
+	dropped := map[*entries.Entry]bool{}
+	p.takeovers = slices.DeleteFunc(p.takeovers, func(t takeover) bool {
+		dropped[t.by] = drop(t)
+		return dropped[t.by]
+	})
+	p.creates = slices.DeleteFunc(p.creates, func(e *entries.Entry) bool { return dropped[e] })
 }
 
 // putBack re-creates, with their IDs and fields, the entries taken over
